@@ -1,0 +1,108 @@
+"""Inlet's settings: one pydantic-settings class, read from ``INLET_*`` environment variables.
+
+Nothing else in the code base reads ``os.environ``; everything takes a ``Settings``.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="INLET_", extra="ignore")
+
+    # Storage of the control plane itself.
+    data_dir: Path = Path(".inlet")
+    database_url: str | None = Field(
+        default=None, description="SQLAlchemy URL; defaults to a SQLite file under data_dir"
+    )
+    storage_root: str | None = Field(
+        default=None, description="Root under which Delta targets live; defaults to data_dir/storage"
+    )
+
+    # Access.
+    admin_token: SecretStr | None = Field(default=None, description="Platform operator token")
+    cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+
+    # Broker for Celery.
+    redis_url: str = "redis://127.0.0.1:6379/0"
+
+    # Secrets.
+    secret_backend: Literal["local", "vault"] = "local"
+    secret_key_file: Path | None = Field(
+        default=None, description="Key of the local encrypted store; defaults to data_dir/secret.key"
+    )
+    vault_addr: str | None = None
+    vault_token: SecretStr | None = None
+    vault_role_id: str | None = None
+    vault_secret_id: SecretStr | None = None
+    vault_mount: str = "secret"
+    vault_prefix: str = "inlet"
+    vault_namespace: str | None = None
+    vault_timeout_s: float = 5.0
+
+    # Kafka lookups done by the control plane (planning, offsets, connection test).
+    kafka_timeout_s: float = 5.0
+
+    # Runs: where job specs are written, and how runs are retried and leased.
+    work_dir: Path | None = Field(default=None, description="Private folder for job specs; defaults to data_dir/work")
+    run_timeout_s: float = 3600.0
+    run_max_attempts: int = Field(default=3, ge=1)
+    run_retry_backoff_s: float = 10.0
+    run_lease_s: float = Field(default=60.0, gt=5)
+    scheduler_interval_s: float = Field(default=5.0, gt=0)
+    scheduler_batch_size: int = Field(default=500, ge=1)
+
+    # spark-submit as the worker runs it.
+    spark_submit: str | None = Field(default=None, description="spark-submit path; defaults to the one beside Python")
+    spark_master: str = "local[*]"
+    spark_conf: dict[str, str] = Field(default_factory=dict)
+    spark_packages: Annotated[list[str], NoDecode] = Field(default_factory=list, description="Comma-separated")
+    spark_jars: Annotated[list[str], NoDecode] = Field(default_factory=list, description="Comma-separated")
+    spark_driver_memory: str | None = "1g"
+    spark_executor_memory: str | None = None
+    spark_reader: Literal["python", "jvm"] = "python"
+    delta_writer: Literal["delta-rs", "jvm"] = "delta-rs"
+
+    # Requests.
+    max_body_bytes: int = 1_048_576
+    page_limit_max: int = 500
+
+    @field_validator("cors_origins", "spark_packages", "spark_jars", mode="before")
+    @classmethod
+    def _split_lists(cls, value: object) -> object:
+        if isinstance(value, str) and not value.strip().startswith("["):
+            return [origin.strip() for origin in value.split(",") if origin.strip()]
+        return value
+
+    @model_validator(mode="after")
+    def _validate_backend(self) -> Settings:
+        if self.secret_backend == "vault" and not self.vault_addr:
+            raise ValueError("INLET_VAULT_ADDR is required when INLET_SECRET_BACKEND=vault")
+        return self
+
+    @property
+    def resolved_database_url(self) -> str:
+        return self.database_url or f"sqlite:///{(self.data_dir / 'inlet.db').resolve()}"
+
+    @property
+    def resolved_storage_root(self) -> str:
+        return self.storage_root or str((self.data_dir / "storage").resolve())
+
+    @property
+    def resolved_secret_key_file(self) -> Path:
+        return self.secret_key_file or self.data_dir / "secret.key"
+
+    @property
+    def resolved_work_dir(self) -> Path:
+        return self.work_dir or self.data_dir / "work"
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,104 @@
+"""ASGI guards in front of every route: body size, JSON-only bodies, and request logging without
+bodies or headers (they may carry secrets)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from api.core.errors import PROBLEM_BASE, PROBLEM_JSON
+
+log = logging.getLogger("inlet.access")
+
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+async def _send_problem(send: Send, scope: Scope, status: int, code: str, title: str, detail: str) -> None:
+    body = json.dumps({"type": PROBLEM_BASE + code, "title": title, "status": status, "detail": detail,
+                       "instance": scope.get("path", "")}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", PROBLEM_JSON.encode()), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _is_json(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+class RequestGuard:
+    """Refuses bodies over the size limit (413) and bodies that are not JSON (415)."""
+
+    def __init__(self, app: ASGIApp, *, max_body_bytes: int) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in _BODY_METHODS:
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode().lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        length = headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
+            await _send_problem(send, scope, 413, "payload-too-large", "Payload too large",
+                                f"The body is larger than {self.max_body_bytes} bytes")
+            return
+        has_body = (length not in (None, "0")) or "transfer-encoding" in headers
+        if has_body and not _is_json(headers.get("content-type", "")):
+            await _send_problem(send, scope, 415, "unsupported-media-type", "Unsupported media type",
+                                "Send the body as application/json (or application/merge-patch+json for PATCH)")
+            return
+        # The whole body is read here, against the limit, before the app sees it: an over-limit body
+        # sent without Content-Length (chunked) is a 413 too, never a parse error further in.
+        chunks: list[bytes] = []
+        received = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away: no one to answer
+                return
+            chunk = message.get("body", b"")
+            received += len(chunk)
+            if received > self.max_body_bytes:
+                await _send_problem(send, scope, 413, "payload-too-large", "Payload too large",
+                                    f"The body is larger than {self.max_body_bytes} bytes")
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body, delivered = b"".join(chunks), False
+
+        async def replay() -> Message:
+            nonlocal delivered
+            if delivered:
+                return await receive()
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+class AccessLog:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status: dict[str, Any] = {"code": 500}
+
+        async def capture(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, capture)
+        finally:
+            log.info("%s %s %s %.1fms", scope["method"], scope["path"], status["code"],
+                     (time.perf_counter() - started) * 1000)

@@ -1,0 +1,46 @@
+"""The FastAPI application: settings, engine and secret store on ``app.state``, every domain's router."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+
+from api.audit.router import router as audit_router
+from api.connections.router import router as connections_router
+from api.core.config import Settings, get_settings
+from api.core.db import make_engine
+from api.core.errors import install_error_handlers
+from api.core.middleware import AccessLog, RequestGuard
+from api.health.router import router as health_router
+from api.pipelines.router import router as pipelines_router
+from api.runs.dispatch import CeleryDispatcher, Dispatcher
+from api.runs.router import router as runs_router
+from api.secrets.store import build_secret_store
+from api.tenancy.router import router as tenancy_router
+
+API_VERSION = "0.1.0"
+
+DESCRIPTION = """Inlet: a multi-tenant control plane for Kafka ingestion into Delta tables and Kafka topics.
+
+Every error is an RFC 9457 `application/problem+json` body. Authenticate with
+`Authorization: Bearer <api key>` (tenant routes) or the operator token (`/tenants`)."""
+
+
+def create_app(settings: Settings | None = None, *, dispatcher: Dispatcher | None = None) -> FastAPI:
+    settings = settings or get_settings()
+    app = FastAPI(title="Inlet", version=API_VERSION, description=DESCRIPTION)
+    app.state.settings = settings
+    app.state.engine = make_engine(settings.resolved_database_url)
+    app.state.secrets = build_secret_store(settings)
+    app.state.dispatcher = dispatcher or CeleryDispatcher(settings.redis_url)
+
+    install_error_handlers(app)
+    for router in (health_router, tenancy_router, connections_router, pipelines_router, runs_router, audit_router):
+        app.include_router(router)
+
+    app.add_middleware(RequestGuard, max_body_bytes=settings.max_body_bytes)
+    if settings.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_credentials=False,
+                           allow_methods=["*"], allow_headers=["*"], expose_headers=["ETag", "Location"])
+    app.add_middleware(AccessLog)
+    return app

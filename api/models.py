@@ -1,0 +1,18 @@
+"""Every table, imported in one place so that Alembic and the tests see the whole schema."""
+
+from sqlmodel import SQLModel
+
+from api.audit.models import AuditEvent
+from api.connections.models import Connection
+from api.core.models import IdempotencyRecord
+from api.offsets.models import PartitionOffset
+from api.pipelines.models import Pipeline
+from api.runs.models import Run, RunLogChunk
+from api.tenancy.models import ApiKey, Tenant
+
+metadata = SQLModel.metadata
+
+__all__ = [
+    "ApiKey", "AuditEvent", "Connection", "IdempotencyRecord", "PartitionOffset", "Pipeline", "Run", "RunLogChunk",
+    "Tenant", "metadata",
+]

@@ -1,0 +1,44 @@
+"""The pipelines table. ``source``/``target``/``schedule`` hold the user's definition as written;
+foreign keys and scheduling fields are kept in columns beside it."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, Column, ForeignKey, Index, String, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+from api.core.db import UTCDateTime, utcnow
+
+
+class Pipeline(SQLModel, table=True):
+    __tablename__ = "pipelines"
+    __table_args__ = (
+        UniqueConstraint("tenant_id", "name", name="uq_pipelines_tenant_name"),
+        Index("ix_pipelines_due", "state", "next_run_at"),
+    )
+
+    id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
+    tenant_id: uuid.UUID = Field(
+        sa_column=Column(ForeignKey("tenants.id", ondelete="CASCADE"), nullable=False, index=True)
+    )
+    name: str = Field(sa_column=Column(String(100), nullable=False))
+    connection_id: uuid.UUID = Field(
+        sa_column=Column(ForeignKey("connections.id", ondelete="RESTRICT"), nullable=False, index=True)
+    )
+    target_connection_id: uuid.UUID | None = Field(
+        default=None, sa_column=Column(ForeignKey("connections.id", ondelete="RESTRICT"), index=True)
+    )
+    source: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    target: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    schedule: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    state: str = Field(sa_column=Column(String(16), nullable=False))
+    next_run_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    last_run_seq: int = Field(default=0, description="The sequence number of the newest run")
+    observed_lag: int | None = Field(default=None, sa_column=Column(BigInteger))
+    observed_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    revision: int = 1
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+    updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)

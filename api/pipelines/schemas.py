@@ -1,0 +1,193 @@
+"""Pipelines as the API takes and shows them: a Kafka source, a target, a schedule, a state.
+
+What a client writes reads back the same; values the server computes live apart, under ``status``.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import CroniterBadDateError, croniter
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from api.pipelines.ddl import ddl_field_names
+
+TOPIC_PATTERN = r"^[A-Za-z0-9._-]{1,249}$"
+TopicName = Annotated[str, Field(pattern=TOPIC_PATTERN, description="A Kafka topic name")]
+ColumnName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
+PipelineState = Literal["active", "paused"]
+
+
+def _check_topic(name: str) -> str:
+    if name in {".", ".."}:
+        raise ValueError("'.' and '..' are not legal topic names")
+    return name
+
+
+class KafkaSource(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    connection_id: uuid.UUID
+    topics: list[TopicName] | None = Field(default=None, min_length=1, max_length=100)
+    topic_pattern: str | None = Field(default=None, min_length=1, max_length=1000,
+                                      description="A regex; topics matching it are resolved at each run")
+    starting_offsets: Literal["earliest", "latest"] | dict[TopicName, dict[str, int]] = Field(
+        default="earliest",
+        description="Where partitions never read before start: earliest, latest, or per-partition offsets "
+                    "as Spark's startingOffsets JSON (-2 earliest, -1 latest)",
+    )
+    max_offsets_per_run: int | None = Field(default=None, ge=1, le=10**12,
+                                            description="Cap of records per run, split over partitions by backlog")
+    value_format: Literal["raw", "string", "json"] = "raw"
+    schema_: str | None = Field(default=None, alias="schema", max_length=65_536,
+                                description="Spark DDL of the value, for value_format json")
+    include_headers: bool = False
+    on_data_loss: Literal["fail", "skip"] = "fail"
+
+    @field_validator("topics")
+    @classmethod
+    def _topics(cls, topics: list[str] | None) -> list[str] | None:
+        if topics is not None:
+            for topic in topics:
+                _check_topic(topic)
+            if len(set(topics)) != len(topics):
+                raise ValueError("topics must not repeat")
+        return topics
+
+    @field_validator("topic_pattern")
+    @classmethod
+    def _pattern(cls, pattern: str | None) -> str | None:
+        if pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"topic_pattern is not a valid regex: {exc}") from None
+        return pattern
+
+    @field_validator("starting_offsets")
+    @classmethod
+    def _starting(cls, value: object) -> object:
+        if isinstance(value, dict):
+            if not value or len(value) > 100:
+                raise ValueError("starting_offsets names 1 to 100 topics")
+            for topic, partitions in value.items():
+                _check_topic(topic)
+                for partition, offset in partitions.items():
+                    if not partition.isdigit() or int(partition) > 1_000_000:
+                        raise ValueError(f"{topic}: partition {partition!r} is not a partition number")
+                    if offset < -2:
+                        raise ValueError(f"{topic}[{partition}]: offset must be >= 0, or -2 (earliest) / -1 (latest)")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> KafkaSource:
+        if (self.topics is None) == (self.topic_pattern is None):
+            raise ValueError("give exactly one of topics or topic_pattern")
+        if self.value_format == "json":
+            if not self.schema_:
+                raise ValueError("value_format json needs a schema (Spark DDL)")
+            try:
+                ddl_field_names(self.schema_)
+            except ValueError as exc:
+                raise ValueError(f"schema: {exc}") from None
+        elif self.schema_ is not None:
+            raise ValueError("schema is only used with value_format json")
+        if isinstance(self.starting_offsets, dict) and self.topics is not None:
+            unknown = sorted(set(self.starting_offsets) - set(self.topics))
+            if unknown:
+                raise ValueError(f"starting_offsets names topics the pipeline does not read: {', '.join(unknown)}")
+        return self
+
+
+class DeltaTarget(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["delta"]
+    path: str = Field(min_length=1, max_length=512, description="Relative to the tenant's storage root")
+    partition_by: list[ColumnName] = Field(default_factory=list, max_length=8)
+
+
+class KafkaTarget(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["kafka"]
+    connection_id: uuid.UUID
+    topic: TopicName
+
+    @field_validator("topic")
+    @classmethod
+    def _topic(cls, topic: str) -> str:
+        return _check_topic(topic)
+
+
+Target = Annotated[DeltaTarget | KafkaTarget, Field(discriminator="type")]
+
+
+class CronSchedule(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    cron: str = Field(min_length=9, max_length=200, examples=["*/5 * * * *"])
+    timezone: str = Field(default="UTC", max_length=64)
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, cron: str) -> str:
+        if len(cron.split()) != 5 or not croniter.is_valid(cron):
+            raise ValueError("not a 5-field cron expression (minute hour day-of-month month day-of-week)")
+        try:
+            croniter(cron, datetime.now(UTC)).get_next(datetime)
+        except CroniterBadDateError:
+            raise ValueError("the cron expression never fires (no such date)") from None
+        return cron
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, zone: str) -> str:
+        try:
+            ZoneInfo(zone)
+        except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a tzdata folder, such as "America"
+            raise ValueError("not an IANA timezone name such as Europe/Paris or UTC") from None
+        return zone
+
+
+class IntervalSchedule(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    interval_seconds: int = Field(ge=10, le=31 * 86_400)
+
+
+class PipelineSpec(BaseModel):
+    """The writable shape of a pipeline (POST, PUT; PATCH merges into it)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    source: KafkaSource
+    target: Target
+    schedule: CronSchedule | IntervalSchedule | None = None
+    state: PipelineState = "active"
+
+
+class PipelineStatus(BaseModel):
+    """Values the server computes; never part of what a client writes."""
+
+    next_run_at: datetime | None
+    target_uri: str | None = Field(description="Where the Delta table lives (delta targets)")
+
+
+class PipelineRead(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
+    id: uuid.UUID
+    name: str
+    source: KafkaSource
+    target: Target
+    schedule: CronSchedule | IntervalSchedule | None
+    state: PipelineState
+    status: PipelineStatus
+    created_at: datetime
+    updated_at: datetime

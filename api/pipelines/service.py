@@ -1,0 +1,191 @@
+"""Pipelines: define, read, replace, patch, pause, resume, delete."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from pydantic import ValidationError
+from sqlmodel import Session
+
+from api.audit.service import record_by
+from api.connections.models import Connection
+from api.core.db import utcnow
+from api.core.errors import Conflict, ValidationFailed, validation_errors
+from api.core.etag import check_if_match, etag_for
+from api.core.merge_patch import merge_patch
+from api.core.pagination import PageParams, paginate
+from api.core.scoping import get_scoped, scoped_select
+from api.core.security import TenantContext
+from api.pipelines.models import Pipeline
+from api.pipelines.scheduling import next_fire
+from api.pipelines.schemas import KafkaTarget, PipelineRead, PipelineSpec, PipelineStatus
+from api.pipelines.states import PIPELINE_STATES
+from api.pipelines.storage import resolve_delta_uri
+
+
+def etag(pipeline: Pipeline) -> str:
+    return etag_for(pipeline.id, pipeline.revision)
+
+
+def spec_of(pipeline: Pipeline) -> PipelineSpec:
+    return PipelineSpec.model_validate({
+        "name": pipeline.name, "source": pipeline.source, "target": pipeline.target,
+        "schedule": pipeline.schedule, "state": pipeline.state,
+    })
+
+
+def target_uri(pipeline: Pipeline, storage_root: str) -> str | None:
+    if pipeline.target.get("type") != "delta":
+        return None
+    return resolve_delta_uri(storage_root, pipeline.tenant_id, pipeline.target["path"])
+
+
+def to_read(pipeline: Pipeline, storage_root: str) -> PipelineRead:
+    spec = spec_of(pipeline)
+    return PipelineRead(
+        id=pipeline.id, name=spec.name, source=spec.source, target=spec.target, schedule=spec.schedule,
+        state=spec.state, created_at=pipeline.created_at, updated_at=pipeline.updated_at,
+        status=PipelineStatus(next_run_at=pipeline.next_run_at, target_uri=target_uri(pipeline, storage_root)),
+    )
+
+
+def _stored(spec: PipelineSpec) -> dict[str, Any]:
+    return spec.model_dump(mode="json", by_alias=True)
+
+
+def _check_references(session: Session, ctx: TenantContext, spec: PipelineSpec, storage_root: str) -> None:
+    refs = [("source.connection_id", spec.source.connection_id)]
+    if isinstance(spec.target, KafkaTarget):
+        refs.append(("target.connection_id", spec.target.connection_id))
+    for field, ident in refs:
+        if session.exec(scoped_select(Connection, ctx.tenant_id).where(Connection.id == ident)).first() is None:
+            raise ValidationFailed.field(field, f"Connection {ident} does not exist")
+    if spec.target.type == "delta":
+        resolve_delta_uri(storage_root, ctx.tenant_id, spec.target.path)
+
+
+def _ensure_name_free(session: Session, ctx: TenantContext, name: str, own_id: uuid.UUID | None = None) -> None:
+    existing = session.exec(scoped_select(Pipeline, ctx.tenant_id).where(Pipeline.name == name)).first()
+    if existing is not None and existing.id != own_id:
+        raise Conflict(f"A pipeline named {name!r} already exists", conflicting_id=str(existing.id))
+
+
+def _apply(pipeline: Pipeline, spec: PipelineSpec) -> None:
+    stored = _stored(spec)
+    pipeline.name = spec.name
+    pipeline.source = stored["source"]
+    pipeline.target = stored["target"]
+    pipeline.schedule = stored["schedule"]
+    pipeline.connection_id = spec.source.connection_id
+    pipeline.target_connection_id = spec.target.connection_id if isinstance(spec.target, KafkaTarget) else None
+
+
+def _set_state(pipeline: Pipeline, state: str) -> None:
+    if state != pipeline.state:
+        PIPELINE_STATES.check(pipeline.state, state)
+        pipeline.state = state
+    pipeline.next_run_at = next_fire(pipeline.schedule, utcnow()) if pipeline.state == "active" else None
+
+
+def _audit_view(pipeline: Pipeline) -> dict[str, Any]:
+    return {"name": pipeline.name, "source": pipeline.source, "target": pipeline.target,
+            "schedule": pipeline.schedule, "state": pipeline.state}
+
+
+def create_pipeline(*, session: Session, ctx: TenantContext, spec: PipelineSpec, storage_root: str) -> Pipeline:
+    _check_references(session, ctx, spec, storage_root)
+    _ensure_name_free(session, ctx, spec.name)
+    pipeline = Pipeline(tenant_id=ctx.tenant_id, name=spec.name, connection_id=spec.source.connection_id,
+                        source={}, target={}, state=spec.state)
+    _apply(pipeline, spec)
+    _set_state(pipeline, spec.state)
+    session.add(pipeline)
+    session.flush()
+    record_by(session, ctx, resource_type="pipeline", resource_id=pipeline.id, action="create", after=_audit_view(pipeline))
+    return pipeline
+
+
+def get_pipeline(*, session: Session, ctx: TenantContext, pipeline_id: uuid.UUID, lock: bool = False) -> Pipeline:
+    return get_scoped(session, Pipeline, ctx.tenant_id, pipeline_id, resource="Pipeline", lock=lock)
+
+
+def list_pipelines(
+    *, session: Session, ctx: TenantContext, page: PageParams, name: str | None = None,
+    name_contains: str | None = None, state: str | None = None, connection_id: uuid.UUID | None = None,
+) -> tuple[list[Pipeline], int]:
+    stmt = scoped_select(Pipeline, ctx.tenant_id)
+    if name:
+        stmt = stmt.where(Pipeline.name == name)
+    if name_contains:
+        stmt = stmt.where(Pipeline.name.contains(name_contains, autoescape=True))  # type: ignore[attr-defined]
+    if state:
+        stmt = stmt.where(Pipeline.state == state)
+    if connection_id:
+        stmt = stmt.where(Pipeline.connection_id == connection_id)
+    return paginate(session, stmt, page, Pipeline)
+
+
+def replace_pipeline(
+    *, session: Session, ctx: TenantContext, pipeline_id: uuid.UUID, spec: PipelineSpec,
+    if_match: str | None, storage_root: str,
+) -> Pipeline:
+    pipeline = get_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id, lock=True)
+    check_if_match(if_match, etag(pipeline))
+    _check_references(session, ctx, spec, storage_root)
+    _ensure_name_free(session, ctx, spec.name, own_id=pipeline.id)
+    before = _audit_view(pipeline)
+    if _stored(spec) == _stored(spec_of(pipeline)):
+        return pipeline  # a no-op write changes nothing, not even the ETag
+    schedule_changed = spec.model_dump(mode="json")["schedule"] != pipeline.schedule
+    _apply(pipeline, spec)
+    if spec.state != pipeline.state or schedule_changed:
+        _set_state(pipeline, spec.state)
+    _touch(session, ctx, pipeline, "update", before)
+    return pipeline
+
+
+def _touch(session: Session, ctx: TenantContext, pipeline: Pipeline, action: str, before: dict[str, Any]) -> None:
+    pipeline.revision += 1
+    pipeline.updated_at = utcnow()
+    session.add(pipeline)
+    session.flush()
+    record_by(session, ctx, resource_type="pipeline", resource_id=pipeline.id, action=action,
+              before=before, after=_audit_view(pipeline))
+
+
+def patch_pipeline(
+    *, session: Session, ctx: TenantContext, pipeline_id: uuid.UUID, patch: dict[str, Any],
+    if_match: str | None, storage_root: str,
+) -> Pipeline:
+    pipeline = get_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id, lock=True)
+    merged = merge_patch(_stored(spec_of(pipeline)), patch)
+    try:
+        spec = PipelineSpec.model_validate(merged)
+    except ValidationError as exc:
+        raise ValidationFailed("The patched pipeline is not valid", errors=validation_errors(exc.errors())) from None
+    return replace_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id, spec=spec, if_match=if_match,
+                            storage_root=storage_root)
+
+
+def set_state(
+    *, session: Session, ctx: TenantContext, pipeline_id: uuid.UUID, state: str, if_match: str | None = None
+) -> Pipeline:
+    """Pause or resume; asking for the state it already has changes nothing."""
+    pipeline = get_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id, lock=True)
+    check_if_match(if_match, etag(pipeline))
+    if pipeline.state == state:
+        return pipeline
+    before = _audit_view(pipeline)
+    _set_state(pipeline, state)
+    _touch(session, ctx, pipeline, "pause" if state == "paused" else "resume", before)
+    return pipeline
+
+
+def delete_pipeline(*, session: Session, ctx: TenantContext, pipeline_id: uuid.UUID, if_match: str | None) -> None:
+    pipeline = get_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id, lock=True)
+    check_if_match(if_match, etag(pipeline))
+    before = _audit_view(pipeline)
+    session.delete(pipeline)
+    session.flush()
+    record_by(session, ctx, resource_type="pipeline", resource_id=pipeline_id, action="delete", before=before)

@@ -1,0 +1,137 @@
+"""The ``inlet`` command: one entry point for every process Inlet runs."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+
+def _api(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from api.core.config import get_settings
+    from api.core.migrate import upgrade_to_head
+    from api.main import create_app
+
+    settings = get_settings()
+    if not args.no_migrate:
+        upgrade_to_head(settings.resolved_database_url)
+    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level,
+                workers=None, access_log=False)
+    return 0
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    from api.core.config import get_settings
+    from api.core.migrate import upgrade_to_head
+
+    upgrade_to_head(get_settings().resolved_database_url)
+    print("database schema is at head")
+    return 0
+
+
+def _openapi(args: argparse.Namespace) -> int:
+    from api.openapi import render_openapi
+
+    text = render_openapi()
+    if args.write:
+        args.write.write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from worker.celery_app import app
+
+    app.worker_main(["worker", f"--loglevel={args.log_level}", f"--concurrency={args.concurrency}",
+                     "--queues=inlet", f"--hostname=inlet-worker-{os.getpid()}@%h", "--without-gossip",
+                     "--without-mingle"])
+    return 0
+
+
+def _scheduler(args: argparse.Namespace) -> int:
+    import logging
+    import signal
+    import threading
+
+    from api.core.config import get_settings
+    from api.core.db import make_engine
+    from api.runs.dispatch import CeleryDispatcher
+    from worker.scheduler import run_forever
+
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = get_settings()
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    run_forever(make_engine(settings.resolved_database_url), CeleryDispatcher(settings.redis_url), settings, stop)
+    return 0
+
+
+def _sandbox_kafka(args: argparse.Namespace) -> int:
+    from sandbox.cli import main as sandbox_main
+
+    return sandbox_main(args.rest)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from cli.demo import main as demo_main
+
+    return demo_main(args.rest)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="inlet", description="Inlet, the Kafka ingestion control plane")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    api = sub.add_parser("api", help="serve the REST API with uvicorn")
+    api.add_argument("--host", default="127.0.0.1")
+    api.add_argument("--port", type=int, default=8000)
+    api.add_argument("--log-level", default="info")
+    api.add_argument("--no-migrate", action="store_true", help="do not bring the schema to head first")
+    api.set_defaults(func=_api)
+
+    worker = sub.add_parser("worker", help="run a Celery worker that executes runs")
+    worker.add_argument("--concurrency", type=int, default=1, help="runs at once (each is a spark-submit)")
+    worker.add_argument("--log-level", default="INFO")
+    worker.set_defaults(func=_worker)
+
+    scheduler = sub.add_parser("scheduler", help="fire scheduled pipelines and resend lost runs")
+    scheduler.add_argument("--log-level", default="INFO")
+    scheduler.set_defaults(func=_scheduler)
+
+    migrate = sub.add_parser("migrate", help="bring the database schema to head (Alembic)")
+    migrate.set_defaults(func=_migrate)
+
+    openapi = sub.add_parser("openapi", help="print the OpenAPI document the app serves, as YAML")
+    openapi.add_argument("--write", type=Path, help="write it to this file instead (e.g. openapi.yaml)")
+    openapi.set_defaults(func=_openapi)
+
+    sandbox = sub.add_parser("sandbox-kafka", help="run the sandbox Kafka cluster (see sandbox/)", add_help=False)
+    sandbox.add_argument("rest", nargs=argparse.REMAINDER)
+    sandbox.set_defaults(func=_sandbox_kafka)
+
+    demo = sub.add_parser("demo", help="run the local stack and walk through Inlet's main job", add_help=False)
+    demo.add_argument("rest", nargs=argparse.REMAINDER)
+    demo.set_defaults(func=_demo)
+    return parser
+
+
+# Commands with their own argument parsers get the rest of the command line untouched
+# (argparse's REMAINDER would refuse a leading --option).
+_PASS_THROUGH = {"sandbox-kafka": _sandbox_kafka, "demo": _demo}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in _PASS_THROUGH:
+        return _PASS_THROUGH[argv[0]](argparse.Namespace(rest=argv[1:]))
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

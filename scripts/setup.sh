@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Idempotent machine + virtualenv setup: Debian packages the stack needs, then .venv at the repo root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEBIAN_PACKAGES=(redis-server postgresql openjdk-17-jre-headless)
+
+missing=()
+for pkg in "${DEBIAN_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+# Java may come from elsewhere than Debian's package (the machine image ships one).
+if [[ " ${missing[*]-} " == *" openjdk-17-jre-headless "* ]] && command -v java >/dev/null; then
+    missing=("${missing[@]/openjdk-17-jre-headless}")
+fi
+missing=(${missing[@]+"${missing[@]}"})
+if ((${#missing[@]})); then
+    echo "setup: installing Debian packages: ${missing[*]}"
+    SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+PYTHON=${PYTHON:-python3.11}
+command -v "$PYTHON" >/dev/null || PYTHON=python3
+if [[ ! -x .venv/bin/python ]]; then
+    echo "setup: creating .venv"
+    "$PYTHON" -m venv .venv
+fi
+
+# Reinstall only when the dependency list changed.
+stamp=.venv/.inlet-installed
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
+    echo "setup: installing Python dependencies into .venv"
+    .venv/bin/pip install -q --disable-pip-version-check -e '.[dev]' 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+    echo "$want" > "$stamp"
+fi

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# make test: start what the suite needs (PostgreSQL, Redis) on loopback, run the whole suite on
+# PostgreSQL, then the database-backed fast suite on SQLite; stop what was started.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/services.sh
+trap stop_started EXIT
+
+start_postgres
+start_redis
+
+PYTEST=(.venv/bin/python -m pytest -p no:cacheprovider -n 2 --durations=15)
+
+echo "== full suite on PostgreSQL =="
+"${PYTEST[@]}" ${PYTEST_ARGS:-}
+
+echo "== database suite on SQLite =="
+INLET_TEST_DATABASE_URL= "${PYTEST[@]}" -m "db and not slow" -q ${PYTEST_ARGS:-}
