@@ -1,0 +1,81 @@
+"""The connection test: fetch a cluster's metadata with a connection's settings and credentials.
+
+One bounded metadata request (``kafka_timeout_s``) through ``api.kafka.KafkaClient``. A failure is a
+problem+json saying what failed, with ``kind`` one of ``dns``, ``refused``, ``tls``, ``auth``,
+``timeout``, ``not_found``, ``unknown``: 504 for a timeout (the cluster did not answer in time),
+502 for everything else the cluster or the network answered with (a gateway's codes: Inlet
+stands between the caller and the cluster), 422 for settings librdkafka cannot use. Texts come
+from ``api.kafka``, which scrubs every configured secret out of them; credentials are never echoed.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from sqlmodel import Session
+
+from api.connections import service
+from api.connections.schemas import BrokerRead, ConnectionSpec, ConnectionTestResult
+from api.core.errors import DomainError, ValidationFailed
+from api.core.security import TenantContext
+from api.kafka import KafkaClient, KafkaClientConfig, KafkaClientError, KafkaConfigError
+from api.secrets.store import SecretStore
+
+log = logging.getLogger(__name__)
+
+_TITLES = {
+    "dns": "The broker host name does not resolve",
+    "refused": "The brokers refused the connection",
+    "tls": "The TLS handshake with the brokers failed",
+    "auth": "The cluster refused the credentials",
+    "timeout": "The cluster did not answer in time",
+    "not_found": "The cluster did not show what was asked",
+}
+
+
+class ConnectionTestFailed(DomainError):
+    """The cluster could not be reached or refused the connection; ``kind`` says how."""
+
+    status, code, title = 502, "connection-test-failed", "The Kafka cluster could not be used"
+
+    def __init__(self, error: KafkaClientError) -> None:
+        kind = error.kind if error.kind in _TITLES else "unknown"
+        super().__init__(f"Connection test failed ({kind}): {error.message}", kind=kind)
+        self.title = _TITLES.get(kind, self.title)
+        self.code = f"kafka-{kind.replace('_', '-')}"
+        if kind == "timeout":
+            self.status = 504
+
+
+def probe_connection(
+    *, session: Session, ctx: TenantContext, secrets: SecretStore, connection_id: uuid.UUID, timeout_s: float
+) -> ConnectionTestResult:
+    conn = service.get_connection(session=session, ctx=ctx, connection_id=connection_id)
+    return _probe(service.client_config(conn, secrets), timeout_s)
+
+
+def probe_spec(*, spec: ConnectionSpec, timeout_s: float) -> ConnectionTestResult:
+    try:
+        config = service.spec_client_config(spec)
+    except KafkaConfigError as exc:
+        raise ValidationFailed(f"The connection settings cannot make a Kafka client: {exc.message}") from None
+    return _probe(config, timeout_s)
+
+
+def _probe(config: KafkaClientConfig, timeout_s: float) -> ConnectionTestResult:
+    try:
+        with KafkaClient(config, timeout_s=timeout_s, client_id="inlet-connection-test") as client:
+            metadata = client.cluster_metadata()
+    except KafkaConfigError as exc:
+        raise ValidationFailed(f"The connection settings cannot make a Kafka client: {exc.message}") from None
+    except KafkaClientError as exc:
+        if exc.kind == "config":
+            raise ValidationFailed(f"The connection settings cannot make a Kafka client: {exc.message}") from None
+        log.info("connection test to %s failed: %s", config.bootstrap_servers, exc.kind)
+        raise ConnectionTestFailed(exc) from None
+    return ConnectionTestResult(
+        ok=True, cluster_id=metadata.cluster_id,
+        brokers=[BrokerRead(id=b.id, host=b.host, port=b.port) for b in metadata.brokers],
+        topics_visible=metadata.topic_count, latency_ms=metadata.latency_ms,
+    )

@@ -1,0 +1,113 @@
+"""``/connections``: a tenant's Kafka clusters and how to reach them."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Query, Response
+from fastapi.responses import JSONResponse
+
+from api.connections import probe, service
+from api.connections.schemas import ConnectionRead, ConnectionSpec, ConnectionTestResult
+from api.core.deps import Editor, IfMatch, SecretsDep, SessionDep, SettingsDep, Viewer
+from api.core.http import resource_response
+from api.core.idempotency import IdempotencyDep
+from api.core.pagination import Page, PageParams, page_params
+
+router = APIRouter(prefix="/connections", tags=["connections"])
+
+ConnectionPage = Annotated[PageParams, Depends(page_params(("created_at", "updated_at", "name")))]
+PatchBody = Annotated[dict[str, Any], Body(
+    description="JSON Merge Patch (RFC 7396) of the connection; write-only fields: omitted keeps, null removes",
+    media_type="application/merge-patch+json",
+)]
+
+
+def _respond(conn: Any, status_code: int = 200) -> JSONResponse:
+    location = f"/connections/{conn.id}" if status_code == 201 else None
+    return resource_response(service.to_read(conn), etag=service.etag(conn), status_code=status_code, location=location)
+
+
+@router.post("", operation_id="create_connection", status_code=201, response_model=ConnectionRead)
+def create_connection(
+    body: ConnectionSpec, ctx: Editor, session: SessionDep, secrets: SecretsDep, idem: IdempotencyDep
+) -> JSONResponse:
+    """Register a Kafka connection; its credentials go to the secret store, never the database."""
+    return idem.respond(session, f"tenant:{ctx.tenant_id}", lambda: _respond(
+        service.create_connection(session=session, ctx=ctx, secrets=secrets, spec=body), 201
+    ))
+
+
+# Both tests are editor+: they make Inlet open outbound connections (to any host:port, for the body
+# variant) and present stored credentials to a cluster, which a read-only role must not trigger.
+# ":test" is a custom method on the collection (AIP-136 style): "/connections/test" would sit in
+# the "/connections/{connection_id}" space and GET/PUT on it would answer as if "test" were an id.
+_TEST_RESPONSES: dict[int | str, dict[str, Any]] = {
+    422: {"description": "Settings librdkafka cannot use"},
+    502: {"description": "The cluster could not be used: kind dns, refused, tls, auth, not_found or unknown"},
+    503: {"description": "The secret backend is unavailable or refuses Inlet"},
+    504: {"description": "The cluster did not answer within kafka_timeout_s (kind timeout)"},
+}
+
+
+@router.post(":test", operation_id="test_connection_spec", response_model=ConnectionTestResult, responses=_TEST_RESPONSES)
+def test_connection_spec(body: ConnectionSpec, ctx: Editor, settings: SettingsDep) -> ConnectionTestResult:
+    """Test a connection before saving it (editor+: Inlet connects out); nothing is stored."""
+    return probe.probe_spec(spec=body, timeout_s=settings.kafka_timeout_s)
+
+
+@router.get("", operation_id="list_connections", response_model=Page[ConnectionRead])
+def list_connections(
+    ctx: Viewer, session: SessionDep, page: ConnectionPage, name: Annotated[str | None, Query(max_length=100)] = None
+) -> Page[ConnectionRead]:
+    """List the tenant's connections."""
+    rows, total = service.list_connections(session=session, ctx=ctx, page=page, name=name)
+    return Page(items=[service.to_read(r) for r in rows], total=total, limit=page.limit, offset=page.offset)
+
+
+@router.get("/{connection_id}", operation_id="get_connection", response_model=ConnectionRead)
+def get_connection(connection_id: uuid.UUID, ctx: Viewer, session: SessionDep) -> JSONResponse:
+    """Read one connection (credentials are never shown: see has_credentials and credentials_version)."""
+    return _respond(service.get_connection(session=session, ctx=ctx, connection_id=connection_id))
+
+
+@router.put("/{connection_id}", operation_id="replace_connection", response_model=ConnectionRead)
+def replace_connection(
+    connection_id: uuid.UUID, body: ConnectionSpec, ctx: Editor, session: SessionDep, secrets: SecretsDep,
+    if_match: IfMatch = None,
+) -> JSONResponse:
+    """Replace a connection; sending credentials rotates them (a new secret version)."""
+    return _respond(service.replace_connection(
+        session=session, ctx=ctx, secrets=secrets, connection_id=connection_id, spec=body, if_match=if_match
+    ))
+
+
+@router.patch("/{connection_id}", operation_id="patch_connection", response_model=ConnectionRead)
+def patch_connection(
+    connection_id: uuid.UUID, body: PatchBody, ctx: Editor, session: SessionDep, secrets: SecretsDep,
+    if_match: IfMatch = None,
+) -> JSONResponse:
+    """Change some fields of a connection (JSON Merge Patch)."""
+    return _respond(service.patch_connection(
+        session=session, ctx=ctx, secrets=secrets, connection_id=connection_id, patch=body, if_match=if_match
+    ))
+
+
+@router.post("/{connection_id}/test", operation_id="test_connection", response_model=ConnectionTestResult,
+             responses=_TEST_RESPONSES)
+def test_connection(
+    connection_id: uuid.UUID, ctx: Editor, session: SessionDep, secrets: SecretsDep, settings: SettingsDep
+) -> ConnectionTestResult:
+    """Fetch the cluster's metadata with the stored credentials (editor+: Inlet connects out)."""
+    return probe.probe_connection(session=session, ctx=ctx, secrets=secrets, connection_id=connection_id,
+                                  timeout_s=settings.kafka_timeout_s)
+
+
+@router.delete("/{connection_id}", operation_id="delete_connection", status_code=204)
+def delete_connection(
+    connection_id: uuid.UUID, ctx: Editor, session: SessionDep, secrets: SecretsDep, if_match: IfMatch = None
+) -> Response:
+    """Delete a connection and every version of its secret; refused (409) while a pipeline uses it."""
+    service.delete_connection(session=session, ctx=ctx, secrets=secrets, connection_id=connection_id, if_match=if_match)
+    return Response(status_code=204)

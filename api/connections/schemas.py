@@ -1,0 +1,157 @@
+"""Connections as the API takes and shows them.
+
+Credentials and the TLS private key are write-only: they go to the secret store and never come back.
+On PUT and PATCH an omitted write-only field keeps its stored value and ``null`` removes it, so a
+client that cannot read them back (Terraform) still round-trips cleanly.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import uuid
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+from api.kafka.config import ALLOWED_CLIENT_OPTIONS
+
+SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
+
+_HOSTNAME = re.compile(r"^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
+_PEM = Field(default=None, max_length=65_536)
+
+
+def parse_bootstrap_servers(value: str) -> list[tuple[str, int]]:
+    """``host:port[,host:port…]`` (IPv6 as ``[::1]:9092``) → pairs; ``ValueError`` naming the bad entry."""
+    entries = value.split(",")
+    if len(entries) > 50:
+        raise ValueError("at most 50 bootstrap servers")
+    out = []
+    for raw in entries:
+        entry = raw.strip()
+        host, sep, port = entry.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise ValueError(f"{entry!r} is not host:port with a port from 1 to 65535")
+        if host.startswith("["):
+            try:
+                ipaddress.IPv6Address(host.strip("[]"))
+            except ValueError:
+                raise ValueError(f"{host!r} is not an IPv6 address") from None
+        elif not _HOSTNAME.match(host):
+            raise ValueError(f"{host!r} is not a valid host name or IPv4 address")
+        out.append((host, int(port)))
+    return out
+
+
+class SaslCredentials(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    username: str = Field(min_length=1, max_length=256)
+    password: SecretStr = Field(min_length=1, max_length=1024)
+
+
+class OAuthCredentials(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    client_id: str = Field(min_length=1, max_length=256)
+    client_secret: SecretStr = Field(min_length=1, max_length=2048)
+    token_endpoint_url: str = Field(min_length=1, max_length=2048, pattern=r"^https?://\S+$")
+    scope: str | None = Field(default=None, max_length=1024)
+
+
+class SslSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    ca_pem: str | None = _PEM
+    certificate_pem: str | None = _PEM
+    key_pem: SecretStr | None = Field(default=None, max_length=65_536, description="Write-only")
+    key_password: SecretStr | None = Field(default=None, max_length=1024, description="Write-only")
+    endpoint_identification: Literal["https", "none"] = "https"
+
+
+class ConnectionSpec(BaseModel):
+    """The writable shape of a connection (POST, PUT)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    bootstrap_servers: str = Field(min_length=1, max_length=2048, examples=["broker-1:9092,broker-2:9092"])
+    security_protocol: SecurityProtocol = "PLAINTEXT"
+    sasl_mechanism: SaslMechanism | None = None
+    credentials: SaslCredentials | OAuthCredentials | None = Field(default=None, description="Write-only")
+    ssl: SslSettings | None = None
+    options: dict[str, str | int | bool] = Field(default_factory=dict, max_length=64)
+
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _bootstrap(cls, value: str) -> str:
+        parse_bootstrap_servers(value)
+        return value
+
+    @field_validator("options")
+    @classmethod
+    def _options(cls, value: dict[str, Any]) -> dict[str, Any]:
+        refused = sorted(set(value) - ALLOWED_CLIENT_OPTIONS)
+        if refused:
+            raise ValueError(f"options not allowed: {', '.join(refused)} (see the client options allow-list)")
+        if any(isinstance(v, str) and len(v) > 1024 for v in value.values()):
+            raise ValueError("option values are at most 1024 characters")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ConnectionSpec:
+        sasl = self.security_protocol.startswith("SASL_")
+        if sasl and self.sasl_mechanism is None:
+            raise ValueError(f"security_protocol {self.security_protocol} needs a sasl_mechanism")
+        if not sasl and self.sasl_mechanism is not None:
+            raise ValueError(f"sasl_mechanism is only used with SASL_PLAINTEXT or SASL_SSL, not {self.security_protocol}")
+        if self.ssl is not None and not self.security_protocol.endswith("SSL"):
+            raise ValueError(f"ssl settings are only used with SSL or SASL_SSL, not {self.security_protocol}")
+        if self.credentials is not None:
+            if not sasl:
+                raise ValueError("credentials are only used with SASL_PLAINTEXT or SASL_SSL")
+            wants_oauth = self.sasl_mechanism == "OAUTHBEARER"
+            if wants_oauth != isinstance(self.credentials, OAuthCredentials):
+                kind = "client_id, client_secret, token_endpoint_url" if wants_oauth else "username and password"
+                raise ValueError(f"sasl_mechanism {self.sasl_mechanism} takes credentials with {kind}")
+        return self
+
+
+class SslRead(BaseModel):
+    ca_pem: str | None
+    certificate_pem: str | None
+    endpoint_identification: Literal["https", "none"]
+    has_key: bool
+
+
+class ConnectionRead(BaseModel):
+    id: uuid.UUID
+    name: str
+    bootstrap_servers: str
+    security_protocol: SecurityProtocol
+    sasl_mechanism: SaslMechanism | None
+    ssl: SslRead | None
+    options: dict[str, str | int | bool]
+    has_credentials: bool
+    credentials_version: int | None = Field(description="Version of the stored secret; moves on every rotation")
+    created_at: datetime
+    updated_at: datetime
+
+
+class BrokerRead(BaseModel):
+    id: int
+    host: str
+    port: int
+
+
+class ConnectionTestResult(BaseModel):
+    """What a successful connection test saw (a failure is a problem+json instead)."""
+
+    ok: Literal[True] = True
+    cluster_id: str | None
+    brokers: list[BrokerRead]
+    topics_visible: int = Field(description="Topics the credentials can see (Kafka's internal topics excluded)")
+    latency_ms: float = Field(description="Round trip of the metadata request")

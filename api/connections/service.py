@@ -1,0 +1,302 @@
+"""Connections: create, read, replace, patch, delete, and the client config a run or test uses.
+
+Write order keeps the database and the secret store in step: the row is flushed first (name
+conflicts fail before anything leaves the process), then the secret is written, and a rollback
+of the transaction destroys a secret this request created. A deleted connection's secret is
+destroyed only after the delete has committed.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import or_
+from sqlmodel import Session
+
+from api.audit.service import record_by
+from api.connections.models import Connection
+from api.connections.schemas import ConnectionRead, ConnectionSpec, SslRead
+from api.core.db import after_commit, on_rollback, utcnow
+from api.core.errors import Conflict, ValidationFailed, validation_errors
+from api.core.etag import check_if_match, etag_for
+from api.core.merge_patch import merge_patch
+from api.core.pagination import PageParams, paginate
+from api.core.scoping import get_scoped, scoped_select
+from api.core.security import TenantContext
+from api.kafka.config import KafkaClientConfig
+from api.pipelines.models import Pipeline
+from api.secrets.store import (
+    SecretBackendRefused,
+    SecretBackendUnavailable,
+    SecretStore,
+    connection_secret_path,
+)
+
+_WRITE_ONLY_SSL = ("key_pem", "key_password")
+
+
+def etag(conn: Connection) -> str:
+    return etag_for(conn.id, conn.revision)
+
+
+def to_read(conn: Connection) -> ConnectionRead:
+    ssl = None
+    if conn.ssl is not None:
+        ssl = SslRead(
+            ca_pem=conn.ssl.get("ca_pem"), certificate_pem=conn.ssl.get("certificate_pem"),
+            endpoint_identification=conn.ssl.get("endpoint_identification", "https"),
+            has_key=bool(conn.ssl.get("has_key")),
+        )
+    return ConnectionRead(
+        id=conn.id, name=conn.name, bootstrap_servers=conn.bootstrap_servers,
+        security_protocol=conn.security_protocol, sasl_mechanism=conn.sasl_mechanism, ssl=ssl,
+        options=conn.options, has_credentials=bool(conn.secret_path and conn.credentials_version),
+        credentials_version=conn.credentials_version, created_at=conn.created_at, updated_at=conn.updated_at,
+    )
+
+
+def _audit_view(conn: Connection) -> dict[str, Any]:
+    return to_read(conn).model_dump(mode="json", exclude={"created_at", "updated_at"})
+
+
+def _secret_of(spec: ConnectionSpec, current: dict[str, Any]) -> dict[str, Any]:
+    """The secret the connection should hold: ``current`` changed by what ``spec`` explicitly sets."""
+    payload = dict(current)
+    if "credentials" in spec.model_fields_set:
+        if spec.credentials is None:
+            payload.pop("credentials", None)
+        else:
+            payload["credentials"] = {
+                k: (v.get_secret_value() if hasattr(v, "get_secret_value") else v)
+                for k, v in spec.credentials.model_dump().items() if v is not None
+            }
+    if spec.ssl is None:
+        payload.pop("ssl_key", None)
+    else:
+        key = dict(payload.get("ssl_key", {}))
+        for name in _WRITE_ONLY_SSL:
+            if name in spec.ssl.model_fields_set:
+                value = getattr(spec.ssl, name)
+                if value is None:
+                    key.pop(name, None)
+                else:
+                    key[name] = value.get_secret_value()
+        if key:
+            payload["ssl_key"] = key
+        else:
+            payload.pop("ssl_key", None)
+    return payload
+
+
+def _touches_secret(spec: ConnectionSpec, conn: Connection) -> bool:
+    """Whether ``spec`` changes the stored secret (so it must be read and maybe rewritten)."""
+    if "credentials" in spec.model_fields_set:
+        return True
+    if spec.ssl is None:
+        return bool(conn.ssl and conn.ssl.get("has_key"))
+    return any(name in spec.ssl.model_fields_set for name in _WRITE_ONLY_SSL)
+
+
+def _known_shape(conn: Connection) -> dict[str, Any]:
+    """Which parts the stored secret has, known without reading it."""
+    shape: dict[str, Any] = {}
+    if conn.credentials_version and conn.sasl_mechanism:
+        shape["credentials"] = True
+    if conn.ssl and conn.ssl.get("has_key"):
+        shape["ssl_key"] = {"key_pem": True}
+    return shape
+
+
+def _check_secret_complete(spec: ConnectionSpec, payload: dict[str, Any]) -> None:
+    if spec.sasl_mechanism is not None and "credentials" not in payload:
+        raise ValidationFailed.field("credentials", f"sasl_mechanism {spec.sasl_mechanism} needs credentials")
+    if spec.sasl_mechanism is None and "credentials" in payload:
+        raise ValidationFailed.field(
+            "credentials", "The stored credentials need a SASL protocol; send \"credentials\": null to remove them"
+        )
+    if spec.ssl is not None and bool(spec.ssl.certificate_pem) != bool(payload.get("ssl_key", {}).get("key_pem")):
+        raise ValidationFailed.field("ssl", "TLS client authentication needs both certificate_pem and key_pem")
+
+
+def _apply_public(conn: Connection, spec: ConnectionSpec, payload: dict[str, Any]) -> None:
+    conn.name = spec.name
+    conn.bootstrap_servers = spec.bootstrap_servers
+    conn.security_protocol = spec.security_protocol
+    conn.sasl_mechanism = spec.sasl_mechanism
+    conn.options = dict(spec.options)
+    conn.ssl = None if spec.ssl is None else {
+        "ca_pem": spec.ssl.ca_pem, "certificate_pem": spec.ssl.certificate_pem,
+        "endpoint_identification": spec.ssl.endpoint_identification, "has_key": "ssl_key" in payload,
+    }
+
+
+def _ensure_name_free(session: Session, ctx: TenantContext, name: str, own_id: uuid.UUID | None = None) -> None:
+    stmt = scoped_select(Connection, ctx.tenant_id).where(Connection.name == name)
+    existing = session.exec(stmt).first()
+    if existing is not None and existing.id != own_id:
+        raise Conflict(f"A connection named {name!r} already exists", conflicting_id=str(existing.id))
+
+
+def _require_secret_backend(secrets: SecretStore) -> None:
+    """Refuse (503) a change that must destroy a secret after its commit while the backend cannot:
+    the secret would outlive its row. The check narrows that window; the destroy itself is retried
+    by nothing, and a failure of it is logged by the unit of work."""
+    state = secrets.health()
+    status = state.get("status")
+    if status == "ok":
+        return
+    if status == "refused":
+        raise SecretBackendRefused(f"The {secrets.backend} secret backend refuses Inlet's credentials; nothing was changed")
+    raise SecretBackendUnavailable(f"The {secrets.backend} secret backend is {status}; nothing was changed, retry later")
+
+
+def _store_secret(session: Session, secrets: SecretStore, conn: Connection, payload: dict[str, Any], *, new: bool) -> None:
+    path = conn.secret_path or connection_secret_path(conn.tenant_id, conn.id)
+    if not payload:
+        if conn.secret_path:
+            _require_secret_backend(secrets)
+            after_commit(session, lambda: secrets.destroy(path))
+        conn.secret_path, conn.credentials_version = None, None
+        return
+    if new or conn.secret_path is None:
+        # Registered before the write: a write that fails ambiguously (a timeout after Vault applied
+        # it) must not leave a secret behind either.
+        on_rollback(session, lambda: secrets.destroy(path))
+    version = secrets.write(path, payload)
+    conn.secret_path, conn.credentials_version = path, version
+
+
+def create_connection(*, session: Session, ctx: TenantContext, secrets: SecretStore, spec: ConnectionSpec) -> Connection:
+    _ensure_name_free(session, ctx, spec.name)
+    payload = _secret_of(spec, {})
+    _check_secret_complete(spec, payload)
+    conn = Connection(tenant_id=ctx.tenant_id, name=spec.name, bootstrap_servers=spec.bootstrap_servers,
+                      security_protocol=spec.security_protocol)
+    _apply_public(conn, spec, payload)
+    session.add(conn)
+    session.flush()
+    _store_secret(session, secrets, conn, payload, new=True)
+    session.flush()
+    record_by(session, ctx, resource_type="connection", resource_id=conn.id, action="create", after=_audit_view(conn))
+    return conn
+
+
+def get_connection(*, session: Session, ctx: TenantContext, connection_id: uuid.UUID, lock: bool = False) -> Connection:
+    return get_scoped(session, Connection, ctx.tenant_id, connection_id, resource="Connection", lock=lock)
+
+
+def list_connections(
+    *, session: Session, ctx: TenantContext, page: PageParams, name: str | None = None
+) -> tuple[list[Connection], int]:
+    stmt = scoped_select(Connection, ctx.tenant_id)
+    if name:
+        stmt = stmt.where(Connection.name == name)
+    return paginate(session, stmt, page, Connection)
+
+
+def replace_connection(
+    *, session: Session, ctx: TenantContext, secrets: SecretStore, connection_id: uuid.UUID,
+    spec: ConnectionSpec, if_match: str | None,
+) -> Connection:
+    conn = get_connection(session=session, ctx=ctx, connection_id=connection_id, lock=True)
+    check_if_match(if_match, etag(conn))
+    _ensure_name_free(session, ctx, spec.name, own_id=conn.id)
+    before = _audit_view(conn)
+    current: dict[str, Any] | None = None
+    if _touches_secret(spec, conn):
+        current = secrets.read(conn.secret_path, conn.credentials_version) if conn.secret_path else {}
+        payload = _secret_of(spec, current)
+    else:
+        payload = _known_shape(conn)
+    _check_secret_complete(spec, payload)
+    _apply_public(conn, spec, payload)
+    if current is not None and payload != current:
+        _store_secret(session, secrets, conn, payload, new=False)
+    if _audit_view(conn) != before:
+        conn.revision += 1
+        conn.updated_at = utcnow()
+        session.add(conn)
+        session.flush()
+        record_by(session, ctx, resource_type="connection", resource_id=conn.id, action="update",
+                  before=before, after=_audit_view(conn))
+    return conn
+
+
+def patch_connection(
+    *, session: Session, ctx: TenantContext, secrets: SecretStore, connection_id: uuid.UUID,
+    patch: dict[str, Any], if_match: str | None,
+) -> Connection:
+    conn = get_connection(session=session, ctx=ctx, connection_id=connection_id, lock=True)
+    public = to_read(conn).model_dump(
+        mode="json", exclude={"id", "has_credentials", "credentials_version", "created_at", "updated_at"}
+    )
+    if public["ssl"] is not None:
+        public["ssl"].pop("has_key")
+    merged = merge_patch(public, {k: v for k, v in patch.items() if k != "credentials"})
+    if "credentials" in patch:
+        merged["credentials"] = patch["credentials"]
+    for name in _WRITE_ONLY_SSL:  # explicit nulls of write-only fields mean "remove", keep them
+        if isinstance(patch.get("ssl"), dict) and name in patch["ssl"] and isinstance(merged.get("ssl"), dict):
+            merged["ssl"][name] = patch["ssl"][name]
+    try:
+        spec = ConnectionSpec.model_validate(merged)
+    except ValidationError as exc:
+        raise ValidationFailed("The patched connection is not valid", errors=validation_errors(exc.errors())) from None
+    return replace_connection(session=session, ctx=ctx, secrets=secrets, connection_id=connection_id,
+                              spec=spec, if_match=if_match)
+
+
+def delete_connection(
+    *, session: Session, ctx: TenantContext, secrets: SecretStore, connection_id: uuid.UUID, if_match: str | None
+) -> None:
+    conn = get_connection(session=session, ctx=ctx, connection_id=connection_id, lock=True)
+    check_if_match(if_match, etag(conn))
+    users = session.exec(
+        scoped_select(Pipeline, ctx.tenant_id).where(
+            or_(Pipeline.connection_id == conn.id, Pipeline.target_connection_id == conn.id)
+        ).limit(20)
+    ).all()
+    if users:
+        raise Conflict(
+            f"Connection {conn.id} is used by {len(users)} pipeline(s); delete or repoint them first",
+            pipeline_ids=[str(p.id) for p in users],
+        )
+    before = _audit_view(conn)
+    path = conn.secret_path
+    if path:
+        _require_secret_backend(secrets)
+    session.delete(conn)
+    session.flush()
+    if path:
+        after_commit(session, lambda: secrets.destroy(path))
+    record_by(session, ctx, resource_type="connection", resource_id=connection_id, action="delete", before=before)
+
+
+def client_config(conn: Connection, secrets: SecretStore, *, version: int | None = None) -> KafkaClientConfig:
+    """How to reach the connection's cluster, with its credentials (``version``: a planned run's)."""
+    secret = secrets.read(conn.secret_path, version or conn.credentials_version) if conn.secret_path else {}
+    ssl = None
+    if conn.ssl is not None:
+        ssl = {k: v for k, v in conn.ssl.items() if k != "has_key" and v is not None} | secret.get("ssl_key", {})
+    return KafkaClientConfig(
+        bootstrap_servers=conn.bootstrap_servers, security_protocol=conn.security_protocol,  # type: ignore[arg-type]
+        sasl_mechanism=conn.sasl_mechanism, credentials=secret.get("credentials"),  # type: ignore[arg-type]
+        ssl=ssl, options=conn.options,
+    )
+
+
+def spec_client_config(spec: ConnectionSpec) -> KafkaClientConfig:
+    """How to reach the cluster a not-yet-saved ``spec`` describes, with the credentials it carries."""
+    payload = _secret_of(spec, {})
+    _check_secret_complete(spec, payload)
+    ssl = None
+    if spec.ssl is not None:
+        ssl = {k: v for k, v in (("ca_pem", spec.ssl.ca_pem), ("certificate_pem", spec.ssl.certificate_pem),
+                                 ("endpoint_identification", spec.ssl.endpoint_identification)) if v is not None}
+        ssl |= payload.get("ssl_key", {})
+    return KafkaClientConfig(
+        bootstrap_servers=spec.bootstrap_servers, security_protocol=spec.security_protocol,
+        sasl_mechanism=spec.sasl_mechanism, credentials=payload.get("credentials"), ssl=ssl, options=dict(spec.options),
+    )

@@ -1,0 +1,329 @@
+"""``KafkaClient``: the one way Inlet's control plane talks to Kafka.
+
+Metadata and offset lookups only (planning runs, checking offsets, testing a connection), each
+bounded by one deadline and batched per broker. Failures come out as the typed errors of
+``api.kafka.errors``; nothing here knows whether the cluster is a real one or the sandbox.
+
+A client holds one librdkafka handle; use one per request or task, as a context manager.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import re
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from types import TracebackType
+
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ClusterMetadata as _RawMetadata, OffsetSpec
+
+from api.kafka.config import KafkaClientConfig
+from api.kafka.errors import (
+    KafkaAuthError,
+    KafkaClientError,
+    KafkaLookupError,
+    KafkaTimeout,
+    KafkaUnavailable,
+    TimestampNotResolvable,
+    TopicNotFound,
+)
+
+Partition = tuple[str, int]
+
+_AUTH_CODES = frozenset(
+    {
+        KafkaError._AUTHENTICATION,
+        KafkaError.SASL_AUTHENTICATION_FAILED,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+        KafkaError.GROUP_AUTHORIZATION_FAILED,
+    }
+)
+# _NOENT: librdkafka's "no leaders found" when none of the asked partitions exists.
+_NOT_FOUND_CODES = frozenset(
+    {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION, KafkaError._NOENT}
+)
+_TIMEOUT_CODES = frozenset({KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN})
+_LEADER_CODES = frozenset(
+    {
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.BROKER_NOT_AVAILABLE,
+        KafkaError.REPLICA_NOT_AVAILABLE,
+    }
+)
+_OFFSET_INVALID = -1001
+_UNSUPPORTED_CODES = frozenset(
+    {KafkaError.UNSUPPORTED_VERSION, KafkaError.UNSUPPORTED_FOR_MESSAGE_FORMAT, KafkaError._UNSUPPORTED_FEATURE}
+)
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    id: int
+    host: str
+    port: int
+
+
+@dataclass(frozen=True)
+class ClusterMetadata:
+    cluster_id: str | None
+    controller_id: int
+    brokers: list[BrokerInfo]
+    topic_count: int
+    latency_ms: float
+
+
+def _is_internal(topic: str) -> bool:
+    # Kafka's own topics (__consumer_offsets, __transaction_state) are never ingestion sources;
+    # Java consumers exclude them from pattern subscriptions too.
+    return topic.startswith("__")
+
+
+class KafkaClient:
+    """Bounded, batched lookups against one cluster; every call finishes within ``timeout_s``."""
+
+    def __init__(self, config: KafkaClientConfig, *, timeout_s: float = 5.0, client_id: str = "inlet-control-plane") -> None:
+        if timeout_s <= 0:
+            raise ValueError("timeout_s must be positive")
+        self.config = config
+        self.timeout_s = timeout_s
+        self._client_id = client_id
+        self._admin: AdminClient | None = None
+        self._errors: list[KafkaError] = []
+        self._errors_lock = threading.Lock()
+        self._secrets = config.secret_values()
+
+    # Lifecycle.
+
+    def close(self) -> None:
+        # AdminClient has no close(); dropping the last reference destroys the handle.
+        self._admin = None
+
+    def __enter__(self) -> KafkaClient:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # Lookups.
+
+    def list_topics(self) -> dict[str, int]:
+        """Visible, non-internal topics → partition count."""
+        metadata = self._metadata(time.monotonic() + self.timeout_s)
+        return {
+            name: len(topic.partitions)
+            for name, topic in sorted(metadata.topics.items())
+            if topic.error is None and not _is_internal(name)
+        }
+
+    def partitions_for(self, topics: Iterable[str] | None = None, *, pattern: str | None = None) -> list[Partition]:
+        """The partitions of named ``topics``, or of every topic whose whole name matches ``pattern``.
+
+        The pattern must match the whole name, as Kafka's Java consumer and Spark's
+        ``subscribePattern`` do. A named topic that is missing raises ``TopicNotFound``.
+        """
+        if (topics is None) == (pattern is None):
+            raise ValueError("give either topics or pattern")
+        regex = None
+        if pattern is not None:
+            try:
+                regex = re.compile(pattern)
+            except re.error as exc:
+                raise KafkaLookupError(f"invalid topic pattern: {exc}", kind="config") from None
+        visible = self.list_topics()
+        if regex is not None:
+            chosen = [name for name in visible if regex.fullmatch(name)]
+        else:
+            chosen = sorted(set(topics or ()))
+            missing = [name for name in chosen if name not in visible]
+            if missing:
+                raise TopicNotFound(missing)
+        return [(name, p) for name in chosen for p in range(visible[name])]
+
+    def watermarks(self, partitions: Iterable[Partition]) -> dict[Partition, tuple[int, int]]:
+        """``(earliest, latest)`` offsets per partition: log start offset and last stable offset.
+
+        ``latest`` is read as a read_committed consumer sees it, because that is where a run's reads
+        must stop (open transactions stay out); without transactions it equals the high watermark.
+        """
+        wanted = sorted(set(partitions))
+        if not wanted:
+            return {}
+        deadline = time.monotonic() + self.timeout_s
+        self._check_exist(wanted, deadline)
+        earliest = self._list_offsets(wanted, OffsetSpec.earliest(), deadline)
+        latest = self._list_offsets(wanted, OffsetSpec.latest(), deadline)
+        return {tp: (earliest[tp], latest[tp]) for tp in wanted}
+
+    def offsets_for_timestamp(self, partitions: Iterable[Partition], timestamp_ms: int) -> dict[Partition, int]:
+        """The first offset whose record timestamp is at or after ``timestamp_ms``, per partition.
+
+        Raises ``TimestampNotResolvable`` for partitions the broker gives no offset for (see there).
+        """
+        wanted = sorted(set(partitions))
+        if not wanted:
+            return {}
+        deadline = time.monotonic() + self.timeout_s
+        self._check_exist(wanted, deadline)
+        try:
+            offsets = self._list_offsets(wanted, OffsetSpec.for_timestamp(timestamp_ms), deadline)
+        except _Unsupported as exc:
+            raise TimestampNotResolvable(timestamp_ms, wanted, f"the broker cannot serve timestamp lookups ({exc})") from None
+        unresolved = [tp for tp, offset in offsets.items() if offset < 0]
+        if unresolved:
+            raise TimestampNotResolvable(
+                timestamp_ms,
+                unresolved,
+                "the broker returned no offset (no record at or after that time, or timestamp lookups unsupported)",
+            )
+        return offsets
+
+    def cluster_metadata(self) -> ClusterMetadata:
+        """Brokers, controller and topic count, with the round-trip latency: the connection test."""
+        started = time.monotonic()
+        metadata = self._metadata(started + self.timeout_s)
+        latency_ms = (time.monotonic() - started) * 1000
+        return ClusterMetadata(
+            cluster_id=metadata.cluster_id,
+            controller_id=metadata.controller_id,
+            brokers=sorted((BrokerInfo(b.id, b.host, b.port) for b in metadata.brokers.values()), key=lambda b: b.id),
+            topic_count=sum(1 for name, t in metadata.topics.items() if t.error is None and not _is_internal(name)),
+            latency_ms=round(latency_ms, 2),
+        )
+
+    # Internals.
+
+    def _handle(self) -> AdminClient:
+        if self._admin is None:
+            conf: dict[str, object] = {
+                "client.id": self._client_id,
+                **self.config.librdkafka_config(),
+                "error_cb": self._on_error,
+                # librdkafka logs through Python logging (served on poll), not onto stderr.
+                "logger": logging.getLogger("api.kafka.librdkafka"),
+                "log.connection.close": False,
+            }
+            try:
+                self._admin = AdminClient(conf)
+            except KafkaException as exc:
+                raise KafkaClientError(self._scrub(f"invalid client configuration: {exc.args[0].str()}"), kind="config") from None
+        return self._admin
+
+    def _on_error(self, error: KafkaError) -> None:
+        with self._errors_lock:
+            self._errors.append(error)
+
+    def _remaining(self, deadline: float) -> float:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise KafkaTimeout(f"no answer from {self.config.bootstrap_servers} within {self.timeout_s:g}s")
+        return remaining
+
+    def _metadata(self, deadline: float) -> _RawMetadata:
+        admin = self._handle()
+        self._reset_errors()
+        try:
+            return admin.list_topics(timeout=self._remaining(deadline))
+        except KafkaException as exc:
+            raise self._map(exc.args[0], "metadata request") from None
+
+    def _check_exist(self, partitions: list[Partition], deadline: float) -> None:
+        # ListOffsets cannot tell a missing partition from a leaderless one; metadata can.
+        topics = self._metadata(deadline).topics
+        missing = [
+            f"{t}[{p}]" for t, p in partitions if t not in topics or topics[t].error is not None or p not in topics[t].partitions
+        ]
+        if missing:
+            raise TopicNotFound(missing)
+
+    def _list_offsets(self, partitions: list[Partition], spec: OffsetSpec, deadline: float) -> dict[Partition, int]:
+        """One ListOffsets per leader broker; offsets as the broker gave them (-1 included)."""
+        admin = self._handle()
+        self._reset_errors()
+        timeout = self._remaining(deadline)
+        requests = {TopicPartition(t, p): spec for t, p in partitions}
+        try:
+            futures = admin.list_offsets(requests, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=timeout)
+        except KafkaException as exc:
+            raise self._map(exc.args[0], "offset lookup") from None
+        offsets: dict[Partition, int] = {}
+        not_found: list[str] = []
+        leaderless: list[str] = []
+        for tp, future in futures.items():
+            name = f"{tp.topic}[{tp.partition}]"
+            try:
+                offset = future.result(timeout=self._remaining(deadline)).offset
+            except concurrent.futures.TimeoutError:
+                raise self._map(KafkaError(KafkaError._TIMED_OUT), "offset lookup") from None
+            except KafkaException as exc:
+                error: KafkaError = exc.args[0]
+                if error.code() in _NOT_FOUND_CODES:
+                    not_found.append(name)
+                elif error.code() in _LEADER_CODES:
+                    leaderless.append(name)
+                elif error.code() in _UNSUPPORTED_CODES:
+                    raise _Unsupported(error.str()) from None
+                else:
+                    raise self._map(error, "offset lookup") from None
+                continue
+            # librdkafka reports a leader it could not reach as OFFSET_INVALID without an error.
+            if offset == _OFFSET_INVALID:
+                leaderless.append(name)
+            offsets[(tp.topic, tp.partition)] = offset
+        if not_found:
+            raise TopicNotFound(not_found)
+        if leaderless:
+            raise KafkaUnavailable(
+                self._scrub(f"offset lookup: no answer from the leader of {', '.join(sorted(leaderless))}"), kind="no_leader"
+            )
+        return offsets
+
+    def _reset_errors(self) -> None:
+        with self._errors_lock:
+            self._errors.clear()
+
+    def _map(self, error: KafkaError, during: str) -> KafkaClientError:
+        """Turn a librdkafka error into a typed one, using what error_cb saw as the cause."""
+        self._handle().poll(0)  # serves error_cb and the log queue
+        with self._errors_lock:
+            seen = list(self._errors)
+        code = error.code()
+        candidates = [error, *seen]
+        auth = next((e for e in candidates if e.code() in _AUTH_CODES), None)
+        if auth is not None:
+            return KafkaAuthError(self._scrub(f"{during}: {auth.str()}"))
+        if code in _NOT_FOUND_CODES:
+            return KafkaLookupError(self._scrub(f"{during}: {error.str()}"), kind="not_found")
+        for e in seen:
+            if e.code() == KafkaError._SSL:
+                return KafkaUnavailable(self._scrub(f"{during}: TLS failure: {e.str()}"), kind="tls")
+            if e.code() == KafkaError._RESOLVE:
+                return KafkaUnavailable(self._scrub(f"{during}: {e.str()}"), kind="dns")
+        refused = next((e for e in seen if e.code() == KafkaError._TRANSPORT and "refused" in e.str().lower()), None)
+        if refused is not None:
+            return KafkaUnavailable(self._scrub(f"{during}: {refused.str()}"), kind="refused")
+        if code in _TIMEOUT_CODES:
+            cause = next((e.str() for e in reversed(seen) if e.code() != KafkaError._ALL_BROKERS_DOWN), None)
+            detail = f" (last broker error: {cause})" if cause else ""
+            return KafkaTimeout(
+                self._scrub(f"{during}: no answer from {self.config.bootstrap_servers} within {self.timeout_s:g}s{detail}")
+            )
+        cls = KafkaUnavailable if error.retriable() else KafkaClientError
+        return cls(self._scrub(f"{during}: {error.str()}"), kind="unknown")
+
+    def _scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "[redacted]")
+        return text
+
+
+class _Unsupported(Exception):
+    """Internal: the broker does not support the requested lookup."""
+
