@@ -1,0 +1,32 @@
+# Inlet's one image: the API, the Celery worker (which runs spark-submit) and the scheduler.
+FROM python:3.11-slim
+
+# spark-submit needs a JVM; procps gives Spark's launch scripts the `ps` they call.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps \
+    && rm -rf /var/lib/apt/lists/*
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PYSPARK_PYTHON=/usr/local/bin/python
+
+WORKDIR /app
+# Dependencies first, so code changes do not reinstall them.
+COPY pyproject.toml README.md ./
+RUN mkdir -p api cli worker spark_jobs sandbox \
+    && pip install --no-cache-dir . \
+    && pip uninstall -y inlet
+COPY api ./api
+COPY cli ./cli
+COPY worker ./worker
+COPY spark_jobs ./spark_jobs
+COPY sandbox ./sandbox
+COPY migrations ./migrations
+COPY alembic.ini ./
+RUN pip install --no-cache-dir --no-deps . \
+    && useradd --create-home --uid 10001 inlet \
+    && mkdir -p /data && chown inlet /data
+USER inlet
+
+EXPOSE 8000
+CMD ["inlet", "api", "--host", "0.0.0.0"]
