@@ -30,18 +30,19 @@ def parse_bootstrap_servers(value: str) -> list[tuple[str, int]]:
     if len(entries) > 50:
         raise ValueError("at most 50 bootstrap servers")
     out = []
-    for raw in entries:
+    # Messages name the entry's position, never its text: a password pasted here must not come back.
+    for position, raw in enumerate(entries, start=1):
         entry = raw.strip()
         host, sep, port = entry.rpartition(":")
         if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-            raise ValueError(f"{entry!r} is not host:port with a port from 1 to 65535")
+            raise ValueError(f"entry {position} is not host:port with a port from 1 to 65535")
         if host.startswith("["):
             try:
                 ipaddress.IPv6Address(host.strip("[]"))
             except ValueError:
-                raise ValueError(f"{host!r} is not an IPv6 address") from None
+                raise ValueError(f"entry {position}: the bracketed host is not an IPv6 address") from None
         elif not _HOSTNAME.match(host):
-            raise ValueError(f"{host!r} is not a valid host name or IPv4 address")
+            raise ValueError(f"entry {position}: the host is not a valid host name or IPv4 address")
         out.append((host, int(port)))
     return out
 

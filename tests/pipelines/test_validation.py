@@ -1,0 +1,188 @@
+"""What a pipeline definition may say: topics, patterns, offsets, formats, schedules, Delta paths, sizes.
+
+Each refusal is a 422 naming the field, and never echoes the refused value."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.factories import assert_problem, create_connection, pipeline_body
+
+SRC = "source"
+
+
+def _src(**changes: Any) -> dict[str, Any]:
+    return {"source": {**pipeline_body("{conn}")["source"], **changes}}
+
+
+def _fill(value: Any, conn_id: str) -> Any:
+    if isinstance(value, dict):
+        return {k: _fill(v, conn_id) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fill(v, conn_id) for v in value]
+    return conn_id if value == "{conn}" else value
+
+
+ACCEPTED = [
+    _src(topics=None, topic_pattern=r"^orders\.(eu|us)$"),
+    _src(topics=["a.b_c-1", "x" * 249]),
+    _src(starting_offsets="latest"),
+    _src(starting_offsets={"orders": {"0": 42, "1": -2, "2": -1}}),
+    _src(value_format="raw", schema=None),
+    _src(value_format="string", schema=None, include_headers=True, on_data_loss="skip"),
+    _src(schema="id BIGINT NOT NULL, `user id` STRING COMMENT 'who', tags ARRAY<STRING>, "
+                "attrs MAP<STRING, INT>, geo STRUCT<lat: DOUBLE, lon: DOUBLE>, amount DECIMAL(10, 2)"),
+    {"schedule": {"cron": "0 3 * * 1-5", "timezone": "America/New_York"}},
+    {"schedule": {"cron": "*/15 * * * *"}},
+    {"schedule": {"interval_seconds": 10}},
+    {"schedule": None},
+    {"target": {"type": "delta", "path": "silver/orders_v2/year=2026", "partition_by": ["region", "day"]}},
+    {"target": {"type": "delta", "path": "file://{root}/tenants/{tenant}/bronze/t"}},
+    {"target": {"type": "kafka", "connection_id": "{conn}", "topic": "orders.copy"}},
+    {"name": "a" * 100},
+]
+
+
+@pytest.mark.parametrize("overrides", ACCEPTED)
+def test_accepted(client: TestClient, tenant, settings, overrides: dict) -> None:  # type: ignore[no-untyped-def]
+    conn = create_connection(client, tenant)
+    body = _fill(pipeline_body(conn["id"], **overrides), conn["id"])
+    if body["target"].get("path", "").startswith("file://"):
+        body["target"]["path"] = body["target"]["path"].format(root=settings.resolved_storage_root, tenant=tenant.id)
+    created = client.post("/pipelines", json=body, headers=tenant.editor)
+    assert created.status_code == 201, created.text
+    read = created.json()
+    assert (read["name"], read["state"]) == (body["name"], body["state"])
+    for key in ("source", "target", "schedule"):  # as written, plus the declared defaults
+        written = body[key] or {}
+        assert {k: (read[key] or {})[k] for k in written} == written
+
+
+TOO_MANY = [f"t{i}" for i in range(101)]
+
+REFUSED = [
+    # topics and patterns
+    (_src(topics=["bad topic!"]), "source.topics[0]"),
+    (_src(topics=[".."]), "source.topics"),
+    (_src(topics=["orders", "."]), "source.topics"),
+    (_src(topics=["x" * 250]), "source.topics[0]"),
+    (_src(topics=[]), "source.topics"),
+    (_src(topics=TOO_MANY), "source.topics"),
+    (_src(topics=["a", "a"]), "source.topics"),
+    (_src(topic_pattern="orders.*"), "source"),
+    (_src(topics=None), "source"),
+    (_src(topics=None, topic_pattern="orders(["), "source.topic_pattern"),
+    (_src(topics=None, topic_pattern="x" * 1001), "source.topic_pattern"),
+    # offsets
+    (_src(starting_offsets="newest"), "source.starting_offsets"),
+    (_src(starting_offsets={"orders": {"p0": 1}}), "source.starting_offsets"),
+    (_src(starting_offsets={"orders": {"0": -3}}), "source.starting_offsets"),
+    (_src(starting_offsets={"refunds": {"0": 1}}), "source"),
+    (_src(starting_offsets={}), "source.starting_offsets"),
+    (_src(max_offsets_per_run=0), "source.max_offsets_per_run"),
+    (_src(max_offsets_per_run=10**13), "source.max_offsets_per_run"),
+    # formats and schemas
+    (_src(value_format="avro"), "source.value_format"),
+    (_src(schema=None), "source"),
+    (_src(schema=""), "source"),
+    (_src(schema="id BIGINTEGER"), "source"),
+    (_src(schema="id BIGINT, id STRING"), "source"),
+    (_src(schema="tags ARRAY<STRING"), "source"),
+    (_src(schema="m MAP<STRING>"), "source"),
+    (_src(schema="id BIGINT" + ", c STRING" * 7000), "source.schema"),
+    (_src(value_format="raw"), "source"),
+    (_src(on_data_loss="ignore"), "source.on_data_loss"),
+    (_src(connection_id="not-a-uuid"), "source.connection_id"),
+    (_src(password="hunter2"), "source.password"),
+    # schedules
+    ({"schedule": {"cron": "61 * * * *"}}, "schedule"),
+    ({"schedule": {"cron": "* * * * * *"}}, "schedule"),
+    ({"schedule": {"cron": "every 5 minutes"}}, "schedule"),
+    ({"schedule": {"cron": "0 0 31 2 *"}}, "schedule"),
+    ({"schedule": {"cron": "*/5 * * * *", "timezone": "Mars/Olympus"}}, "schedule"),
+    ({"schedule": {"cron": "*/5 * * * *", "timezone": "America"}}, "schedule"),
+    ({"schedule": {"cron": "*/5 * * * *", "timezone": "../../etc/passwd"}}, "schedule"),
+    ({"schedule": {"interval_seconds": 9}}, "schedule"),
+    ({"schedule": {"interval_seconds": 60, "cron": "* * * * *"}}, "schedule"),
+    # targets
+    ({"target": {"type": "delta", "path": "/etc/inlet"}}, "target.path"),
+    ({"target": {"type": "delta", "path": "~/inlet"}}, "target.path"),
+    ({"target": {"type": "delta", "path": "\\\\server\\share"}}, "target.path"),
+    ({"target": {"type": "delta", "path": "../other-tenant/t"}}, "target.path"),
+    ({"target": {"type": "delta", "path": "bronze/../../x"}}, "target.path"),
+    ({"target": {"type": "delta", "path": "bronze/./orders"}}, "target.path"),
+    ({"target": {"type": "delta", "path": "bronze//orders"}}, "target.path"),
+    ({"target": {"type": "delta", "path": "bronze/%2e%2e/orders"}}, "target.path"),
+    ({"target": {"type": "delta", "path": "C:/data"}}, "target.path"),
+    ({"target": {"type": "delta", "path": "http://example.com/t"}}, "target.path"),
+    ({"target": {"type": "delta", "path": "s3://bucket/tenants/x/t"}}, "target.path"),
+    ({"target": {"type": "delta", "path": "file:///etc/inlet"}}, "target.path"),
+    ({"target": {"type": "delta", "path": "file://{root}/tenants/{other}/t"}}, "target.path"),
+    ({"target": {"type": "delta", "path": "file://{root}/tenants/{tenant}/../{other}/t"}}, "target.path"),
+    ({"target": {"type": "delta", "path": "file://{root}/tenants/{tenant}"}}, "target.path"),
+    ({"target": {"type": "delta", "path": "FILE://{root}/tenants/{tenant}/t"}}, "target.path"),
+    # (pydantic names a member of a tagged union by its tag: target.delta.*, target.kafka.*)
+    ({"target": {"type": "delta", "path": "x" * 513}}, "target.delta.path"),
+    ({"target": {"type": "delta", "path": "t", "partition_by": ["bad col"]}}, "target.delta.partition_by[0]"),
+    ({"target": {"type": "delta", "path": "t", "partition_by": [f"c{i}" for i in range(9)]}},
+     "target.delta.partition_by"),
+    ({"target": {"type": "delta"}}, "target.delta.path"),
+    ({"target": {"type": "iceberg", "path": "t"}}, "target"),
+    ({"target": {"type": "kafka", "connection_id": "{conn}", "topic": "bad topic"}}, "target.kafka.topic"),
+    ({"target": {"type": "kafka", "connection_id": "{conn}", "topic": "t", "path": "x"}}, "target.kafka.path"),
+    # the pipeline itself
+    ({"name": ""}, "name"),
+    ({"name": "a" * 101}, "name"),
+    ({"name": "with space"}, "name"),
+    ({"state": "running"}, "state"),
+    ({"owner": "me"}, "owner"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "field"), REFUSED)
+def test_refused(client: TestClient, tenant, settings, request: pytest.FixtureRequest, overrides: dict,  # type: ignore[no-untyped-def]
+                 field: str) -> None:
+    conn = create_connection(client, tenant)
+    body = _fill(pipeline_body(conn["id"], **overrides), conn["id"])
+    path = body["target"].get("path")
+    if isinstance(path, str) and "{root}" in path:
+        other = request.getfixturevalue("other_tenant").id if "{other}" in path else None
+        body["target"]["path"] = path.format(root=settings.resolved_storage_root, tenant=tenant.id, other=other)
+    response = client.post("/pipelines", json=body, headers=tenant.editor)
+    problem = assert_problem(response, 422)
+    fields = [e["field"] for e in problem["errors"]]
+    assert any(f == field or f.startswith(field + ".") for f in fields), fields
+    assert client.get("/pipelines", headers=tenant.viewer).json()["total"] == 0
+    # No refused value comes back (it could be a secret pasted into the wrong field).
+    changed = {**overrides.get("source", {}), **overrides.get("target", {}), **(overrides.get("schedule") or {})}
+    changed |= {k: v for k, v in overrides.items() if k not in {"source", "target", "schedule"}}
+    for key, value in changed.items():
+        if isinstance(value, str) and len(value) > 3 and value != body["source"].get("connection_id") \
+                and value not in {"delta", "kafka"} and key in field.replace("[", ".").split(".") + ["cron", "timezone",
+                                                                                                    "schema", "path"]:
+            assert value not in response.text, f"{value!r} echoed: {response.text}"
+
+
+def test_same_field_names_from_post_and_patch(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+    conn = create_connection(client, tenant)
+    bad = {"schedule": {"cron": "61 * * * *", "timezone": "UTC"}, "source": {**pipeline_body(conn["id"])["source"], "topics": ["a b"]}}
+    posted = assert_problem(client.post("/pipelines", json=pipeline_body(conn["id"], **bad), headers=tenant.editor), 422)
+    pipeline = client.post("/pipelines", json=pipeline_body(conn["id"]), headers=tenant.editor).json()
+    patched = assert_problem(client.patch(f"/pipelines/{pipeline['id']}", json=bad, headers=tenant.editor), 422)
+    put = assert_problem(client.put(f"/pipelines/{pipeline['id']}", json=pipeline_body(conn["id"], **bad),
+                                    headers=tenant.editor), 422)
+    assert posted["errors"] == patched["errors"] == put["errors"]
+    assert "source.topics[0]" in {e["field"] for e in posted["errors"]}
+
+
+@pytest.mark.parametrize("body", [None, [], "pipeline", {"name": "p"}])
+def test_malformed_bodies(client: TestClient, tenant, body: Any) -> None:  # type: ignore[no-untyped-def]
+    assert_problem(client.post("/pipelines", json=body, headers=tenant.editor), 422)
+
+
+def test_not_json_is_422(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+    response = client.post("/pipelines", content=b"{not json", headers={**tenant.editor, "Content-Type": "application/json"})
+    assert_problem(response, 422)
