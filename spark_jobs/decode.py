@@ -1,0 +1,90 @@
+"""Turning Kafka records into the rows a pipeline writes, per ``value_format``.
+
+Output columns, in order (the Delta table's schema):
+
+- ``key``: BINARY for raw, STRING for string and json.
+- the payload: ``value`` (BINARY for raw, STRING for string), or for json the top-level fields of
+  the pipeline's DDL schema.
+- the record's coordinates and metadata, named as Spark's Kafka source names them: ``topic``
+  STRING, ``partition`` INT, ``offset`` BIGINT, ``timestamp`` TIMESTAMP, ``timestampType`` INT and,
+  with include_headers, ``headers`` ARRAY<STRUCT<key STRING, value BINARY>>.
+- ``_inlet_run_id`` STRING: the run that wrote the row.
+
+(``topic``, ``partition``, ``offset``) identifies a row; replace-mode replays rely on it. A json
+schema may therefore not reuse any of these names (``invalid_spec``).
+
+A json value that does not parse as the schema (or is null) becomes a quarantine row instead:
+``key`` and ``value`` as raw BINARY, the metadata columns, ``_inlet_quarantine_reason`` and
+``_inlet_run_id``. The decoded DataFrame carries both shapes; the writer splits them on
+``_inlet_quarantine_reason`` so the source is read once.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType, _parse_datatype_string
+
+from spark_jobs.errors import JobError
+from spark_jobs.spec import KafkaSource
+
+RUN_ID = "_inlet_run_id"
+QUARANTINE_REASON = "_inlet_quarantine_reason"
+RAW_KEY = "_inlet_raw_key"
+RAW_VALUE = "_inlet_raw_value"
+COORDINATES = ("topic", "partition", "offset")
+METADATA = (*COORDINATES, "timestamp", "timestampType")
+RESERVED = {"key", "value", *METADATA, "headers", RUN_ID, QUARANTINE_REASON, RAW_KEY, RAW_VALUE}
+
+_CORRUPT = "_inlet_corrupt_record"
+
+
+def decode(records: DataFrame, source: KafkaSource, run_id: str) -> DataFrame:
+    """Output rows (and, for json, quarantine material) from Spark-Kafka-shaped ``records``."""
+    metadata = [F.col(c) for c in METADATA] + ([F.col("headers")] if source.include_headers else [])
+    run = F.lit(run_id).alias(RUN_ID)
+    if source.value_format == "raw":
+        return records.select("key", "value", *metadata, run)
+    if source.value_format == "string":
+        return records.select(_string("key"), _string("value"), *metadata, run)
+
+    schema = json_schema(source.schema_ or "")
+    parsed = F.from_json(
+        F.col("value").cast("string"),
+        schema.add(_CORRUPT, "string"),
+        {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT},
+    )
+    reason: Column = (
+        F.when(F.col("value").isNull(), F.lit("value is null"))
+        .when(F.col("_parsed").isNull() | F.col(f"_parsed.{_CORRUPT}").isNotNull(), F.lit("value is not JSON of the pipeline's schema"))
+    )
+    return records.withColumn("_parsed", parsed).select(
+        _string("key"),
+        *[F.col(f"_parsed.`{f.name}`").alias(f.name) for f in schema.fields if f.name != _CORRUPT],
+        *metadata,
+        run,
+        reason.alias(QUARANTINE_REASON),
+        F.col("key").alias(RAW_KEY),
+        F.col("value").alias(RAW_VALUE),
+    )
+
+
+def json_schema(ddl: str) -> StructType:
+    try:
+        schema = _parse_datatype_string(ddl)
+    except Exception as exc:  # Spark's parser raises several exception types
+        raise JobError("invalid_spec", f"schema is not valid Spark DDL: {str(exc).splitlines()[0]}") from None
+    if not isinstance(schema, StructType):
+        raise JobError("invalid_spec", "schema must describe a struct (column list)")
+    clashes = sorted(RESERVED & {f.name for f in schema.fields})
+    if clashes:
+        raise JobError("invalid_spec", f"schema fields {clashes} clash with Inlet's reserved columns {sorted(RESERVED)}")
+    return schema
+
+
+def quarantine_columns(include_headers: bool) -> list[str]:
+    return [RAW_KEY, RAW_VALUE, *METADATA, *(["headers"] if include_headers else []), QUARANTINE_REASON, RUN_ID]
+
+
+def _string(column: str) -> Column:
+    return F.col(column).cast("string").alias(column)

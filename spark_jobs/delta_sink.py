@@ -1,0 +1,450 @@
+"""Writing a run's rows into Delta: Parquet files from the executors, one commit from the driver.
+
+Without Delta's JVM jars (``engine.delta_writer = "delta-rs"``), the ``inlet_delta`` Python data
+source writes each task's rows as Parquet files straight into the table folders (main and
+quarantine) and reports them; ``commit`` then adds them all in ONE Delta transaction per table with
+delta-rs, tagged with the run's ``txn`` (app id, version) so that a repeated run commits nothing.
+
+Replace mode (``replace_ranges``): before the job, ``plan_replace`` finds the table's files that hold
+rows of the replaced ranges. Files holding nothing else are removed outright; the others are read
+again by the ``inlet_delta_rewrite`` source, minus the replaced rows, and rewritten by the same
+tasks. The commit that adds the new files carries the ``remove`` actions of all of them, so readers
+never see the old and new rows together, nor neither.
+
+``write_jvm`` is the same write through Delta's own writer, where its jars are on the classpath.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyarrow import fs as pafs
+from pyspark.sql import DataFrame
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
+
+from spark_jobs.decode import QUARANTINE_REASON, RAW_KEY, RAW_VALUE
+from spark_jobs.errors import JobError
+from spark_jobs.spec import Ranges, Txn
+
+CARRIED = "_inlet_carried"  # set on rows rewritten from existing files, not read from Kafka
+INTERNAL = {QUARANTINE_REASON, RAW_KEY, RAW_VALUE, CARRIED}
+_STATS_COLUMNS = ("topic", "partition", "offset")
+
+
+# --- executor side -------------------------------------------------------------------------------
+
+
+@dataclass
+class DataFile:
+    table: str  # "main" or "quarantine"
+    path: str  # relative to the table root, as in a Delta add action
+    size: int
+    partition_values: dict[str, str | None]
+    num_records: int
+    stats: str
+
+
+@dataclass
+class PartitionStats:
+    records: int = 0
+    first_offset: int | None = None
+    last_offset: int | None = None
+    bytes: int = 0
+
+    def merge(self, records: int, first_offset: int | None, last_offset: int | None, size: int) -> None:
+        if records:
+            self.first_offset = first_offset if self.first_offset is None else min(self.first_offset, first_offset)
+            self.last_offset = last_offset if self.last_offset is None else max(self.last_offset, last_offset)
+        self.records += records
+        self.bytes += size
+
+
+@dataclass
+class TaskReport(WriterCommitMessage):
+    files: list[DataFile] = field(default_factory=list)
+    partitions: dict[tuple[str, int], PartitionStats] = field(default_factory=dict)
+    quarantined: int = 0  # records of this run (not rewritten ones) sent to quarantine
+
+
+def collect_read_stats(batch: pa.RecordBatch, into: dict[tuple[str, int], PartitionStats]) -> pa.RecordBatch:
+    """Add the batch's Kafka records to per-partition counts; returns the batch minus carried rows."""
+    if CARRIED in batch.schema.names:
+        carried = pc.fill_null(batch.column(CARRIED), False)
+        batch = batch.filter(pc.invert(carried))
+    if batch.num_rows == 0:
+        return batch
+    key = RAW_KEY if RAW_KEY in batch.schema.names else "key"
+    value = RAW_VALUE if RAW_VALUE in batch.schema.names else "value"
+    sizes = pc.add(
+        pc.fill_null(pc.binary_length(batch.column(key)), 0),
+        pc.fill_null(pc.binary_length(batch.column(value)), 0),
+    )
+    table = pa.table({"topic": batch.column("topic"), "partition": batch.column("partition"), "offset": batch.column("offset"), "bytes": sizes})
+    grouped = table.group_by(["topic", "partition"]).aggregate(
+        [("offset", "count"), ("offset", "min"), ("offset", "max"), ("bytes", "sum")]
+    )
+    for row in grouped.to_pylist():
+        stats = into.setdefault((row["topic"], row["partition"]), PartitionStats())
+        stats.merge(row["offset_count"], row["offset_min"], row["offset_max"], row["bytes_sum"])
+    return batch
+
+
+class _FileSet:
+    """One open Parquet file per (table, partition values) for the life of a task."""
+
+    def __init__(self, table: str, root: str, schema: pa.Schema, partition_by: list[str]):
+        self.table, self.partition_by = table, partition_by
+        self.fs, self.root = pafs.FileSystem.from_uri(root)
+        self.schema = pa.schema([f for f in schema if f.name not in partition_by])
+        self.open: dict[tuple, tuple[pq.ParquetWriter, str, dict, dict]] = {}
+
+    def write(self, table: pa.Table) -> None:
+        if table.num_rows == 0:
+            return
+        if not self.partition_by:
+            self._append((), {}, table)
+            return
+        for values in table.select(self.partition_by).group_by(self.partition_by).aggregate([]).to_pylist():
+            mask = None
+            for column, value in values.items():
+                match = pc.is_null(table[column]) if value is None else pc.equal(table[column], value)
+                mask = match if mask is None else pc.and_(mask, match)
+            self._append(tuple(values.values()), values, table.filter(mask))
+
+    def _append(self, key: tuple, values: dict[str, Any], rows: pa.Table) -> None:
+        if key not in self.open:
+            folder = "/".join(f"{c}={_path_safe(v)}" for c, v in values.items())
+            relative = f"{folder}/" if folder else ""
+            relative += f"part-{uuid.uuid4().hex}.parquet"
+            full = f"{self.root}/{relative}"
+            self.fs.create_dir(full.rsplit("/", 1)[0], recursive=True)
+            writer = pq.ParquetWriter(full, self.schema, filesystem=self.fs, compression="snappy")
+            self.open[key] = (writer, relative, {c: _partition_string(v) for c, v in values.items()}, {"rows": 0, "min": {}, "max": {}})
+        writer, _, _, stats = self.open[key]
+        rows = rows.select(self.schema.names).cast(self.schema)
+        writer.write_table(rows)
+        stats["rows"] += rows.num_rows
+        for column in _STATS_COLUMNS:
+            if column in self.schema.names:
+                low, high = pc.min_max(rows[column]).values()
+                low, high = low.as_py(), high.as_py()
+                if low is not None:
+                    stats["min"][column] = min(low, stats["min"].get(column, low))
+                    stats["max"][column] = max(high, stats["max"].get(column, high))
+
+    def close(self) -> list[DataFile]:
+        files = []
+        for writer, relative, values, stats in self.open.values():
+            writer.close()
+            size = self.fs.get_file_info(f"{self.root}/{relative}").size
+            delta_stats = {"numRecords": stats["rows"], "minValues": stats["min"], "maxValues": stats["max"]}
+            files.append(DataFile(self.table, relative, size, values, stats["rows"], json.dumps(delta_stats)))
+        self.open.clear()
+        return files
+
+    def discard(self) -> None:
+        for writer, relative, _, _ in self.open.values():
+            try:
+                writer.close()
+                self.fs.delete_file(f"{self.root}/{relative}")
+            except OSError:
+                pass
+        self.open.clear()
+
+
+class InletDeltaDataSource(DataSource):
+    """``df.write.format("inlet_delta").option("plan", path)``: Parquet files for ``commit_files``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "inlet_delta"
+
+    def writer(self, schema: StructType, overwrite: bool) -> _DeltaFilesWriter:
+        with open(self.options["plan"]) as f:
+            return _DeltaFilesWriter(json.load(f), schema)
+
+
+class _DeltaFilesWriter(DataSourceArrowWriter):
+    def __init__(self, plan: dict[str, Any], schema: StructType):
+        self.plan = plan
+        self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskReport:
+        report = TaskReport()
+        main_columns = [f for f in self.arrow_schema if f.name not in INTERNAL]
+        main = _FileSet("main", self.plan["uri"], pa.schema(main_columns), self.plan["partition_by"])
+        quarantine = None
+        if self.plan.get("quarantine_uri") and QUARANTINE_REASON in self.arrow_schema.names:
+            quarantine = _FileSet("quarantine", self.plan["quarantine_uri"], quarantine_schema(self.arrow_schema), [])
+        try:
+            for batch in iterator:
+                fresh = collect_read_stats(batch, report.partitions)
+                if quarantine is not None:
+                    report.quarantined += fresh.num_rows - fresh.column(QUARANTINE_REASON).null_count
+                rows = pa.Table.from_batches([batch])
+                if quarantine is None:
+                    main.write(rows)
+                    continue
+                bad = pc.is_valid(rows[QUARANTINE_REASON])
+                main.write(rows.filter(pc.invert(bad)))
+                quarantine.write(to_quarantine_rows(rows.filter(bad)))
+            report.files = main.close() + (quarantine.close() if quarantine else [])
+        except BaseException:
+            main.discard()
+            if quarantine:
+                quarantine.discard()
+            raise
+        return report
+
+    def commit(self, messages: list[TaskReport | None]) -> None:
+        # Runs on the driver host: hand the reports to the driver program, which commits them.
+        with open(self.plan["manifest"], "wb") as f:
+            import pickle
+
+            pickle.dump(messages, f)
+
+    def abort(self, messages: list[TaskReport | None]) -> None:
+        delete_files(self.plan, [file for m in messages if m for file in m.files])
+
+
+def quarantine_schema(writer_schema: pa.Schema) -> pa.Schema:
+    renamed = {RAW_KEY: "key", RAW_VALUE: "value"}
+    names = [RAW_KEY, RAW_VALUE, "topic", "partition", "offset", "timestamp", "timestampType", "headers", QUARANTINE_REASON, "_inlet_run_id"]
+    return pa.schema([writer_schema.field(n).with_name(renamed.get(n, n)) for n in names if n in writer_schema.names])
+
+
+def to_quarantine_rows(rows: pa.Table) -> pa.Table:
+    rows = rows.drop_columns([c for c in ("key", "value") if c in rows.column_names])
+    return rows.rename_columns([{RAW_KEY: "key", RAW_VALUE: "value"}.get(c, c) for c in rows.column_names])
+
+
+def delete_files(plan: dict[str, Any], files: list[DataFile]) -> None:
+    for file in files:
+        root = plan["uri"] if file.table == "main" else plan["quarantine_uri"]
+        filesystem, base = pafs.FileSystem.from_uri(root)
+        try:
+            filesystem.delete_file(f"{base}/{file.path}")
+        except OSError:
+            pass
+
+
+def _path_safe(value: Any) -> str:
+    return "__HIVE_DEFAULT_PARTITION__" if value is None else re.sub(r"[^A-Za-z0-9._-]", "_", str(value))[:100]
+
+
+def _partition_string(value: Any) -> str | None:
+    if value is None:
+        return None
+    if hasattr(value, "isoformat") and hasattr(value, "hour"):
+        return value.strftime("%Y-%m-%d %H:%M:%S.%f")  # Delta's timestamp partition format
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+# --- replace mode --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RewriteFile(InputPartition):
+    table: str
+    uri: str  # absolute
+    partition_values: dict[str, Any]
+
+
+@dataclass
+class ReplacePlan:
+    remove: dict[str, list[Any]] = field(default_factory=lambda: {"main": [], "quarantine": []})
+    rewrite: list[RewriteFile] = field(default_factory=list)
+
+
+def plan_replace(table: str, uri: str, ranges: Ranges, plan: ReplacePlan) -> None:
+    """Add to ``plan`` the files of the table at ``uri`` holding rows of ``ranges``."""
+    from deltalake import DeltaTable
+    from deltalake.transaction import RemoveAction
+
+    if not DeltaTable.is_deltatable(uri):
+        return
+    wanted = [(t, int(p), s, e) for t, ps in ranges.items() for p, (s, e) in ps.items() if s < e]
+    actions = pa.table(DeltaTable(uri).get_add_actions(flatten=True)).to_pylist()
+    now = int(time.time() * 1000)
+    for action in actions:
+        bounds = {}
+        for column in _STATS_COLUMNS:
+            fixed = action.get(f"partition.{column}")
+            bounds[column] = (fixed, fixed) if fixed is not None else (action.get(f"min.{column}"), action.get(f"max.{column}"))
+
+        def within(column: str, low: Any, high: Any) -> bool:
+            lo, hi = bounds[column]
+            return lo is None or hi is None or (lo < high and hi >= low if column == "offset" else lo <= low <= hi)
+
+        overlapping = [r for r in wanted if within("topic", r[0], r[0]) and within("partition", r[1], r[1]) and within("offset", r[2], r[3])]
+        if not overlapping:
+            continue
+        (t_lo, t_hi), (p_lo, p_hi), (o_lo, o_hi) = (bounds[c] for c in _STATS_COLUMNS)
+        covered = any(t_lo == t_hi == t and p_lo == p_hi == p and o_lo is not None and s <= o_lo and o_hi < e for t, p, s, e in overlapping)
+        partition_values = {k[len("partition."):]: v for k, v in action.items() if k.startswith("partition.")}
+        plan.remove[table].append(
+            RemoveAction(
+                action["path"], True, now, action["size_bytes"], {k: _partition_string(v) for k, v in partition_values.items()}
+            )
+        )
+        if not covered:
+            plan.rewrite.append(RewriteFile(table, f"{uri.rstrip('/')}/{action['path']}", partition_values))
+
+
+class InletDeltaRewriteDataSource(DataSource):
+    """Rows of existing table files outside the replaced ranges, in the writer's input shape."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "inlet_delta_rewrite"
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        with open(self.options["plan"]) as f:
+            plan = json.load(f)
+        return _RewriteReader(plan, schema)
+
+
+class _RewriteReader(DataSourceReader):
+    def __init__(self, plan: dict[str, Any], schema: StructType):
+        self.files = [RewriteFile(**f) for f in plan["rewrite"]]
+        self.ranges: Ranges = plan["replace_ranges"]
+        self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
+
+    def partitions(self) -> list[InputPartition]:
+        return list(self.files)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, RewriteFile)
+        filesystem, path = pafs.FileSystem.from_uri(partition.uri)
+        rows = pq.read_table(path, filesystem=filesystem)
+        for column, value in partition.partition_values.items():
+            rows = rows.append_column(column, pa.array([value] * rows.num_rows))
+        if partition.table == "quarantine":
+            rows = rows.rename_columns([{"key": RAW_KEY, "value": RAW_VALUE}.get(c, c) for c in rows.column_names])
+        rows = rows.filter(pc.invert(in_ranges(rows, self.ranges)))
+        rows = rows.append_column(CARRIED, pa.array([True] * rows.num_rows, pa.bool_()))
+        columns = [
+            rows[f.name].cast(f.type) if f.name in rows.column_names else pa.nulls(rows.num_rows, f.type)
+            for f in self.arrow_schema
+        ]
+        yield from pa.Table.from_arrays(columns, schema=self.arrow_schema).to_batches()
+
+
+def in_ranges(rows: pa.Table, ranges: Ranges) -> pa.ChunkedArray:
+    mask = pa.chunked_array([pa.array([False] * rows.num_rows, pa.bool_())])
+    for topic, partitions in ranges.items():
+        for partition, (start, end) in partitions.items():
+            hit = pc.and_(
+                pc.and_(pc.equal(rows["topic"], topic), pc.equal(rows["partition"], int(partition))),
+                pc.and_(pc.greater_equal(rows["offset"], start), pc.less(rows["offset"], end)),
+            )
+            mask = pc.or_(mask, pc.fill_null(hit, False))
+    return mask
+
+
+# --- driver side ---------------------------------------------------------------------------------
+
+
+def already_committed(uri: str, txn: Txn) -> bool:
+    from deltalake import DeltaTable
+
+    if not DeltaTable.is_deltatable(uri):
+        return False
+    done = DeltaTable(uri).transaction_version(txn.app_id)
+    return done is not None and done >= txn.version
+
+
+def commit_files(
+    uri: str,
+    files: list[DataFile],
+    schema: pa.Schema,
+    partition_by: list[str],
+    txn: Txn,
+    removes: list[Any] = (),  # type: ignore[assignment]
+) -> int | None:
+    """Commit ``files`` (and ``removes``) as one transaction; None if ``txn`` was committed before."""
+    from deltalake import DeltaTable, Schema
+    from deltalake.exceptions import DeltaError
+    from deltalake.transaction import AddAction, CommitProperties, Transaction, create_table_with_add_actions
+
+    now = int(time.time() * 1000)
+    adds = [AddAction(f.path, f.size, f.partition_values, now, True, f.stats) for f in files]
+    commit = CommitProperties(
+        app_transactions=[Transaction(txn.app_id, txn.version)],
+        custom_metadata={"inlet.txn": f"{txn.app_id}:{txn.version}"},
+    )
+    try:
+        if not DeltaTable.is_deltatable(uri):
+            create_table_with_add_actions(uri, Schema.from_arrow(schema), adds, mode="error", partition_by=partition_by, commit_properties=commit)
+            return DeltaTable(uri).version()
+        table = DeltaTable(uri)
+        done = table.transaction_version(txn.app_id)
+        if done is not None and done >= txn.version:
+            return None
+        if list(table.metadata().partition_columns) != list(partition_by):
+            raise JobError("invalid_spec", f"{uri} is partitioned by {table.metadata().partition_columns}, the spec says {partition_by}")
+        merged = evolve_schema(table, schema)
+        table.create_write_transaction(adds + list(removes), mode="append", schema=merged, partition_by=partition_by, commit_properties=commit)
+        table.update_incremental()
+        return table.version()
+    except (DeltaError, OSError) as exc:
+        raise JobError("target_commit", f"commit to {uri} failed: {exc}") from None
+
+
+def evolve_schema(table: Any, schema: pa.Schema) -> Any:
+    """The table's schema plus ``schema``'s new columns (added as nullable); other changes fail."""
+    from deltalake import Field, Schema
+
+    current = {f.name: f for f in table.schema().fields}
+    incoming = Schema.from_arrow(schema).fields
+    for f in incoming:
+        if f.name in current and current[f.name].type != f.type:
+            raise JobError("target_commit", f"column {f.name!r} is {current[f.name].type} in the table, {f.type} in this run")
+    new = [Field(f.name, f.type, nullable=True) for f in incoming if f.name not in current]
+    if new:
+        # A metadata-only commit ahead of the data commit: delta-rs's write transaction keeps the
+        # table's schema. Adding nullable columns is harmless if the data commit then fails.
+        table.alter.add_columns(new)
+    return table.schema()
+
+
+def write_jvm(df: DataFrame, uri: str, partition_by: list[str], txn: Txn, replace_where: str | None) -> None:
+    """The same write through Delta's JVM writer (delta-spark jars on the classpath; untested here)."""
+    writer = (
+        df.write.format("delta")
+        .option("txnAppId", txn.app_id)
+        .option("txnVersion", str(txn.version))
+        .option("mergeSchema", "true")
+        .partitionBy(*partition_by)
+    )
+    if replace_where:
+        writer = writer.mode("overwrite").option("replaceWhere", replace_where)
+    else:
+        writer = writer.mode("append")
+    writer.save(uri)
+
+
+def replace_where(ranges: Ranges) -> str:
+    terms = [
+        f"(topic = '{t}' AND partition = {int(p)} AND offset >= {s} AND offset < {e})"
+        for t, ps in sorted(ranges.items())
+        for p, (s, e) in ps.items()
+    ]
+    return " OR ".join(terms) or "false"

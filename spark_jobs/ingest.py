@@ -1,0 +1,373 @@
+"""The spark-submit entry point: one run of one pipeline, from a ``RunSpec`` file to a ``RunResult`` file.
+
+    spark-submit spark_jobs/ingest.py --spec /path/spec.json --result /path/result.json
+
+Exit status 0 when the run succeeded (including "already committed"), 1 when it failed; the result
+file is written in both cases whenever the spec could be read. Nothing here logs a secret: the
+Kafka client configs are only ever logged redacted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import pickle
+import shutil
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+import pyarrow as pa
+
+from spark_jobs.errors import JobError, classify
+from spark_jobs.spec import (
+    DeltaTarget,
+    KafkaTarget,
+    PartitionResult,
+    RunError,
+    RunResult,
+    RunSpec,
+    Timings,
+    redact,
+    redacted_config,
+)
+
+log = logging.getLogger("inlet.ingest")
+
+
+class _Run:
+    """Counters and timings of one run, turned into a ``RunResult`` at the end."""
+
+    def __init__(self, spec: RunSpec):
+        self.spec = spec
+        self.started_at = datetime.now(timezone.utc)
+        self.stats: dict[tuple[str, int], Any] = {}
+        self.gaps: dict[tuple[str, int], tuple[int, int]] = {}
+        self.rows_written = self.rows_quarantined = 0
+        self.delta_version: int | None = None
+        self.already_committed = False
+        self.session_start_s = self.process_s = self.commit_s = 0.0
+
+    def result(self, error: JobError | None = None) -> RunResult:
+        partitions = []
+        for topic, ranges in sorted(self.spec.source.ranges.items()):
+            for key, (start, end) in sorted(ranges.items(), key=lambda kv: int(kv[0])):
+                stats = self.stats.get((topic, int(key)))
+                partitions.append(
+                    PartitionResult(
+                        topic=topic,
+                        partition=int(key),
+                        start=start,
+                        end=end,
+                        records_read=stats.records if stats else 0,
+                        first_offset=stats.first_offset if stats else None,
+                        last_offset=stats.last_offset if stats else None,
+                        gap=self.gaps.get((topic, int(key))),
+                    )
+                )
+        secrets = self.spec.secret_values()
+        return RunResult(
+            run_id=self.spec.run_id,
+            status="failed" if error else "succeeded",
+            partitions=partitions,
+            rows_written=self.rows_written,
+            rows_quarantined=self.rows_quarantined,
+            bytes_read=sum(s.bytes for s in self.stats.values()),
+            delta_version=self.delta_version,
+            already_committed=self.already_committed,
+            timings=Timings(
+                started_at=self.started_at,
+                finished_at=datetime.now(timezone.utc),
+                session_start_s=round(self.session_start_s, 3),
+                process_s=round(self.process_s, 3),
+                commit_s=round(self.commit_s, 3),
+            ),
+            error=error
+            and RunError(kind=error.kind, message=redact(error.message, secrets), topic=error.topic, partition=error.partition),  # type: ignore[arg-type]
+        )
+
+
+def run(spec: RunSpec, scratch: str, state: _Run) -> None:
+    from spark_jobs import delta_sink
+    from spark_jobs.kafka_source import check_watermarks
+
+    target = spec.target
+    if isinstance(target, DeltaTarget) and delta_sink.already_committed(target.uri, spec.txn):
+        log.info("txn %s v%d is already in %s: nothing to do", spec.txn.app_id, spec.txn.version, target.uri)
+        state.already_committed = True
+        return
+
+    # Cheap checks before paying for a Spark session.
+    group_id = f"inlet-pipeline-{spec.pipeline_id}"
+    readable, gaps = check_watermarks(spec.source, group_id)
+    state.gaps = {(g.topic, g.partition): (g.start, g.end) for g in gaps}
+    for gap in gaps:
+        log.warning("data loss skipped: %s[%d] offsets [%d, %d) no longer exist", gap.topic, gap.partition, gap.start, gap.end)
+
+    from pyspark.sql import SparkSession
+
+    began = time.monotonic()
+    spark = SparkSession.builder.appName(f"inlet-{spec.pipeline_id}-{spec.run_id}").getOrCreate()
+    state.session_start_s = time.monotonic() - began
+    try:
+        records = _read(spark, spec, readable, group_id, scratch)
+        if isinstance(target, DeltaTarget):
+            _to_delta(spark, spec, target, records, scratch, state)
+        else:
+            _to_kafka(spec, target, records, scratch, state)
+    finally:
+        spark.stop()
+
+
+def _read(spark: Any, spec: RunSpec, readable: dict, group_id: str, scratch: str) -> Any:
+    from spark_jobs.kafka_source import InletKafkaDataSource, chunk_ranges, consumer_config, read_ranges_jvm, write_read_plan
+
+    source = spec.source
+    if spec.engine.reader == "jvm":
+        return read_ranges_jvm(spark, source, readable)
+    spark.dataSource.register(InletKafkaDataSource)
+    plan = os.path.join(scratch, "read-plan.json")
+    chunks = chunk_ranges(readable, source.max_records_per_task)
+    write_read_plan(plan, consumer_config(source.kafka_config, group_id), chunks, source.stall_timeout_s)
+    log.info("reading %d chunks of %d partitions", len(chunks), sum(len(p) for p in readable.values()))
+    return (
+        spark.read.format("inlet_kafka")
+        .option("plan", plan)
+        .option("include_headers", str(source.include_headers).lower())
+        .load()
+    )
+
+
+def _to_delta(spark: Any, spec: RunSpec, target: DeltaTarget, records: Any, scratch: str, state: _Run) -> None:
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
+
+    from spark_jobs import delta_sink
+    from spark_jobs.decode import QUARANTINE_REASON, decode
+
+    rows = decode(records, spec.source, spec.run_id)
+    rows = _with_table_columns(rows, target.uri, from_arrow_type)
+
+    replace = delta_sink.ReplacePlan()
+    if target.replace_ranges:
+        delta_sink.plan_replace("main", target.uri, target.replace_ranges, replace)
+        if target.quarantine_uri:
+            delta_sink.plan_replace("quarantine", target.quarantine_uri, target.replace_ranges, replace)
+        log.info(
+            "replace: removing %d files, rewriting %d partially replaced ones",
+            sum(len(r) for r in replace.remove.values()),
+            len(replace.rewrite),
+        )
+        if replace.rewrite:
+            rows = rows.withColumn(delta_sink.CARRIED, F.lit(None).cast("boolean"))
+            plan = _write_plan(scratch, "rewrite-plan.json", {"rewrite": [f.__dict__ for f in replace.rewrite], "replace_ranges": target.replace_ranges})
+            spark.dataSource.register(delta_sink.InletDeltaRewriteDataSource)
+            carried = spark.read.format("inlet_delta_rewrite").schema(rows.schema).option("plan", plan).load()
+            rows = rows.unionByName(carried)
+
+    writer_schema = to_arrow_schema(rows.schema, timezone="UTC")
+    main_schema = pa.schema([f for f in writer_schema if f.name not in delta_sink.INTERNAL])
+    has_quarantine = QUARANTINE_REASON in rows.columns
+
+    began = time.monotonic()
+    if spec.engine.delta_writer == "jvm":
+        _to_delta_jvm(spec, target, rows, main_schema, has_quarantine, state)
+        state.process_s = time.monotonic() - began
+        return
+
+    plan_data = {
+        "uri": target.uri,
+        "quarantine_uri": target.quarantine_uri if has_quarantine else None,
+        "partition_by": target.partition_by,
+        "manifest": os.path.join(scratch, "manifest.pickle"),
+    }
+    spark.dataSource.register(delta_sink.InletDeltaDataSource)
+    rows.write.format("inlet_delta").mode("append").option("plan", _write_plan(scratch, "write-plan.json", plan_data)).save()
+    state.process_s = time.monotonic() - began
+
+    reports = _load_reports(plan_data["manifest"], state)
+    files = [f for r in reports for f in r.files]
+    main_files = [f for f in files if f.table == "main"]
+    quarantine_files = [f for f in files if f.table == "quarantine"]
+    began = time.monotonic()
+    try:
+        # Quarantine first: if the main commit then fails, the retry skips the quarantine by its txn.
+        if has_quarantine and target.quarantine_uri:
+            q_version = delta_sink.commit_files(
+                target.quarantine_uri,
+                quarantine_files,
+                delta_sink.quarantine_schema(writer_schema),
+                [],
+                spec.txn,
+                replace.remove["quarantine"],
+            )
+            if q_version is None:
+                delta_sink.delete_files(plan_data, quarantine_files)
+        state.delta_version = delta_sink.commit_files(
+            target.uri, main_files, main_schema, target.partition_by, spec.txn, replace.remove["main"]
+        )
+    except BaseException:
+        delta_sink.delete_files(plan_data, files)
+        raise
+    state.commit_s = time.monotonic() - began
+    if state.delta_version is None:  # a concurrent duplicate of this run committed first
+        delta_sink.delete_files(plan_data, main_files)
+        state.already_committed = True
+        state.stats = {}
+        return
+    # Counted from the Kafka records, not the files: replace mode also rewrites older rows.
+    state.rows_quarantined = sum(r.quarantined for r in reports)
+    state.rows_written = sum(s.records for s in state.stats.values()) - state.rows_quarantined
+
+
+def _to_delta_jvm(spec: RunSpec, target: DeltaTarget, rows: Any, main_schema: Any, has_quarantine: bool, state: _Run) -> None:
+    """Delta's own writer; needs the delta-spark jars (untested here: no Maven access)."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from spark_jobs import delta_sink
+    from spark_jobs.decode import QUARANTINE_REASON, RAW_KEY, RAW_VALUE, quarantine_columns
+
+    rows = rows.persist(StorageLevel.MEMORY_AND_DISK)  # read Kafka once for both tables and the counts
+    where = delta_sink.replace_where(target.replace_ranges) if target.replace_ranges else None
+    good = rows.filter(F.col(QUARANTINE_REASON).isNull()) if has_quarantine else rows
+    delta_sink.write_jvm(good.select(*main_schema.names), target.uri, target.partition_by, spec.txn, where)
+    if has_quarantine and target.quarantine_uri:
+        bad = rows.filter(F.col(QUARANTINE_REASON).isNotNull()).select(*quarantine_columns(spec.source.include_headers))
+        bad = bad.withColumnRenamed(RAW_KEY, "key").withColumnRenamed(RAW_VALUE, "value")
+        delta_sink.write_jvm(bad, target.quarantine_uri, [], spec.txn, where)
+    counts = rows.groupBy("topic", "partition").agg(
+        F.count("*").alias("records"),
+        F.min("offset").alias("first_offset"),
+        F.max("offset").alias("last_offset"),
+        F.sum(F.coalesce(F.length(RAW_KEY if has_quarantine else "key"), F.lit(0)) + F.coalesce(F.length(RAW_VALUE if has_quarantine else "value"), F.lit(0))).alias("bytes"),
+        F.count(F.when(F.col(QUARANTINE_REASON).isNotNull(), 1) if has_quarantine else None).alias("bad"),
+    )
+    for row in counts.collect():
+        state.stats[(row["topic"], row["partition"])] = delta_sink.PartitionStats(row["records"], row["first_offset"], row["last_offset"], row["bytes"])
+        state.rows_quarantined += row["bad"]
+        state.rows_written += row["records"] - row["bad"]
+    rows.unpersist()
+
+
+def _to_kafka(spec: RunSpec, target: KafkaTarget, records: Any, scratch: str, state: _Run) -> None:
+    from spark_jobs.kafka_sink import InletKafkaSinkDataSource
+
+    plan_data = {
+        "kafka_config": target.kafka_config,
+        "topic": target.topic,
+        "run_id": spec.run_id,
+        "manifest": os.path.join(scratch, "manifest.pickle"),
+    }
+    records.sparkSession.dataSource.register(InletKafkaSinkDataSource)
+    began = time.monotonic()
+    records.write.format("inlet_kafka_sink").mode("append").option("plan", _write_plan(scratch, "sink-plan.json", plan_data)).save()
+    state.process_s = time.monotonic() - began
+    _load_reports(plan_data["manifest"], state)
+    state.rows_written = sum(s.records for s in state.stats.values())
+
+
+def _with_table_columns(rows: Any, uri: str, from_arrow_type: Any) -> Any:
+    """Carry the existing table's columns that this run lacks, as nulls, so rewrites keep them."""
+    from deltalake import DeltaTable
+    from pyspark.sql import functions as F
+
+    if not DeltaTable.is_deltatable(uri):
+        return rows
+    for field in pa.schema(DeltaTable(uri).schema().to_arrow()):
+        if field.name not in rows.columns:
+            rows = rows.withColumn(field.name, F.lit(None).cast(from_arrow_type(_plain(field.type))))
+    return rows
+
+
+def _plain(arrow_type: Any) -> Any:
+    return pa.string() if arrow_type in (pa.large_string(), pa.string_view()) else pa.binary() if arrow_type in (pa.large_binary(), pa.binary_view()) else arrow_type
+
+
+def _load_reports(manifest: str, state: _Run) -> list:
+    from spark_jobs.delta_sink import PartitionStats
+
+    with open(manifest, "rb") as f:
+        reports = [r for r in pickle.load(f) if r is not None]
+    for report in reports:
+        for key, stats in report.partitions.items():
+            total = state.stats.setdefault(key, PartitionStats())
+            total.merge(stats.records, stats.first_offset, stats.last_offset, stats.bytes)
+    return reports
+
+
+def _write_plan(scratch: str, name: str, data: dict) -> str:
+    path = os.path.join(scratch, name)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f)
+    return path
+
+
+def _failed_without_spec(run_id: str, message: str) -> RunResult:
+    now = datetime.now(timezone.utc)
+    return RunResult(
+        run_id=run_id, status="failed", timings=Timings(started_at=now, finished_at=now), error=RunError(kind="invalid_spec", message=message)
+    )
+
+
+def _write_result(path: str, result: RunResult) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        f.write(result.to_json())
+    os.replace(tmp, path)  # the launcher never sees a half-written result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spec", required=True)
+    parser.add_argument("--result", required=True)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    with open(args.spec, "rb") as f:
+        raw = f.read()
+    try:
+        spec = RunSpec.from_json(raw)
+    except ValueError as exc:
+        try:
+            run_id = str(json.loads(raw).get("run_id", "unknown"))
+        except ValueError:
+            run_id = "unknown"
+        # pydantic's message quotes input values; only the locations and reasons are safe to keep.
+        reasons = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in getattr(exc, "errors", lambda: [])()) or "not JSON"
+        _write_result(args.result, _failed_without_spec(run_id, f"invalid spec: {reasons}"))
+        return 1
+
+    log.info(
+        "run %s of pipeline %s: source %s, target %s",
+        spec.run_id,
+        spec.pipeline_id,
+        json.dumps({**spec.source.model_dump(by_alias=True), "kafka_config": redacted_config(spec.source.kafka_config)}),
+        json.dumps(
+            {**spec.target.model_dump(), "kafka_config": redacted_config(spec.target.kafka_config)}
+            if isinstance(spec.target, KafkaTarget)
+            else spec.target.model_dump()
+        ),
+    )
+    scratch = tempfile.mkdtemp(prefix="inlet-run-")
+    state = _Run(spec)
+    try:
+        run(spec, scratch, state)
+        result = state.result()
+    except BaseException as exc:  # noqa: BLE001 - every failure must end in a result file
+        error = classify(exc)
+        log.error("run %s failed: %s: %s", spec.run_id, error.kind, redact(error.message, spec.secret_values()))
+        result = state.result(error)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    _write_result(args.result, result)
+    return 0 if result.status == "succeeded" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

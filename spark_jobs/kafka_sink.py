@@ -1,0 +1,96 @@
+"""Forwarding a run's records to another Kafka topic, produced from the executors.
+
+Each record keeps its key, value (raw bytes, whatever the value_format) and source headers, and
+gains headers naming its source coordinates and run (``inlet.topic``, ``inlet.partition``,
+``inlet.offset``, ``inlet.run_id``), so consumers can drop the duplicates a retried run produces:
+the producer is idempotent (no duplicates within a task's session) but not transactional.
+A task succeeds only after every one of its deliveries is acknowledged by all in-sync replicas.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceArrowWriter
+from pyspark.sql.types import StructType
+
+from spark_jobs.delta_sink import TaskReport, collect_read_stats
+from spark_jobs.errors import JobError
+
+_FLUSH_TIMEOUT_S = 120.0
+
+
+def producer_config(kafka_config: dict[str, str]) -> dict[str, Any]:
+    return {**kafka_config, "acks": "all", "enable.idempotence": True, "linger.ms": 20}
+
+
+class InletKafkaSinkDataSource(DataSource):
+    """``df.write.format("inlet_kafka_sink").option("plan", path)``; the plan holds the config."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "inlet_kafka_sink"
+
+    def writer(self, schema: StructType, overwrite: bool) -> _ProduceWriter:
+        with open(self.options["plan"]) as f:
+            return _ProduceWriter(json.load(f))
+
+
+class _ProduceWriter(DataSourceArrowWriter):
+    def __init__(self, plan: dict[str, Any]):
+        self.plan = plan
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskReport:
+        from confluent_kafka import KafkaException, Producer
+
+        report = TaskReport()
+        failures: list[Any] = []
+        producer = Producer(producer_config(self.plan["kafka_config"]))
+        topic, run_id = self.plan["topic"], self.plan["run_id"].encode()
+
+        def delivered(err: Any, _msg: Any) -> None:
+            if err is not None:
+                failures.append(err)
+
+        try:
+            for batch in iterator:
+                collect_read_stats(batch, report.partitions)
+                columns = batch.to_pydict()
+                source_headers = columns.get("headers") or [None] * batch.num_rows
+                for key, value, src_topic, partition, offset, headers in zip(
+                    columns["key"], columns["value"], columns["topic"], columns["partition"], columns["offset"], source_headers
+                ):
+                    out = [(h["key"], h["value"]) for h in headers or ()]
+                    out += [
+                        ("inlet.topic", src_topic.encode()),
+                        ("inlet.partition", str(partition).encode()),
+                        ("inlet.offset", str(offset).encode()),
+                        ("inlet.run_id", run_id),
+                    ]
+                    while True:
+                        try:
+                            producer.produce(topic, value=value, key=key, headers=out, on_delivery=delivered)
+                            break
+                        except BufferError:
+                            producer.poll(0.1)  # local queue full: let deliveries drain
+                if failures:
+                    break
+                producer.poll(0)
+            remaining = producer.flush(_FLUSH_TIMEOUT_S)
+        except KafkaException as exc:
+            raise JobError("target_write", f"produce to {topic} failed: {exc.args[0].str()}") from None
+        if remaining:
+            raise JobError("target_write", f"{remaining} records to {topic} unacknowledged after {_FLUSH_TIMEOUT_S:.0f}s")
+        if failures:
+            kind = "kafka_auth" if "AUTH" in failures[0].name() else "target_write"
+            raise JobError(kind, f"{len(failures)} deliveries to {topic} failed, first: {failures[0].str()}")
+        return report
+
+    def commit(self, messages: list[TaskReport | None]) -> None:
+        import pickle
+
+        with open(self.plan["manifest"], "wb") as f:
+            pickle.dump(messages, f)

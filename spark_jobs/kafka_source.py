@@ -1,0 +1,313 @@
+"""Reading exact Kafka offset ranges into Spark.
+
+``inlet_kafka`` is a PySpark Python Data Source: one input partition per chunk of an offset range,
+read on an executor with confluent-kafka and yielded as Arrow batches whose columns are exactly
+those of Spark's own Kafka source (``KAFKA_COLUMNS``), so ``read_ranges_jvm`` (the JVM connector,
+where its jars are on the classpath) is a drop-in alternative.
+
+Before reading, ``check_watermarks`` compares the ranges with the partitions' earliest and latest
+offsets on the driver: a consumer asked for a deleted offset would otherwise reset silently.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
+
+from spark_jobs.errors import JobError
+from spark_jobs.spec import KafkaSource, Ranges
+
+KAFKA_COLUMNS = (
+    "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, "
+    "timestamp TIMESTAMP, timestampType INT"
+)
+HEADERS_COLUMN = "headers ARRAY<STRUCT<key: STRING, value: BINARY>>"
+
+_BATCH_ROWS = 20_000
+_MAX_CONSUME = 10_000
+
+
+def kafka_schema(include_headers: bool) -> str:
+    return f"{KAFKA_COLUMNS}, {HEADERS_COLUMN}" if include_headers else KAFKA_COLUMNS
+
+
+@dataclass(frozen=True)
+class Chunk(InputPartition):
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Gap:
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+def consumer_config(kafka_config: dict[str, str], group_id: str) -> dict[str, Any]:
+    """The caller's client config, made safe for reading fixed ranges."""
+    return {
+        "group.id": group_id,  # librdkafka requires one; nothing is ever committed to it
+        **kafka_config,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        # A position outside the log must fail loudly, never jump to earliest/latest.
+        "auto.offset.reset": "error",
+        "enable.partition.eof": True,
+    }
+
+
+def _kind_of(error: Any) -> str:
+    from confluent_kafka import KafkaError
+
+    code = error.code()
+    if code in (
+        KafkaError._AUTHENTICATION,
+        KafkaError.SASL_AUTHENTICATION_FAILED,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+        KafkaError.GROUP_AUTHORIZATION_FAILED,
+    ):
+        return "kafka_auth"
+    if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+        return "data_loss"
+    if code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION):
+        return "data_loss"
+    return "kafka_unavailable"
+
+
+def check_watermarks(source: KafkaSource, group_id: str, timeout_s: float = 30.0) -> tuple[Ranges, list[Gap]]:
+    """The ranges that can still be read, and the gaps lost to retention (on_data_loss=skip).
+
+    Raises ``JobError(data_loss)`` for on_data_loss=fail. An end past the latest offset is always
+    an error: the planner only asks for offsets that existed, so the log was truncated or recreated.
+    """
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    consumer = Consumer(consumer_config(source.kafka_config, group_id))
+    readable: Ranges = {}
+    gaps: list[Gap] = []
+    try:
+        for topic, partitions in source.ranges.items():
+            for key, (start, end) in partitions.items():
+                partition = int(key)
+                if start == end:
+                    continue
+                try:
+                    low, high = consumer.get_watermark_offsets(
+                        TopicPartition(topic, partition), timeout=timeout_s, cached=False
+                    )
+                except KafkaException as exc:
+                    error = exc.args[0]
+                    raise JobError(_kind_of(error), f"watermarks of {topic}[{partition}]: {error.str()}", topic, partition) from None
+                if end > high:
+                    raise JobError(
+                        "data_loss",
+                        f"{topic}[{partition}]: range [{start}, {end}) ends past the latest offset {high}"
+                        " (topic truncated or recreated)",
+                        topic,
+                        partition,
+                    )
+                if start < low:
+                    lost_to = min(low, end)
+                    if source.on_data_loss == "fail":
+                        raise JobError(
+                            "data_loss",
+                            f"{topic}[{partition}]: offsets [{start}, {lost_to}) were deleted"
+                            f" (earliest available is {low})",
+                            topic,
+                            partition,
+                        )
+                    gaps.append(Gap(topic, partition, start, lost_to))
+                    start = lost_to
+                if start < end:
+                    readable.setdefault(topic, {})[key] = (start, end)
+    finally:
+        consumer.close()
+    return readable, gaps
+
+
+def chunk_ranges(ranges: Ranges, max_records_per_task: int) -> list[Chunk]:
+    """Split every range into near-equal chunks of at most ``max_records_per_task`` offsets."""
+    chunks = []
+    for topic, partitions in sorted(ranges.items()):
+        for key, (start, end) in sorted(partitions.items(), key=lambda kv: int(kv[0])):
+            pieces = math.ceil((end - start) / max_records_per_task)
+            for i in range(pieces):
+                chunks.append(
+                    Chunk(topic, int(key), start + (end - start) * i // pieces, start + (end - start) * (i + 1) // pieces)
+                )
+    return chunks
+
+
+def read_chunk(config: dict[str, Any], chunk: Chunk, schema: pa.Schema, stall_timeout_s: float) -> Iterator[pa.RecordBatch]:
+    """Arrow batches of exactly the records with offsets in ``[chunk.start, chunk.end)``.
+
+    Offsets may be missing inside the range (compaction, transaction markers); a record at or past
+    ``end`` is never emitted. Runs on an executor.
+    """
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    topic, partition, end = chunk.topic, chunk.partition, chunk.end
+    fatal: list[Any] = []
+    consumer = Consumer({**config, "error_cb": lambda err: fatal.append(err) if _kind_of(err) == "kafka_auth" or err.fatal() else None})
+    with_headers = "headers" in schema.names
+    columns: dict[str, list] = {name: [] for name in ("key", "value", "offset", "ts", "ts_type", "headers")}
+
+    def flush() -> pa.RecordBatch:
+        n = len(columns["offset"])
+        arrays = [
+            pa.array(columns["key"], pa.binary()),
+            pa.array(columns["value"], pa.binary()),
+            pa.array([topic] * n, pa.string()),
+            pa.array([partition] * n, pa.int32()),
+            pa.array(columns["offset"], pa.int64()),
+            pa.array(columns["ts"], pa.int64()).cast(pa.timestamp("ms", tz="UTC")).cast(schema.field("timestamp").type),
+            pa.array(columns["ts_type"], pa.int32()),
+        ]
+        if with_headers:
+            arrays.append(pa.array(columns["headers"], schema.field("headers").type))
+        for values in columns.values():
+            values.clear()
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    try:
+        consumer.assign([TopicPartition(topic, partition, chunk.start)])
+        position = chunk.start
+        last_progress = time.monotonic()
+        while position < end:
+            if fatal:
+                raise JobError(_kind_of(fatal[0]), f"{topic}[{partition}]: {fatal[0].str()}", topic, partition)
+            # consume(n) waits for n messages or the timeout: never ask for more than the range holds.
+            messages = consumer.consume(min(_MAX_CONSUME, end - position), timeout=1.0)
+            if not messages and time.monotonic() - last_progress > stall_timeout_s:
+                raise JobError(
+                    "kafka_unavailable",
+                    f"{topic}[{partition}]: no progress at offset {position} for {stall_timeout_s:.0f}s",
+                    topic,
+                    partition,
+                )
+            for message in messages:
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        if message.offset() >= end:
+                            position = end
+                            break
+                        continue
+                    if _kind_of(error) == "kafka_unavailable" and not error.fatal():
+                        continue  # transient; librdkafka retries, the stall timeout bounds it
+                    raise JobError(_kind_of(error), f"{topic}[{partition}] at offset {position}: {error.str()}", topic, partition)
+                offset = message.offset()
+                if offset >= end:
+                    position = end
+                    break
+                ts_type, ts = message.timestamp()
+                columns["key"].append(message.key())
+                columns["value"].append(message.value())
+                columns["offset"].append(offset)
+                columns["ts"].append(ts)
+                # confluent-kafka counts timestamp types from 0 = unavailable; Java (Spark) from -1.
+                columns["ts_type"].append(ts_type - 1)
+                if with_headers:
+                    headers = message.headers()
+                    columns["headers"].append([{"key": k, "value": v} for k, v in headers] if headers else None)
+                position = offset + 1
+                last_progress = time.monotonic()
+            if len(columns["offset"]) >= _BATCH_ROWS:
+                yield flush()
+        if columns["offset"]:
+            yield flush()
+    finally:
+        consumer.close()
+
+
+class InletKafkaDataSource(DataSource):
+    """``spark.read.format("inlet_kafka").option("plan", path)``: reads the chunks in a plan file.
+
+    The plan file (driver-local, 0600) holds the client config with its secrets, so they travel
+    only inside the pickled reader, never in the query plan's options.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return "inlet_kafka"
+
+    def schema(self) -> str:
+        return kafka_schema(self.options.get("include_headers", "false") == "true")
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        with open(self.options["plan"]) as f:
+            plan = json.load(f)
+        return _KafkaReader(plan, schema)
+
+
+class _KafkaReader(DataSourceReader):
+    def __init__(self, plan: dict[str, Any], schema: StructType):
+        self.config = plan["consumer_config"]
+        self.chunks = [Chunk(**c) for c in plan["chunks"]]
+        self.stall_timeout_s = plan["stall_timeout_s"]
+        self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
+
+    def partitions(self) -> list[InputPartition]:
+        return list(self.chunks)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, Chunk)
+        return read_chunk(self.config, partition, self.arrow_schema, self.stall_timeout_s)
+
+
+def write_read_plan(path: str, config: dict[str, Any], chunks: list[Chunk], stall_timeout_s: float) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"consumer_config": config, "chunks": [c.__dict__ for c in chunks], "stall_timeout_s": stall_timeout_s}, f)
+
+
+def read_ranges_jvm(spark: SparkSession, source: KafkaSource, ranges: Ranges) -> DataFrame:
+    """The same ranges through Spark's JVM Kafka connector (spark-sql-kafka-0-10 on the classpath).
+
+    Untested here: the connector's jars come from Maven, which these machines cannot reach.
+    """
+    offsets = lambda i: json.dumps({t: {p: r[i] for p, r in ps.items()} for t, ps in ranges.items()})  # noqa: E731
+    reader = (
+        spark.read.format("kafka")
+        .option("assign", json.dumps({t: [int(p) for p in ps] for t, ps in ranges.items()}))
+        .option("startingOffsets", offsets(0))
+        .option("endingOffsets", offsets(1))
+        .option("failOnDataLoss", str(source.on_data_loss == "fail").lower())
+        .option("includeHeaders", str(source.include_headers).lower())
+        .option("maxRecordsPerPartition", str(source.max_records_per_task))
+    )
+    for key, value in java_client_options(source.kafka_config).items():
+        reader = reader.option(f"kafka.{key}", value)
+    columns = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
+    return reader.load().select(*columns, *(["headers"] if source.include_headers else []))
+
+
+def java_client_options(kafka_config: dict[str, str]) -> dict[str, str]:
+    """librdkafka properties as Java client properties (they differ for SASL credentials)."""
+    options = {k: v for k, v in kafka_config.items() if k not in ("sasl.username", "sasl.password")}
+    if "sasl.username" in kafka_config:
+        mechanism = kafka_config.get("sasl.mechanism", "PLAIN").upper()
+        module = (
+            "org.apache.kafka.common.security.plain.PlainLoginModule"
+            if mechanism == "PLAIN"
+            else "org.apache.kafka.common.security.scram.ScramLoginModule"
+        )
+        user, password = (json.dumps(kafka_config.get(k, "")) for k in ("sasl.username", "sasl.password"))
+        options["sasl.jaas.config"] = f"{module} required username={user} password={password};"
+    return options

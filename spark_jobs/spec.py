@@ -1,0 +1,208 @@
+"""The contract between the worker and the Spark job: one ``RunSpec`` in, one ``RunResult`` out.
+
+Both travel as JSON files. The spec file is written 0600 because ``kafka_config`` holds the
+client's secrets (SASL passwords, SSL keys); nothing else carries them. ``secret_values`` and
+``redact`` let every component that logs job output scrub them.
+
+Offset ranges are half-open ``[start, end)`` and keyed ``{topic: {partition: [start, end]}}`` with
+the partition number as a string, because JSON object keys are strings.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+OffsetRange = tuple[int, int]
+Ranges = dict[str, dict[str, OffsetRange]]
+
+ErrorKind = Literal[
+    "data_loss",
+    "kafka_unavailable",
+    "kafka_auth",
+    "target_write",
+    "target_commit",
+    "invalid_spec",
+    "internal",
+    # Set by the launcher when the job left no result.
+    "timeout",
+    "cancelled",
+    "crashed",
+]
+
+# librdkafka property names whose values are credentials (sasl.password, ssl.key.pem,
+# sasl.oauthbearer.client.secret, ssl.keystore.password, sasl.jaas.config, ...).
+_SECRET_KEY = re.compile(r"password|secret|token|credential|jaas|ssl\.key\.pem|ssl_key|private", re.I)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Txn(_Model):
+    """Delta's idempotent-write marker: a run commits at most once per (app_id, version)."""
+
+    app_id: str
+    version: int = Field(ge=0)
+
+
+def _check_ranges(ranges: Ranges) -> Ranges:
+    for topic, partitions in ranges.items():
+        for partition, (start, end) in partitions.items():
+            if not partition.isdigit():
+                raise ValueError(f"{topic}: partition key {partition!r} is not a partition number")
+            if not 0 <= start <= end:
+                raise ValueError(f"{topic}[{partition}]: range [{start}, {end}) is not 0 <= start <= end")
+    return ranges
+
+
+class KafkaSource(_Model):
+    kafka_config: dict[str, str]
+    ranges: Ranges
+    value_format: Literal["raw", "string", "json"] = "raw"
+    schema_: str | None = Field(default=None, alias="schema")
+    include_headers: bool = False
+    on_data_loss: Literal["fail", "skip"] = "fail"
+    max_records_per_task: int = Field(default=200_000, gt=0)
+    # A partition that makes no progress for this long fails the run as kafka_unavailable.
+    stall_timeout_s: float = Field(default=120.0, gt=0)
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @field_validator("ranges")
+    @classmethod
+    def _valid_ranges(cls, ranges: Ranges) -> Ranges:
+        return _check_ranges(ranges)
+
+    @model_validator(mode="after")
+    def _json_needs_schema(self) -> KafkaSource:
+        if "bootstrap.servers" not in self.kafka_config:
+            raise ValueError("kafka_config needs bootstrap.servers")
+        if self.value_format == "json" and not self.schema_:
+            raise ValueError("value_format json needs a schema (Spark DDL)")
+        return self
+
+
+class DeltaTarget(_Model):
+    type: Literal["delta"] = "delta"
+    uri: str
+    partition_by: list[str] = []
+    quarantine_uri: str | None = None
+    # Replay: rows of these ranges are replaced in the same commit that adds the new rows.
+    replace_ranges: Ranges | None = None
+
+    @field_validator("replace_ranges")
+    @classmethod
+    def _valid_ranges(cls, ranges: Ranges | None) -> Ranges | None:
+        return None if ranges is None else _check_ranges(ranges)
+
+
+class KafkaTarget(_Model):
+    type: Literal["kafka"] = "kafka"
+    kafka_config: dict[str, str]
+    topic: str
+
+
+Target = Annotated[DeltaTarget | KafkaTarget, Field(discriminator="type")]
+
+
+class Engine(_Model):
+    reader: Literal["python", "jvm"] = "python"
+    delta_writer: Literal["delta-rs", "jvm"] = "delta-rs"
+
+
+class RunSpec(_Model):
+    run_id: str
+    pipeline_id: str
+    txn: Txn
+    source: KafkaSource
+    target: Target
+    engine: Engine = Engine()
+
+    @model_validator(mode="after")
+    def _json_needs_delta_quarantine(self) -> RunSpec:
+        if self.source.value_format == "json" and isinstance(self.target, DeltaTarget):
+            if not self.target.quarantine_uri:
+                raise ValueError("a json pipeline into Delta needs target.quarantine_uri")
+        return self
+
+    def to_json(self) -> str:
+        return self.model_dump_json(by_alias=True)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> RunSpec:
+        return cls.model_validate_json(text)
+
+    def secret_values(self) -> list[str]:
+        """Every credential in the spec, for redaction (multi-line values also line by line)."""
+        configs = [self.source.kafka_config]
+        if isinstance(self.target, KafkaTarget):
+            configs.append(self.target.kafka_config)
+        found: set[str] = set()
+        for config in configs:
+            for key, value in config.items():
+                if value and _SECRET_KEY.search(key):
+                    found.add(value)
+                    found.update(line.strip() for line in value.splitlines() if len(line.strip()) >= 8)
+        # Longest first, so a secret that contains another is replaced whole.
+        return sorted(found, key=len, reverse=True)
+
+
+def redact(text: str, secrets: list[str]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text
+
+
+def redacted_config(config: dict[str, str]) -> dict[str, str]:
+    return {k: ("***" if _SECRET_KEY.search(k) else v) for k, v in config.items()}
+
+
+class PartitionResult(_Model):
+    topic: str
+    partition: int
+    start: int
+    end: int
+    records_read: int = 0
+    first_offset: int | None = None
+    last_offset: int | None = None
+    # Offsets lost before they could be read (on_data_loss=skip): [from, to).
+    gap: OffsetRange | None = None
+
+
+class Timings(_Model):
+    started_at: datetime
+    finished_at: datetime
+    session_start_s: float = 0.0
+    process_s: float = 0.0
+    commit_s: float = 0.0
+
+
+class RunError(_Model):
+    kind: ErrorKind
+    message: str
+    topic: str | None = None
+    partition: int | None = None
+
+
+class RunResult(_Model):
+    run_id: str
+    status: Literal["succeeded", "failed"]
+    partitions: list[PartitionResult] = []
+    rows_written: int = 0
+    rows_quarantined: int = 0
+    bytes_read: int = 0
+    delta_version: int | None = None
+    already_committed: bool = False
+    timings: Timings
+    error: RunError | None = None
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> RunResult:
+        return cls.model_validate_json(text)

@@ -1,0 +1,141 @@
+"""Fast tests (no Spark) of the job contract, range chunking, redaction and the launcher's process handling."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from spark_jobs.errors import JobError, classify
+from spark_jobs.kafka_source import Chunk, chunk_ranges, java_client_options
+from spark_jobs.spec import RunResult, RunSpec, redact, redacted_config
+from worker.launcher import SparkSubmitSettings, launch
+
+SECRET = "s3cr3t-Passw0rd"
+PEM = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----"
+
+
+def spec_dict(**source: object) -> dict:
+    return {
+        "run_id": "r1",
+        "pipeline_id": "p1",
+        "txn": {"app_id": "inlet-pipeline-p1", "version": 7},
+        "source": {
+            "kafka_config": {"bootstrap.servers": "b:9092", "sasl.username": "u", "sasl.password": SECRET, "ssl.key.pem": PEM},
+            "ranges": {"orders": {"0": [5, 10], "3": [0, 0]}},
+            **source,
+        },
+        "target": {"type": "kafka", "kafka_config": {"bootstrap.servers": "c:9092", "sasl.password": "other-secret"}, "topic": "out"},
+    }
+
+
+def test_spec_round_trips_and_lists_its_secrets() -> None:
+    spec = RunSpec.model_validate(spec_dict(value_format="json", schema="id INT, name STRING"))
+    again = RunSpec.from_json(spec.to_json())
+    assert again == spec
+    assert again.source.schema_ == "id INT, name STRING" and '"schema":"id INT, name STRING"' in spec.to_json()
+    assert again.source.ranges == {"orders": {"0": (5, 10), "3": (0, 0)}}
+    assert again.target.type == "kafka" and again.engine.reader == "python"
+    assert set(spec.secret_values()) == {SECRET, "other-secret", PEM, "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC",
+                                         "-----BEGIN PRIVATE KEY-----", "-----END PRIVATE KEY-----"}
+    assert redacted_config(spec.source.kafka_config) == {
+        "bootstrap.servers": "b:9092", "sasl.username": "u", "sasl.password": "***", "ssl.key.pem": "***"
+    }
+    line = f"conf sasl.password={SECRET} key line MIIEvQIBADANBgkqhkiG9w0BAQEFAASC"
+    assert redact(line, spec.secret_values()) == "conf sasl.password=*** key line ***"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"ranges": {"t": {"0": [9, 3]}}}, "0 <= start <= end"),
+        ({"ranges": {"t": {"x": [0, 3]}}}, "not a partition number"),
+        ({"value_format": "json"}, "needs a schema"),
+        ({"on_data_loss": "ignore"}, "on_data_loss"),
+        ({"max_records_per_task": 0}, "max_records_per_task"),
+    ],
+)
+def test_spec_rejects_invalid_sources(change: dict, message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        RunSpec.model_validate(spec_dict(**change))
+
+
+def test_result_round_trips() -> None:
+    text = """{"run_id": "r1", "status": "failed", "partitions": [{"topic": "t", "partition": 2, "start": 0,
+      "end": 10, "records_read": 4, "first_offset": 6, "last_offset": 9, "gap": [0, 6]}],
+      "timings": {"started_at": "2025-01-01T00:00:00Z", "finished_at": "2025-01-01T00:00:20Z"},
+      "error": {"kind": "data_loss", "message": "m", "topic": "t", "partition": 2}}"""
+    result = RunResult.from_json(text)
+    assert result.partitions[0].gap == (0, 6) and result.error is not None and result.error.kind == "data_loss"
+    assert RunResult.from_json(result.to_json()) == result
+
+
+def test_chunking_splits_ranges_evenly_and_skips_empty_ones() -> None:
+    chunks = chunk_ranges({"b": {"10": (0, 10)}, "a": {"2": (100, 125), "1": (5, 5)}}, max_records_per_task=10)
+    assert chunks == [
+        Chunk("a", 2, 100, 108), Chunk("a", 2, 108, 116), Chunk("a", 2, 116, 125), Chunk("b", 10, 0, 10),
+    ]
+
+
+def test_job_errors_survive_a_trip_through_exception_text() -> None:
+    wrapped = RuntimeError("Py4JJavaError: ... PythonException:\n  " + str(JobError("kafka_auth", "SASL failed", "t", 3)) + "\n at ...")
+    error = classify(wrapped)
+    assert (error.kind, error.message, error.topic, error.partition) == ("kafka_auth", "SASL failed", "t", 3)
+    assert classify(ValueError("boom")).kind == "internal"
+
+
+def test_java_client_options_carry_sasl_credentials_as_jaas() -> None:
+    options = java_client_options({"bootstrap.servers": "b", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "u", "sasl.password": 'p"w'})
+    assert options == {
+        "bootstrap.servers": "b",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required username="u" password="p\\"w";',
+    }
+
+
+def fake_spark_submit(tmp_path: Path, body: str) -> SparkSubmitSettings:
+    """A stand-in spark-submit (a shell script): these tests are about process handling, not Spark."""
+    script = tmp_path / "spark-submit"
+    script.write_text("#!/bin/bash\n" + body)
+    script.chmod(0o755)
+    return SparkSubmitSettings(spark_submit=str(script), python=sys.executable)
+
+
+def test_launcher_passes_spec_as_private_file_and_redacts_logs(tmp_path: Path) -> None:
+    # The fake job prints its argv and the spec file, then writes a result.
+    settings = fake_spark_submit(
+        tmp_path,
+        'echo "argv: $*"; spec=${@: -3:1}; stat -c "mode %a" "$spec"; cat "$spec"; echo; '
+        'result=${@: -1}; printf \'{"run_id":"r1","status":"succeeded","timings":{"started_at":"2025-01-01T00:00:00Z",'
+        '"finished_at":"2025-01-01T00:00:01Z"}}\' > "$result"\n',
+    )
+    lines: list[str] = []
+    spec = RunSpec.model_validate(spec_dict())
+    result = launch(spec, workdir=tmp_path / "work", settings=settings, timeout_s=30, on_log_line=lines.append)
+    assert result.status == "succeeded" and result.run_id == "r1"
+    text = "\n".join(lines)
+    assert "mode 600" in text and '"sasl.password":"***"' in text
+    assert SECRET not in text and "other-secret" not in text and "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC" not in text
+    argv = next(line for line in lines if line.startswith("argv: "))
+    assert "spark.ui.enabled=false" in argv and f"spark.pyspark.python={sys.executable}" in argv and "--py-files" in argv
+    assert not list((tmp_path / "work").glob("spec-*")), "the spec file (secrets) outlives the run"
+
+
+def test_launcher_reports_crash_timeout_and_cancel(tmp_path: Path) -> None:
+    spec = RunSpec.model_validate(spec_dict())
+    crashed = launch(spec, workdir=tmp_path, settings=fake_spark_submit(tmp_path, f"echo {SECRET} >&2; exit 3\n"), timeout_s=30, on_log_line=None)
+    assert crashed.status == "failed" and crashed.error is not None and crashed.error.kind == "crashed"
+    assert "exited 3" in crashed.error.message and SECRET not in crashed.error.message and "***" in crashed.error.message
+
+    # The sleep is a grandchild, as Spark's JVM and Python workers are: the whole group must go.
+    sleeper = fake_spark_submit(tmp_path, "sleep 300 & wait\n")
+    timed_out = launch(spec, workdir=tmp_path, settings=sleeper, timeout_s=1, on_log_line=None)
+    assert timed_out.error is not None and timed_out.error.kind == "timeout"
+
+    cancel = threading.Event()
+    threading.Timer(0.5, cancel.set).start()
+    cancelled = launch(spec, workdir=tmp_path, settings=sleeper, timeout_s=60, on_log_line=None, cancel=cancel)
+    assert cancelled.error is not None and cancelled.error.kind == "cancelled"

@@ -1,0 +1,182 @@
+"""Running one ``RunSpec`` through ``spark-submit`` and getting its ``RunResult`` back.
+
+The spec (with the Kafka secrets) reaches the job only through a 0600 file in ``workdir`` that is
+deleted when the job ends: never through argv, the environment or a log line. spark-submit runs
+in its own process group so that a timeout or cancel can stop the JVM and all its Python workers.
+Pure Python: the Celery task that calls ``launch`` owns the database and the retries.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import zipfile
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import spark_jobs
+from spark_jobs.spec import RunError, RunResult, RunSpec, Timings, redact
+
+# The fixed start-up cost of a run matters more than peak throughput for small runs.
+LEAN_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.log.level": "WARN",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.python.worker.reuse": "true",
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "20000",
+    # Spark's default misses JAAS configs, which carry SASL passwords in the JVM Kafka connector.
+    "spark.redaction.regex": r"(?i)secret|password|token|access[.]?key|jaas|credential|ssl\.key",
+}
+
+_TERM_GRACE_S = 10.0
+
+
+@dataclass
+class SparkSubmitSettings:
+    spark_submit: str = field(default_factory=lambda: str(Path(sys.executable).parent / "spark-submit"))
+    master: str = "local[*]"
+    conf: dict[str, str] = field(default_factory=dict)
+    packages: list[str] = field(default_factory=list)
+    jars: list[str] = field(default_factory=list)
+    driver_memory: str | None = "1g"
+    executor_memory: str | None = None
+    # Executors need an interpreter with pyarrow, confluent-kafka and deltalake.
+    python: str = sys.executable
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+def build_command(settings: SparkSubmitSettings, spec: RunSpec, spec_path: Path, result_path: Path, py_files: Path) -> list[str]:
+    conf = {**LEAN_CONF, "spark.pyspark.python": settings.python, **settings.conf}
+    cmd = [settings.spark_submit, "--master", settings.master, "--name", f"inlet-{spec.pipeline_id}-{spec.run_id}"]
+    for key, value in conf.items():
+        cmd += ["--conf", f"{key}={value}"]
+    if settings.packages:
+        cmd += ["--packages", ",".join(settings.packages)]
+    if settings.jars:
+        cmd += ["--jars", ",".join(settings.jars)]
+    if settings.driver_memory:
+        cmd += ["--driver-memory", settings.driver_memory]
+    if settings.executor_memory:
+        cmd += ["--executor-memory", settings.executor_memory]
+    ingest = Path(spark_jobs.__file__).parent / "ingest.py"
+    return cmd + ["--py-files", str(py_files), str(ingest), "--spec", str(spec_path), "--result", str(result_path)]
+
+
+def package_spark_jobs(workdir: Path) -> Path:
+    """``spark_jobs`` as a zip for ``--py-files``: executors on a real cluster lack this checkout."""
+    target = workdir / "spark_jobs.zip"
+    package = Path(spark_jobs.__file__).parent
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(package.glob("*.py")):
+            zf.write(path, f"spark_jobs/{path.name}")
+    return target
+
+
+def launch(
+    spec: RunSpec,
+    *,
+    workdir: Path,
+    settings: SparkSubmitSettings,
+    timeout_s: float,
+    on_log_line: Callable[[str], None] | None = None,
+    cancel: threading.Event | None = None,
+) -> RunResult:
+    """Run ``spec`` with spark-submit and return its result (a failed one if the job left none)."""
+    started_at = datetime.now(timezone.utc)
+    workdir.mkdir(parents=True, exist_ok=True)
+    spec_path, result_path = workdir / f"spec-{spec.run_id}.json", workdir / f"result-{spec.run_id}.json"
+    result_path.unlink(missing_ok=True)
+    fd = os.open(spec_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(spec.to_json())
+
+    secrets = spec.secret_values()
+    tail: deque[str] = deque(maxlen=20)
+    # Inlet's own settings (a Vault token, the operator token) are no business of the job's.
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith(("INLET_", "VAULT_"))}
+    env = {**inherited, "PYSPARK_PYTHON": settings.python, "PYSPARK_DRIVER_PYTHON": settings.python, **settings.extra_env}
+    stopped_by: str | None = None
+    try:
+        cmd = build_command(settings, spec, spec_path, result_path, package_spark_jobs(workdir))
+        process = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=workdir,
+            start_new_session=True,
+            text=True,
+            errors="replace",
+        )
+
+        def pump() -> None:
+            assert process.stdout is not None
+            for line in process.stdout:
+                line = redact(line.rstrip("\n"), secrets)
+                tail.append(line)
+                if on_log_line:
+                    on_log_line(line)
+
+        reader = threading.Thread(target=pump, name=f"spark-log-{spec.run_id}", daemon=True)
+        reader.start()
+        deadline = time.monotonic() + timeout_s
+        while process.poll() is None:
+            if cancel is not None and cancel.is_set():
+                stopped_by = "cancelled"
+            elif time.monotonic() > deadline:
+                stopped_by = "timeout"
+            if stopped_by:
+                _kill_group(process)
+                break
+            (cancel.wait(0.2) if cancel is not None else time.sleep(0.2))
+        reader.join(timeout=5)
+    finally:
+        spec_path.unlink(missing_ok=True)
+
+    result = _read_result(result_path, spec.run_id)
+    if result is not None and stopped_by is None:
+        return result
+    if stopped_by == "timeout":
+        error = RunError(kind="timeout", message=f"spark-submit ran longer than {timeout_s:.0f}s and was killed")
+    elif stopped_by == "cancelled":
+        error = RunError(kind="cancelled", message="the run was cancelled and spark-submit was killed")
+    else:
+        last = " | ".join(line for line in tail if line.strip())[-1500:]
+        error = RunError(kind="crashed", message=f"spark-submit exited {process.returncode} without a result: {last}")
+    now = datetime.now(timezone.utc)
+    return RunResult(run_id=spec.run_id, status="failed", timings=Timings(started_at=started_at, finished_at=now), error=error)
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    """SIGTERM the job's process group, then SIGKILL whatever outlives the grace period."""
+    for sig, wait_s in ((signal.SIGTERM, _TERM_GRACE_S), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(wait_s)
+            # The JVM's children (Python workers) may still be in the group.
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        except subprocess.TimeoutExpired:
+            continue
+        return
+
+
+def _read_result(path: Path, run_id: str) -> RunResult | None:
+    try:
+        result = RunResult.from_json(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    return result if result.run_id == run_id else None
