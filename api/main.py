@@ -12,6 +12,8 @@ from api.core.db import make_engine
 from api.core.errors import install_error_handlers
 from api.core.middleware import AccessLog, RequestGuard
 from api.health.router import router as health_router
+from api.metrics.router import router as metrics_router
+from api.offsets.router import router as offsets_router
 from api.pipelines.router import router as pipelines_router
 from api.runs.dispatch import CeleryDispatcher, Dispatcher
 from api.runs.router import router as runs_router
@@ -35,7 +37,8 @@ def create_app(settings: Settings | None = None, *, dispatcher: Dispatcher | Non
     app.state.dispatcher = dispatcher or CeleryDispatcher(settings.redis_url)
 
     install_error_handlers(app)
-    for router in (health_router, tenancy_router, connections_router, pipelines_router, runs_router, audit_router):
+    for router in (health_router, tenancy_router, connections_router, pipelines_router, runs_router, audit_router,
+                   metrics_router, offsets_router):
         app.include_router(router)
 
     app.add_middleware(RequestGuard, max_body_bytes=settings.max_body_bytes)

@@ -5,7 +5,7 @@ from sqlmodel import SQLModel
 from api.audit.models import AuditEvent
 from api.connections.models import Connection
 from api.core.models import IdempotencyRecord
-from api.offsets.models import PartitionOffset
+from api.offsets.models import OffsetReplay, PartitionOffset, RunRange
 from api.pipelines.models import Pipeline
 from api.runs.models import Run, RunLogChunk
 from api.tenancy.models import ApiKey, Tenant
@@ -13,6 +13,6 @@ from api.tenancy.models import ApiKey, Tenant
 metadata = SQLModel.metadata
 
 __all__ = [
-    "ApiKey", "AuditEvent", "Connection", "IdempotencyRecord", "PartitionOffset", "Pipeline", "Run", "RunLogChunk",
-    "Tenant", "metadata",
+    "ApiKey", "AuditEvent", "Connection", "IdempotencyRecord", "OffsetReplay", "PartitionOffset", "Pipeline", "Run",
+    "RunLogChunk", "RunRange", "Tenant", "metadata",
 ]

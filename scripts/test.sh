@@ -10,9 +10,11 @@ start_postgres
 start_redis
 
 PYTEST=(.venv/bin/python -m pytest -p no:cacheprovider -n 2 --durations=15)
+# Extra pytest arguments for a local loop, shell-quoted: PYTEST_ARGS='-k offsets'
+eval "EXTRA=(${PYTEST_ARGS:-})"
 
 echo "== full suite on PostgreSQL =="
-"${PYTEST[@]}" ${PYTEST_ARGS:-}
+"${PYTEST[@]}" "${EXTRA[@]}"
 
 echo "== database suite on SQLite =="
-INLET_TEST_DATABASE_URL= "${PYTEST[@]}" -m "db and not slow" -q ${PYTEST_ARGS:-}
+INLET_TEST_DATABASE_URL= "${PYTEST[@]}" -m "db and not slow" -q "${EXTRA[@]}"

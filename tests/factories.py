@@ -105,6 +105,20 @@ def create_pipeline(client: TestClient, tenant: Tenant, connection_id: str | Non
     return response.json()
 
 
+
+def create_sandbox_pipeline(
+    client: TestClient, tenant: Tenant, bootstrap_servers: str, topics: list[str], **overrides: Any
+) -> dict[str, Any]:
+    """A paused, unscheduled pipeline reading ``topics`` of the sandbox Kafka into a Delta table."""
+    conn = client.post("/connections", json=plaintext_connection_body(bootstrap_servers), headers=tenant.editor)
+    assert conn.status_code == 201, conn.text
+    source = {"connection_id": conn.json()["id"], "topics": topics, "value_format": "string"}
+    source.update(overrides.pop("source", {}))
+    fields: dict[str, Any] = {"source": source, "target": {"type": "delta", "path": f"bronze/p{next(_counter)}"},
+                              "schedule": None, "state": "paused"}
+    fields.update(overrides)
+    return create_pipeline(client, tenant, conn.json()["id"], **fields)
+
 # --- Contract checks shared by every domain's tests -------------------------------------------------
 
 ROLES = ("viewer", "editor", "admin")

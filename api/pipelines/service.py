@@ -6,7 +6,7 @@ import uuid
 from typing import Any
 
 from pydantic import ValidationError
-from sqlmodel import Session
+from sqlmodel import Session, select
 
 from api.audit.service import record_by
 from api.connections.models import Connection
@@ -22,6 +22,7 @@ from api.pipelines.scheduling import next_fire
 from api.pipelines.schemas import KafkaTarget, PipelineRead, PipelineSpec, PipelineStatus
 from api.pipelines.states import PIPELINE_STATES
 from api.pipelines.storage import resolve_delta_uri
+from api.runs.models import ACTIVE_STATES, Run
 
 
 def etag(pipeline: Pipeline) -> str:
@@ -185,6 +186,10 @@ def set_state(
 def delete_pipeline(*, session: Session, ctx: TenantContext, pipeline_id: uuid.UUID, if_match: str | None) -> None:
     pipeline = get_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id, lock=True)
     check_if_match(if_match, etag(pipeline))
+    active = session.exec(select(Run).where(Run.pipeline_id == pipeline.id, Run.state.in_(ACTIVE_STATES))).first()  # type: ignore[attr-defined]
+    if active is not None:
+        raise Conflict(f"Pipeline {pipeline.id} has run {active.id} {active.state}; cancel it or let it finish first",
+                       run_id=str(active.id))
     before = _audit_view(pipeline)
     session.delete(pipeline)
     session.flush()

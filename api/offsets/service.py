@@ -1,0 +1,428 @@
+"""Per-partition offsets of a pipeline: inspect them against the cluster, move them (Kafka Connect's
+offsets API and ``kafka-consumer-groups --reset-offsets``, only while the pipeline is stopped), and
+say which run wrote a given offset.
+
+A move in ``replace`` replay mode leaves a window per partition moved backwards: the next runs
+replace the rows already written for those offsets instead of appending them again (see
+``api.runs.lifecycle.replace_ranges_for``). Windows never reach below the committed offset.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from sqlmodel import Session, select
+
+from api.audit.models import AuditEvent
+from api.audit.service import list_events, record_by
+from api.connections.models import Connection
+from api.connections.service import client_config
+from api.core.db import utcnow
+from api.core.errors import Conflict, DomainError, ValidationFailed
+from api.core.etag import check_if_match, etag_for
+from api.core.pagination import PageParams
+from api.core.scoping import scoped_select
+from api.core.security import TenantContext
+from api.kafka.client import KafkaClient, Partition
+from api.kafka.errors import (
+    KafkaClientError,
+    KafkaTimeout,
+    KafkaUnavailable,
+    TimestampNotResolvable,
+)
+from api.offsets.models import OffsetReplay, PartitionOffset, RunRange
+from api.offsets.schemas import (
+    ClusterStatus,
+    OffsetChange,
+    OffsetLookup,
+    OffsetsChangeResult,
+    OffsetsPatch,
+    OffsetsRead,
+    PartitionOffsetRead,
+    RunRangeRead,
+)
+from api.pipelines.models import Pipeline
+from api.pipelines.service import get_pipeline
+from api.runs.models import ACTIVE_STATES, Run
+from api.runs.planning import starting_offset
+from api.secrets.store import SecretStore
+
+RESOURCE_TYPE = "offsets"
+
+
+class OffsetsClient(Protocol):
+    """What this module asks of Kafka (``KafkaClient``; tests give a stand-in for timestamp lookups)."""
+
+    def list_topics(self) -> dict[str, int]: ...
+
+    def watermarks(self, partitions: Iterable[Partition]) -> dict[Partition, tuple[int, int]]: ...
+
+    def offsets_for_timestamp(self, partitions: Iterable[Partition], timestamp_ms: int) -> dict[Partition, int]: ...
+
+
+ClientFactory = Callable[[Connection], OffsetsClient]
+
+
+# Errors.
+
+class PipelineNotStopped(Conflict):
+    code, title = "pipeline-not-stopped", "Offsets change only while the pipeline is stopped"
+
+
+class OffsetsOutOfRange(ValidationFailed):
+    code, title = "offsets-out-of-range", "Offsets outside the partitions' range"
+
+
+class UnknownPartitions(ValidationFailed):
+    code, title = "unknown-partitions", "Topics or partitions the pipeline does not read"
+
+
+class TimestampUnresolved(ValidationFailed):
+    code, title = "timestamp-not-resolvable", "The cluster gave no offset for that time"
+
+
+class KafkaLookupFailed(DomainError):
+    """The cluster could not be asked for the offsets a change needs; nothing was changed."""
+
+    status, code, title = 502, "kafka-lookup-failed", "The Kafka cluster could not be used"
+
+    def __init__(self, error: KafkaClientError) -> None:
+        super().__init__(f"Looking up offsets failed ({error.kind}): {error.message}; nothing was changed",
+                         kind=error.kind)
+        if isinstance(error, KafkaTimeout):
+            self.status = 504
+
+
+# Reading.
+
+def offsets_etag(stored: Iterable[PartitionOffset]) -> str:
+    """Identifies the committed offsets' state: a hash of the sorted (topic, partition, committed)."""
+    return etag_for("offsets", *sorted(f"{r.topic}/{r.partition}={r.committed}" for r in stored))
+
+
+def _stored(session: Session, pipeline: Pipeline) -> dict[Partition, PartitionOffset]:
+    rows = session.exec(scoped_select(PartitionOffset, pipeline.tenant_id)
+                        .where(PartitionOffset.pipeline_id == pipeline.id)).all()
+    return {(r.topic, r.partition): r for r in rows}
+
+
+def _windows(session: Session, pipeline: Pipeline) -> dict[Partition, OffsetReplay]:
+    rows = session.exec(scoped_select(OffsetReplay, pipeline.tenant_id)
+                        .where(OffsetReplay.pipeline_id == pipeline.id)).all()
+    return {(r.topic, r.partition): r for r in rows}
+
+
+def default_client_factory(secrets: SecretStore, timeout_s: float) -> ClientFactory:
+    """Bounded lookups (``timeout_s``) against the pipeline's source cluster."""
+    return lambda conn: KafkaClient(client_config(conn, secrets), timeout_s=timeout_s, client_id="inlet-offsets")
+
+
+def _open(session: Session, pipeline: Pipeline, factory: ClientFactory) -> OffsetsClient:
+    conn = session.get(Connection, pipeline.connection_id)
+    assert conn is not None  # a pipeline's connection cannot be deleted (FK RESTRICT)
+    return factory(conn)
+
+
+def _source_partitions(client: OffsetsClient, source: dict[str, Any]) -> tuple[list[Partition], list[str]]:
+    """The pipeline's partitions as the cluster shows them now (patterns resolved now), and the named
+    topics the cluster does not show."""
+    visible = client.list_topics()
+    if source.get("topic_pattern"):
+        regex = re.compile(source["topic_pattern"])
+        topics, missing = [t for t in visible if regex.fullmatch(t)], []
+    else:
+        topics = [t for t in source["topics"] if t in visible]
+        missing = [t for t in source["topics"] if t not in visible]
+    return [(t, p) for t in sorted(topics) for p in range(visible[t])], missing
+
+
+def _belongs(source: dict[str, Any], topic: str) -> bool:
+    if source.get("topic_pattern"):
+        return re.fullmatch(source["topic_pattern"], topic) is not None
+    return topic in source["topics"]
+
+
+def read_offsets(
+    *, session: Session, ctx: TenantContext, pipeline_id: uuid.UUID, client_factory: ClientFactory
+) -> tuple[OffsetsRead, str]:
+    """Every partition's committed offset beside the cluster's watermarks and the lag; when the cluster
+    cannot be asked, the committed offsets alone, with the reason under ``cluster``."""
+    pipeline = get_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id)
+    stored = _stored(session, pipeline)
+    windows = _windows(session, pipeline)
+    source = pipeline.source
+    watermarks: dict[Partition, tuple[int, int]] | None = None
+    cluster = ClusterStatus(status="ok")
+    try:
+        client = _open(session, pipeline, client_factory)
+        partitions, missing = _source_partitions(client, source)
+        watermarks = client.watermarks(partitions)
+        if missing:
+            cluster = ClusterStatus(status="error", kind="not_found",
+                                    detail=f"topics not found or not visible: {', '.join(missing)}")
+    except (KafkaUnavailable, KafkaTimeout) as exc:
+        cluster = ClusterStatus(status="unreachable", kind=exc.kind, detail=exc.message)
+    except KafkaClientError as exc:
+        cluster = ClusterStatus(status="error", kind=exc.kind, detail=exc.message)
+    except DomainError as exc:  # the secret backend, say: the committed offsets are still worth showing
+        cluster = ClusterStatus(status="unreachable", kind=exc.code, detail=exc.detail)
+    keys = set(watermarks or {}) | {tp for tp in stored if _belongs(source, tp[0])}
+    rows = []
+    for tp in sorted(keys):
+        row = stored.get(tp)
+        earliest, latest = (watermarks or {}).get(tp, (None, None))
+        lag = None
+        if earliest is not None and latest is not None:
+            position = row.committed if row else starting_offset(source.get("starting_offsets", "earliest"), tp,
+                                                                 earliest, latest)
+            lag = max(latest - position, 0)
+        window = windows.get(tp)
+        rows.append(PartitionOffsetRead(
+            topic=tp[0], partition=tp[1], committed=row.committed if row else None, earliest=earliest,
+            latest=latest, lag=lag, replay=[window.start, window.end] if window else None,
+            last_run_id=row.last_run_id if row else None, updated_at=row.updated_at if row else None,
+        ))
+    total = sum(r.lag for r in rows if r.lag is not None) if watermarks is not None else None
+    etag = offsets_etag(stored.values())
+    return OffsetsRead(pipeline_id=pipeline.id, partitions=rows, total_lag=total, cluster=cluster,
+                       observed_at=utcnow()), etag
+
+
+# Resolving a change.
+
+@dataclass(frozen=True)
+class Target:
+    topic: str
+    partition: int
+    before: int | None
+    wanted: int
+    earliest: int
+    latest: int
+
+
+def _unknown(names: list[str]) -> UnknownPartitions:
+    return UnknownPartitions(
+        f"Not partitions of this pipeline as the cluster shows them now: {', '.join(names[:20])}",
+        errors=[{"field": "offsets" if "[" in n else "topics", "message": f"{n} is not read by this pipeline",
+                 "type": "unknown_partition"} for n in names[:100]],
+        unknown=names,
+    )
+
+
+def _scope(body: OffsetsPatch | None, watermarks: dict[Partition, tuple[int, int]]) -> list[Partition]:
+    if body is None:
+        return sorted(watermarks)
+    if body.offsets is not None:
+        wanted = [(e.topic, e.partition) for e in body.offsets]
+    else:
+        topics = body.topics or sorted({t for t, _ in watermarks})
+        known_topics = {t for t, _ in watermarks}
+        unknown_topics = [t for t in topics if t not in known_topics]
+        if unknown_topics:
+            raise _unknown(unknown_topics)
+        if body.partitions is None:
+            return sorted(tp for tp in watermarks if tp[0] in topics)
+        wanted = [(t, p) for t in topics for p in body.partitions]
+    unknown = [f"{t}[{p}]" for t, p in wanted if (t, p) not in watermarks]
+    if unknown:
+        raise _unknown(unknown)
+    return sorted(wanted)
+
+
+def resolve_targets(
+    body: OffsetsPatch | None,
+    *,
+    source: dict[str, Any],
+    watermarks: dict[Partition, tuple[int, int]],
+    committed: dict[Partition, int],
+    client: OffsetsClient,
+    now: datetime,
+) -> list[Target]:
+    """Where each partition in scope should go, before any range check. ``body`` None: back to the
+    pipeline's starting offsets. Timestamps are resolved by the broker, never guessed."""
+    scope = _scope(body, watermarks)
+    starting = source.get("starting_offsets", "earliest")
+
+    def start_of(tp: Partition) -> int:
+        return starting_offset(starting, tp, *watermarks[tp])
+
+    wanted: dict[Partition, int]
+    if body is None:
+        wanted = {tp: start_of(tp) for tp in scope}
+    elif body.offsets is not None:
+        given = {(e.topic, e.partition): e.offset for e in body.offsets}
+        wanted = {tp: start_of(tp) if given[tp] is None else given[tp] for tp in scope}  # type: ignore[misc]
+    elif body.reset is not None:
+        wanted = {tp: watermarks[tp][0 if body.reset == "earliest" else 1] for tp in scope}
+    elif body.shift_by is not None:
+        wanted = {tp: committed.get(tp, start_of(tp)) + body.shift_by for tp in scope}
+    else:
+        moment = body.to_timestamp if body.to_timestamp is not None else now - body.duration  # type: ignore[operator]
+        timestamp_ms = int(moment.timestamp() * 1000)
+        try:
+            wanted = dict(client.offsets_for_timestamp(scope, timestamp_ms))
+        except TimestampNotResolvable as exc:
+            names = [f"{t}[{p}]" for t, p in exc.partitions]
+            raise TimestampUnresolved(
+                f"The cluster gave no offset for {moment.isoformat()} on {', '.join(names[:20])}: nothing was "
+                "changed. A time after a partition's last record has no offset, and some clusters cannot look "
+                "timestamps up at all; choose explicit offsets or a reset instead",
+                errors=[{"field": "to_timestamp" if body.to_timestamp is not None else "by_duration",
+                         "message": f"{n}: no offset at or after {moment.isoformat()}", "type": "timestamp_unresolvable"}
+                        for n in names[:100]],
+                partitions=[{"topic": t, "partition": p} for t, p in exc.partitions], timestamp_ms=timestamp_ms,
+            ) from None
+    return [Target(topic=tp[0], partition=tp[1], before=committed.get(tp), wanted=wanted[tp],
+                   earliest=watermarks[tp][0], latest=watermarks[tp][1]) for tp in scope]
+
+
+def check_ranges(targets: list[Target], *, clamp: bool) -> list[OffsetChange]:
+    """Targets inside [earliest, latest]; outside it, clamped (``clamp``) or a 422 naming each one."""
+    outside = [t for t in targets if not t.earliest <= t.wanted <= t.latest]
+    if outside and not clamp:
+        raise OffsetsOutOfRange(
+            f"{len(outside)} target(s) outside the partition's range [earliest, latest]; nothing was changed "
+            "(send \"clamp\": true to clamp them)",
+            errors=[{"field": f"offsets.{t.topic}[{t.partition}]",
+                     "message": f"{t.wanted} is outside [{t.earliest}, {t.latest}]", "type": "out_of_range"}
+                    for t in outside[:100]],
+            partitions=[{"topic": t.topic, "partition": t.partition, "offset": t.wanted, "earliest": t.earliest,
+                         "latest": t.latest} for t in outside],
+        )
+    return [OffsetChange(topic=t.topic, partition=t.partition, before=t.before,
+                         after=min(max(t.wanted, t.earliest), t.latest), clamped=t in outside,
+                         earliest=t.earliest, latest=t.latest) for t in targets]
+
+
+# Changing.
+
+def _require_stopped(session: Session, pipeline: Pipeline) -> None:
+    active = session.exec(select(Run).where(Run.pipeline_id == pipeline.id,
+                                            Run.state.in_(ACTIVE_STATES))).first()  # type: ignore[attr-defined]
+    reasons = []
+    if pipeline.state != "paused":
+        reasons.append(f"the pipeline is {pipeline.state}")
+    if active is not None:
+        reasons.append(f"run {active.id} is {active.state}")
+    if reasons:
+        hint = "pause the pipeline first" + (" and wait for the run to finish or cancel it" if active else "")
+        raise PipelineNotStopped(
+            f"Offsets change only while the pipeline is paused with no queued or running run: "
+            f"{' and '.join(reasons)}; {hint}",
+            current_state=pipeline.state, active_run_id=str(active.id) if active else None,
+        )
+
+
+def _move_window(session: Session, pipeline: Pipeline, window: OffsetReplay | None, row: OffsetChange,
+                 replace: bool) -> None:
+    """Keep the partition's replay window at or above the new position; in replace mode, add what a
+    backward move will read again. Windows of one partition are kept as one span: a gap between two
+    (only when append and replace moves mix before a run) is replaced too, read again by the same run."""
+    start = end = None
+    if window is not None and window.end > max(window.start, row.after):
+        start, end = max(window.start, row.after), window.end
+    if replace and row.before is not None and row.after < row.before:
+        start = row.after if start is None else min(start, row.after)
+        end = row.before if end is None else max(end, row.before)
+    if start is None or end is None:
+        if window is not None:
+            session.delete(window)
+        return
+    if window is None:
+        session.add(OffsetReplay(pipeline_id=pipeline.id, tenant_id=pipeline.tenant_id, topic=row.topic,
+                                 partition=row.partition, start=start, end=end))
+    elif (window.start, window.end) != (start, end):
+        window.start, window.end, window.created_at = start, end, utcnow()
+        session.add(window)
+
+
+def _snapshot(rows: list[OffsetChange], key: str) -> list[dict[str, Any]]:
+    return [{"topic": r.topic, "partition": r.partition, "committed": getattr(r, key)} for r in rows]
+
+
+def change_offsets(
+    *,
+    session: Session,
+    ctx: TenantContext,
+    pipeline_id: uuid.UUID,
+    body: OffsetsPatch | None,
+    if_match: str | None,
+    client_factory: ClientFactory,
+    dry_run: bool | None = None,
+) -> OffsetsChangeResult:
+    """Move offsets as ``body`` says (None: reset every partition to the starting offsets).
+
+    The same checks run for a dry run, so that its answer is the answer the real call would get."""
+    pipeline = get_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id, lock=True)
+    replay_mode = body.replay_mode if body else "append"
+    dry = body.dry_run if body else bool(dry_run)
+    if replay_mode == "replace" and pipeline.target.get("type") != "delta":
+        raise ValidationFailed.field("replay_mode", "replace needs a Delta target: a Kafka target cannot take "
+                                     "back records it has written; use append")
+    stored = _stored(session, pipeline)
+    check_if_match(if_match, offsets_etag(stored.values()))
+    _require_stopped(session, pipeline)
+    try:
+        client = _open(session, pipeline, client_factory)
+        partitions, _ = _source_partitions(client, pipeline.source)
+        watermarks = client.watermarks(partitions)
+        targets = resolve_targets(body, source=pipeline.source, watermarks=watermarks,
+                                  committed={tp: r.committed for tp, r in stored.items()}, client=client, now=utcnow())
+    except KafkaClientError as exc:
+        raise KafkaLookupFailed(exc) from None
+    rows = check_ranges(targets, clamp=body.clamp if body else False)
+    mode = body.mode if body else "starting_offsets"
+    changed = [r for r in rows if r.after != r.before]
+    if not dry and changed:
+        windows = _windows(session, pipeline)
+        now = utcnow()
+        for row in changed:
+            tp = (row.topic, row.partition)
+            if tp in stored:
+                stored[tp].committed, stored[tp].updated_at = row.after, now
+                session.add(stored[tp])
+            else:
+                stored[tp] = PartitionOffset(pipeline_id=pipeline.id, tenant_id=pipeline.tenant_id, topic=row.topic,
+                                             partition=row.partition, committed=row.after, updated_at=now)
+                session.add(stored[tp])
+            _move_window(session, pipeline, windows.get(tp), row, replay_mode == "replace")
+        session.flush()
+        record_by(session, ctx, resource_type=RESOURCE_TYPE, resource_id=pipeline.id,
+                  action="patch" if body is not None else "reset",
+                  before={"offsets": _snapshot(changed, "before")},
+                  after={"mode": mode, "replay_mode": replay_mode, "offsets": _snapshot(changed, "after"),
+                         "clamped": [{"topic": r.topic, "partition": r.partition} for r in changed if r.clamped]})
+    return OffsetsChangeResult(dry_run=dry, mode=mode, replay_mode=replay_mode, rows=rows,  # type: ignore[arg-type]
+                               etag=offsets_etag(stored.values()))
+
+
+# History and lookup.
+
+def history(
+    *, session: Session, ctx: TenantContext, pipeline_id: uuid.UUID, page: PageParams
+) -> tuple[list[AuditEvent], int]:
+    get_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id)
+    return list_events(session=session, ctx=ctx, page=page, resource_type=RESOURCE_TYPE, resource_id=str(pipeline_id))
+
+
+def lookup(
+    *, session: Session, ctx: TenantContext, pipeline_id: uuid.UUID, topic: str, partition: int, offset: int
+) -> OffsetLookup:
+    """The succeeded runs whose committed range [start, end) holds ``offset``, newest first."""
+    get_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id)
+    found = session.exec(
+        select(RunRange, Run).join(Run, Run.id == RunRange.run_id).where(  # type: ignore[arg-type]
+            RunRange.tenant_id == ctx.tenant_id, RunRange.pipeline_id == pipeline_id, RunRange.topic == topic,
+            RunRange.partition == partition, RunRange.start <= offset, RunRange.end > offset,
+            Run.state == "succeeded",
+        ).order_by(Run.seq.desc())  # type: ignore[attr-defined]
+    ).all()
+    return OffsetLookup(topic=topic, partition=partition, offset=offset, runs=[
+        RunRangeRead(run_id=run.id, seq=run.seq, start=rr.start, end=rr.end, finished_at=run.finished_at)
+        for rr, run in found
+    ])

@@ -1,0 +1,77 @@
+"""Handing work to the Celery workers, and choosing which scheduled pipelines are due.
+
+The API and the scheduler only send task names and ids (``send_task``), so neither imports the
+worker's code; a send that fails leaves the run queued, and the scheduler sends it again later.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import datetime
+from typing import Protocol
+
+from celery import Celery
+from sqlalchemy import bindparam
+from sqlmodel import Session, select
+
+from api.pipelines.models import Pipeline
+from api.pipelines.scheduling import next_fire
+
+log = logging.getLogger(__name__)
+
+EXECUTE_RUN = "inlet.execute_run"
+FIRE_SCHEDULE = "inlet.fire_schedule"
+QUEUE = "inlet"
+
+
+class Dispatcher(Protocol):
+    def send_run(self, run_id: uuid.UUID) -> None: ...
+
+    def send_schedule(self, pipeline_id: uuid.UUID, slot: datetime) -> None: ...
+
+
+class CeleryDispatcher:
+    def __init__(self, redis_url: str) -> None:
+        self._celery = Celery("inlet-dispatch", broker=redis_url)
+        self._celery.conf.update(broker_connection_retry=False, broker_connection_max_retries=0,
+                                 broker_transport_options={"max_retries": 1})
+
+    def _send(self, name: str, args: list[str]) -> None:
+        try:
+            self._celery.send_task(name, args=args, queue=QUEUE)
+        except Exception as exc:  # the broker being down must not fail the request; redispatch covers it
+            log.warning("could not send %s%s to the broker (%s); it will be sent again", name, args, type(exc).__name__)
+
+    def send_run(self, run_id: uuid.UUID) -> None:
+        self._send(EXECUTE_RUN, [str(run_id)])
+
+    def send_schedule(self, pipeline_id: uuid.UUID, slot: datetime) -> None:
+        self._send(FIRE_SCHEDULE, [str(pipeline_id), slot.isoformat()])
+
+
+def claim_due(session: Session, *, now: datetime, limit: int) -> list[tuple[uuid.UUID, datetime]]:
+    """Pipelines whose slot has come, each moved on to its next slot. After downtime a pipeline
+    fires once, not once per missed slot.
+
+    Two schedulers never fire the same slot: the due rows are locked as they are selected
+    (``FOR UPDATE SKIP LOCKED`` on PostgreSQL, which hands each scheduler different rows; SQLite
+    transactions take the write lock when they begin), and the update is also a compare-and-set
+    on the slot that was read.
+    """
+    stmt = (
+        select(Pipeline.id, Pipeline.next_run_at, Pipeline.schedule)
+        .where(Pipeline.state == "active", Pipeline.next_run_at <= now)  # type: ignore[operator]
+        .order_by(Pipeline.next_run_at).limit(limit)
+    )
+    if session.get_bind().dialect.name == "postgresql":
+        stmt = stmt.with_for_update(skip_locked=True)
+    due = [(pipeline_id, slot, next_fire(schedule, now)) for pipeline_id, slot, schedule in session.exec(stmt).all()]
+    if due:
+        table = Pipeline.__table__  # a Core executemany: one round trip for the whole batch
+        session.execute(
+            table.update().where(table.c.id == bindparam("b_id"), table.c.next_run_at == bindparam("b_slot"))
+            .values(next_run_at=bindparam("b_next")),
+            [{"b_id": pid, "b_slot": slot, "b_next": nxt} for pid, slot, nxt in due],
+        )
+    return [(pipeline_id, slot) for pipeline_id, slot, _ in due]

@@ -1,0 +1,68 @@
+"""Runs (one offset-bounded batch of a pipeline) and their logs."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, Column, ForeignKey, Index, String, Text, UniqueConstraint, text
+from sqlmodel import Field, SQLModel
+
+from api.core.db import UTCDateTime, utcnow
+
+ACTIVE_STATES = ("queued", "running")
+_ACTIVE_SQL = "state IN ('queued', 'running')"
+
+
+class Run(SQLModel, table=True):
+    __tablename__ = "runs"
+    __table_args__ = (
+        UniqueConstraint("pipeline_id", "seq", name="uq_runs_pipeline_seq"),
+        # At most one active run per pipeline, and one run per scheduled slot: enforced by the database.
+        Index("uq_runs_one_active", "pipeline_id", unique=True,
+              postgresql_where=text(_ACTIVE_SQL), sqlite_where=text(_ACTIVE_SQL)),
+        Index("uq_runs_slot", "pipeline_id", "scheduled_for", unique=True,
+              postgresql_where=text("scheduled_for IS NOT NULL"), sqlite_where=text("scheduled_for IS NOT NULL")),
+        Index("ix_runs_pipeline_created", "pipeline_id", "created_at"),
+        Index("ix_runs_state_lease", "state", "lease_expires_at"),
+    )
+
+    id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
+    tenant_id: uuid.UUID = Field(sa_column=Column(ForeignKey("tenants.id", ondelete="CASCADE"), nullable=False, index=True))
+    pipeline_id: uuid.UUID = Field(sa_column=Column(ForeignKey("pipelines.id", ondelete="CASCADE"), nullable=False))
+    seq: int = Field(description="The pipeline's run sequence: the Delta transaction version of this run")
+    state: str = Field(sa_column=Column(String(16), nullable=False))
+    trigger: str = Field(sa_column=Column(String(16), nullable=False))
+    scheduled_for: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    plan: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    replace_ranges: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    source_credentials_version: int | None = None
+    target_credentials_version: int | None = None
+    attempt: int = 0
+    not_before: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    dispatched_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    lease_expires_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    worker: str | None = Field(default=None, sa_column=Column(String(128)))
+    cancel_requested: bool = False
+    result: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    rows_written: int | None = Field(default=None, sa_column=Column(BigInteger))
+    rows_quarantined: int | None = Field(default=None, sa_column=Column(BigInteger))
+    records_read: int | None = Field(default=None, sa_column=Column(BigInteger))
+    bytes_read: int | None = Field(default=None, sa_column=Column(BigInteger))
+    delta_version: int | None = Field(default=None, sa_column=Column(BigInteger))
+    error: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+    started_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+
+
+class RunLogChunk(SQLModel, table=True):
+    """A run's log, appended in chunks by the worker (secrets already redacted)."""
+
+    __tablename__ = "run_log_chunks"
+
+    run_id: uuid.UUID = Field(sa_column=Column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True))
+    chunk: int = Field(sa_column=Column(BigInteger, primary_key=True, autoincrement=False))
+    text: str = Field(sa_column=Column(Text, nullable=False))
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)

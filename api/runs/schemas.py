@@ -1,0 +1,56 @@
+"""Runs as the API shows them."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+RunState = Literal["queued", "running", "succeeded", "failed", "cancelled", "skipped"]
+
+
+class RunPartition(BaseModel):
+    topic: str
+    partition: int
+    start: int = Field(description="First offset of the range (inclusive)")
+    end: int = Field(description="End of the range (exclusive): the committed offset after success")
+    earliest: int | None = None
+    latest: int | None = None
+    records_read: int | None = None
+    first_offset: int | None = None
+    last_offset: int | None = None
+    gap: list[int] | None = Field(default=None, description="Offsets lost to retention and skipped: [from, to)")
+
+
+class RunError(BaseModel):
+    kind: str
+    message: str
+    topic: str | None = None
+    partition: int | None = None
+
+
+class RunRead(BaseModel):
+    id: uuid.UUID
+    pipeline_id: uuid.UUID
+    seq: int = Field(description="The pipeline's run number, also the Delta transaction version")
+    state: RunState
+    trigger: Literal["manual", "schedule"]
+    scheduled_for: datetime | None
+    attempt: int
+    cancel_requested: bool
+    partitions: list[RunPartition] | None = Field(description="The plan: exact ranges per partition")
+    replace_ranges: dict[str, Any] | None
+    records_read: int | None
+    rows_written: int | None
+    rows_quarantined: int | None
+    bytes_read: int | None
+    delta_version: int | None
+    already_committed: bool | None
+    error: RunError | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    duration_s: float | None
+    log_tail: list[str] | None = Field(default=None, description="The last lines of the run's log (single reads)")

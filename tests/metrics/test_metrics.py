@@ -1,0 +1,61 @@
+"""``/metrics``: Prometheus text computed from the runs and pipelines in the database."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from api.core.db import unit_of_work, utcnow
+from api.pipelines.models import Pipeline
+from api.runs import lifecycle
+from tests.factories import create_pipeline, operator
+
+
+def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def test_metrics_report_runs_durations_volumes_and_lag(client, tenant) -> None:  # type: ignore[no-untyped-def]
+    engine = client.app.state.engine
+    finished = []
+    for i, state in enumerate(("succeeded", "succeeded", "failed")):
+        pipeline_id = uuid.UUID(create_pipeline(client, tenant, state="paused")["id"])
+        with unit_of_work(engine) as session:
+            pipeline = session.get(Pipeline, pipeline_id)
+            run = lifecycle.create_run(session, pipeline, trigger="manual")
+            run.plan = {"partitions": []}
+            lifecycle.claim(session, run.id, worker="w", lease_s=30)
+            run.started_at = utcnow() - timedelta(seconds=45)
+            session.add(run)
+            if state == "succeeded":
+                lifecycle.commit_succeeded(session, run, summary={
+                    "records_read": 100, "rows_written": 100, "bytes_read": 2000, "result": {}})
+            else:
+                lifecycle.finish(session, run, "failed", error={"kind": "internal", "message": "x"})
+            pipeline.observed_lag = 10 * (i + 1)  # as a later planning would have observed it
+            session.add(pipeline)
+            finished.append(pipeline_id)
+    create_pipeline(client, tenant, state="paused")  # no observed lag: no lag sample
+
+    response = client.get("/metrics", headers=operator())
+
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
+    samples = _samples(response.text)
+    assert samples[("inlet_runs", (("state", "succeeded"),))] == 2
+    assert samples[("inlet_runs", (("state", "failed"),))] == 1
+    assert samples[("inlet_records_ingested_total", ())] == 200
+    assert samples[("inlet_bytes_ingested_total", ())] == 4000
+    assert samples[("inlet_run_duration_seconds_count", ())] == 3
+    assert samples[("inlet_run_duration_seconds_bucket", (("le", "30.0"),))] == 0
+    assert samples[("inlet_run_duration_seconds_bucket", (("le", "60.0"),))] == 3
+    lag = {dict(labels)["pipeline_id"]: v for (name, labels), v in samples.items() if name == "inlet_pipeline_lag_records"}
+    assert lag == {str(p): 10.0 * (i + 1) for i, p in enumerate(finished)}
+
+
+def test_metrics_need_the_operator_token(client, tenant) -> None:  # type: ignore[no-untyped-def]
+    assert client.get("/metrics").status_code == 401
+    refused = client.get("/metrics", headers=tenant.admin)
+    assert refused.status_code == 403 and refused.headers["content-type"] == "application/problem+json"

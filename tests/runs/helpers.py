@@ -1,0 +1,63 @@
+"""Helpers for run tests: reading the Delta table and the committed offsets, waiting for runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from deltalake import DeltaTable
+from sqlalchemy import create_engine, text
+
+from tests.fixtures.stack import Stack
+
+TERMINAL = {"succeeded", "failed", "cancelled", "skipped"}
+
+
+def delta_coordinates(uri: str) -> list[tuple[str, int, int]]:
+    """Every (topic, partition, offset) in the table, duplicates kept."""
+    table = DeltaTable(uri).to_pyarrow_table(columns=["topic", "partition", "offset"]).to_pydict()
+    return sorted(zip(table["topic"], table["partition"], table["offset"], strict=True))
+
+
+def committed_offsets(database_url: str, pipeline_id: str) -> dict[tuple[str, int], int]:
+    engine = create_engine(database_url)
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT topic, \"partition\", committed FROM partition_offsets WHERE "
+                                 "pipeline_id = :p"), {"p": pipeline_id.replace("-", "") if "sqlite" in database_url
+                                                       else pipeline_id}).all()
+    engine.dispose()
+    return {(t, p): c for t, p, c in rows}
+
+
+def wait_for_run(stack: Stack, run_id: str, headers: dict[str, str], *, timeout_s: float = 240) -> dict[str, Any]:
+    def finished() -> dict[str, Any] | None:
+        body = stack.client.get(f"/runs/{run_id}", headers=headers).json()
+        return body if body["state"] in TERMINAL else None
+
+    return stack.wait_for(finished, timeout_s=timeout_s, what=f"run {run_id} to finish")  # type: ignore[return-value]
+
+
+def spark_job_pgids(run_id: str) -> set[int]:
+    """Process groups of the spark-submit jobs running ``run_id`` (found by their command line)."""
+    import os
+    from pathlib import Path
+
+    groups = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if "spark_jobs/ingest.py" in cmdline and run_id in cmdline:
+                groups.add(os.getpgid(int(proc.name)))
+        except (OSError, ProcessLookupError):
+            continue
+    return groups
+
+
+def delta_txn_version(uri: str, pipeline_id: str) -> int | None:
+    from worker.delta_state import committed_txn_version
+
+    try:
+        return committed_txn_version(uri, pipeline_id)
+    except Exception:  # the table is being created: not committed yet
+        return None

@@ -1,0 +1,113 @@
+"""Races decided by the database, not by luck: simultaneous triggers, two schedulers, two workers
+claiming one run. Real database and Redis; the messages the API and schedulers send are read back
+from Redis itself."""
+
+from __future__ import annotations
+
+import ast
+import json
+import threading
+import uuid
+from datetime import timedelta
+
+import redis
+from sqlalchemy import update
+from sqlmodel import Session
+
+from api.core.db import unit_of_work, utcnow
+from api.pipelines.models import Pipeline
+from api.runs import lifecycle
+from api.runs.dispatch import QUEUE, CeleryDispatcher
+from api.runs.models import Run
+from tests.factories import create_pipeline, make_tenant
+from worker.scheduler import tick
+
+
+def _sent(redis_url: str) -> list[tuple[str, list[str]]]:
+    """Every task message waiting in Inlet's queue: (task name, args)."""
+    messages = redis.Redis.from_url(redis_url).lrange(QUEUE, 0, -1)
+    out = []
+    for raw in messages:
+        headers = json.loads(raw)["headers"]
+        out.append((headers["task"], ast.literal_eval(headers["argsrepr"])))
+    return out
+
+
+def _run_concurrently(n: int, target) -> list:  # type: ignore[no-untyped-def]
+    barrier = threading.Barrier(n)
+    results: list = [None] * n
+
+    def worker(i: int) -> None:
+        barrier.wait()
+        results[i] = target()
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return results
+
+
+def test_two_simultaneous_triggers_make_one_run(stack) -> None:
+    tenant = make_tenant(stack.client)
+    pipeline = create_pipeline(stack.client, tenant, state="paused")
+
+    responses = _run_concurrently(2, lambda: stack.client.post(f"/pipelines/{pipeline['id']}/runs", headers=tenant.editor))
+
+    assert sorted(r.status_code for r in responses) == [202, 409]
+    created = next(r for r in responses if r.status_code == 202).json()
+    refused = next(r for r in responses if r.status_code == 409).json()
+    assert refused["type"].endswith("/active-run-exists") and refused["run_id"] == created["id"]
+    runs = stack.client.get(f"/pipelines/{pipeline['id']}/runs", headers=tenant.viewer).json()
+    assert [r["id"] for r in runs["items"]] == [created["id"]] and created["seq"] == 1
+    assert _sent(stack.settings.redis_url) == [("inlet.execute_run", [created["id"]])]
+
+
+def test_two_schedulers_fire_each_due_slot_once_and_catch_up_once(stack) -> None:
+    tenant = make_tenant(stack.client)
+    ids = [create_pipeline(stack.client, tenant, schedule={"interval_seconds": 60})["id"] for _ in range(12)]
+    engine = stack.client.app.state.engine
+    long_ago = utcnow() - timedelta(hours=6)  # 360 missed slots each
+    with unit_of_work(engine) as session:
+        session.execute(update(Pipeline).values(next_run_at=long_ago))
+
+    dispatcher = CeleryDispatcher(stack.settings.redis_url)
+    reports = _run_concurrently(2, lambda: tick(engine, dispatcher, stack.settings))
+
+    assert sum(r.fired for r in reports) == 12
+    fired = [args[0] for task, args in _sent(stack.settings.redis_url) if task == "inlet.fire_schedule"]
+    assert sorted(fired) == sorted(ids)
+    with Session(engine) as session:
+        nexts = [session.get(Pipeline, uuid.UUID(i)).next_run_at for i in ids]
+    assert all(n > utcnow() for n in nexts), "after downtime the next slot is in the future: no flood"
+    assert tick(engine, dispatcher, stack.settings).fired == 0
+
+
+def test_a_run_is_claimed_by_one_worker_only(client, tenant, settings) -> None:  # type: ignore[no-untyped-def]
+    pipeline_id = uuid.UUID(create_pipeline(client, tenant, state="paused")["id"])
+    engine = client.app.state.engine
+    with unit_of_work(engine) as session:
+        run_id = lifecycle.create_run(session, session.get(Pipeline, pipeline_id), trigger="manual").id
+
+    def claim_as(name: str):  # type: ignore[no-untyped-def]
+        with unit_of_work(engine) as session:
+            run = lifecycle.claim(session, run_id, worker=name, lease_s=30)
+            return run.worker if run else None
+
+    winners = [w for w in _run_concurrently(4, lambda: claim_as(threading.current_thread().name)) if w]
+    assert len(winners) == 1
+    with Session(engine) as session:
+        run = session.get(Run, run_id)
+        assert (run.state, run.worker, run.attempt) == ("running", winners[0], 1)
+
+
+def test_a_pipeline_with_an_active_run_cannot_be_deleted(client, tenant) -> None:  # type: ignore[no-untyped-def]
+    pipeline = create_pipeline(client, tenant, state="paused")
+    with unit_of_work(client.app.state.engine) as session:
+        run_id = lifecycle.create_run(session, session.get(Pipeline, uuid.UUID(pipeline["id"])), trigger="manual").id
+
+    refused = client.delete(f"/pipelines/{pipeline['id']}", headers=tenant.editor)
+
+    assert refused.status_code == 409 and refused.json()["run_id"] == str(run_id)
+    assert client.get(f"/pipelines/{pipeline['id']}", headers=tenant.viewer).status_code == 200

@@ -1,0 +1,89 @@
+"""Crashes at the worst moments leave every record in Delta exactly once and the offsets equal to
+what was committed: the spark-submit child killed mid-run, and the worker killed between the Delta
+commit and the offsets commit. Real worker, Redis, spark-submit and sandbox Kafka."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from tests.factories import create_pipeline, make_tenant, plaintext_connection_body
+from tests.fixtures.kafka import produce_keyed
+from tests.runs.helpers import (
+    committed_offsets,
+    delta_coordinates,
+    delta_txn_version,
+    spark_job_pgids,
+    wait_for_run,
+)
+
+pytestmark = pytest.mark.slow
+
+
+def _pipeline(stack, sandbox_kafka, topic: str, path: str):  # type: ignore[no-untyped-def]
+    tenant = make_tenant(stack.client)
+    conn = stack.client.post("/connections", json=plaintext_connection_body(sandbox_kafka.bootstrap_servers),
+                             headers=tenant.editor).json()
+    pipeline = create_pipeline(stack.client, tenant, conn["id"],
+                               source={"connection_id": conn["id"], "topics": [topic], "value_format": "raw"},
+                               target={"type": "delta", "path": path}, schedule=None, state="paused")
+    return tenant, pipeline
+
+
+def _expected(topic: str, produced: dict[int, list[int]]) -> list[tuple[str, int, int]]:
+    return sorted((topic, p, o) for p, offsets in produced.items() for o in offsets)
+
+
+def test_killed_spark_job_is_retried_with_the_same_plan(stack, sandbox_kafka, kafka_topic) -> None:
+    topic = kafka_topic(partitions=4)
+    produced = produce_keyed(sandbox_kafka.bootstrap_servers, topic, 400)
+    tenant, pipeline = _pipeline(stack, sandbox_kafka, topic, "crash/spark-killed")
+    stack.start_worker()
+    run_id = stack.client.post(f"/pipelines/{pipeline['id']}/runs", headers=tenant.editor).json()["id"]
+
+    groups = stack.wait_for(lambda: spark_job_pgids(run_id), timeout_s=120, every_s=0.2, what="spark-submit to start")
+    time.sleep(3)  # into the JVM's start-up, before any commit
+    for group in groups:
+        os.killpg(group, signal.SIGKILL)
+
+    run = wait_for_run(stack, run_id, tenant.viewer)
+    assert run["state"] == "succeeded", (run, stack.log_text())
+    assert run["attempt"] == 2, "the killed attempt was retried once, with the same plan"
+    assert sum(p["end"] - p["start"] for p in run["partitions"]) == 400
+    assert delta_coordinates(pipeline["status"]["target_uri"]) == _expected(topic, produced)
+    assert committed_offsets(stack.settings.resolved_database_url, pipeline["id"]) == {
+        (topic, p): len(produced.get(p, [])) for p in range(4)
+    }
+
+
+def test_worker_killed_between_delta_commit_and_offsets_commit(stack, sandbox_kafka, kafka_topic) -> None:
+    topic = kafka_topic(partitions=3)
+    produced = produce_keyed(sandbox_kafka.bootstrap_servers, topic, 90)
+    tenant, pipeline = _pipeline(stack, sandbox_kafka, topic, "crash/worker-killed")
+    uri = pipeline["status"]["target_uri"]
+    stack.start_worker()
+    run_id = stack.client.post(f"/pipelines/{pipeline['id']}/runs", headers=tenant.editor).json()["id"]
+
+    # The moment Delta holds the run's transaction, the worker has not yet committed the offsets
+    # (the job still has to exit and hand over its result): kill the worker there.
+    stack.wait_for(lambda: delta_txn_version(uri, pipeline["id"]) == 1, timeout_s=180, every_s=0.05,
+                   what="the run's Delta commit")
+    stack.kill("worker")
+    for group in spark_job_pgids(run_id):
+        os.killpg(group, signal.SIGKILL)
+    crashed = stack.client.get(f"/runs/{run_id}", headers=tenant.viewer).json()
+    assert crashed["state"] == "running", "the kill must land between the two commits"
+    assert committed_offsets(stack.settings.resolved_database_url, pipeline["id"]) == {}
+
+    stack.start_worker("worker-2")
+    stack.start_scheduler()  # re-sends the run once its dead worker's lease expires
+    run = wait_for_run(stack, run_id, tenant.viewer)
+    assert run["state"] == "succeeded", (run, stack.log_text())
+    assert run["already_committed"] is True
+    assert delta_coordinates(uri) == _expected(topic, produced)
+    assert committed_offsets(stack.settings.resolved_database_url, pipeline["id"]) == {
+        (topic, p): len(produced.get(p, [])) for p in range(3)
+    }

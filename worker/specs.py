@@ -1,0 +1,55 @@
+"""Building the Spark job's ``RunSpec`` from a planned run: the one place where the worker turns
+database rows and stored secrets into the job's contract."""
+
+from __future__ import annotations
+
+from sqlmodel import Session
+
+from api.connections.models import Connection
+from api.connections.service import client_config
+from api.core.config import Settings
+from api.pipelines.models import Pipeline
+from api.pipelines.service import target_uri
+from api.runs.models import Run
+from api.runs.planning import Plan
+from api.secrets.store import SecretStore
+from spark_jobs.spec import DeltaTarget, Engine, KafkaSource, KafkaTarget, RunSpec, Txn
+from worker.delta_state import app_id
+
+
+def quarantine_uri(table_uri: str) -> str:
+    """Rows that fail to decode go to a table beside the target."""
+    return f"{table_uri.rstrip('/')}__quarantine"
+
+
+def build_spec(session: Session, run: Run, pipeline: Pipeline, *, settings: Settings, secrets: SecretStore) -> RunSpec:
+    plan = Plan.from_json(run.plan or {"partitions": []})
+    source_conn = session.get(Connection, pipeline.connection_id)
+    assert source_conn is not None  # a pipeline's connection cannot be deleted (FK RESTRICT)
+    source = pipeline.source
+    spec_source = KafkaSource(
+        kafka_config=client_config(source_conn, secrets, version=run.source_credentials_version).librdkafka_config(),
+        ranges=plan.ranges(),
+        value_format=source["value_format"],
+        schema=source.get("schema"),
+        include_headers=source["include_headers"],
+        on_data_loss=source["on_data_loss"],
+    )
+    target: DeltaTarget | KafkaTarget
+    if pipeline.target["type"] == "delta":
+        uri = target_uri(pipeline, settings.resolved_storage_root)
+        assert uri is not None
+        target = DeltaTarget(uri=uri, partition_by=pipeline.target.get("partition_by", []),
+                             quarantine_uri=quarantine_uri(uri), replace_ranges=run.replace_ranges)
+    else:
+        target_conn = session.get(Connection, pipeline.target_connection_id)
+        assert target_conn is not None
+        target = KafkaTarget(
+            kafka_config=client_config(target_conn, secrets, version=run.target_credentials_version).librdkafka_config(),
+            topic=pipeline.target["topic"],
+        )
+    return RunSpec(
+        run_id=str(run.id), pipeline_id=str(pipeline.id), txn=Txn(app_id=app_id(pipeline.id), version=run.seq),
+        source=spec_source, target=target,
+        engine=Engine(reader=settings.spark_reader, delta_writer=settings.delta_writer),
+    )
