@@ -15,6 +15,7 @@ from api.health.router import router as health_router
 from api.metrics.router import router as metrics_router
 from api.offsets.router import router as offsets_router
 from api.pipelines.router import router as pipelines_router
+from api.portal.router import router as portal_router
 from api.runs.dispatch import CeleryDispatcher, Dispatcher
 from api.runs.router import router as runs_router
 from api.secrets.store import build_secret_store
@@ -38,10 +39,10 @@ def create_app(settings: Settings | None = None, *, dispatcher: Dispatcher | Non
 
     install_error_handlers(app)
     for router in (health_router, tenancy_router, connections_router, pipelines_router, runs_router, audit_router,
-                   metrics_router, offsets_router):
+                   metrics_router, offsets_router, portal_router):
         app.include_router(router)
 
-    app.add_middleware(RequestGuard, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(RequestGuard, max_body_bytes=settings.max_body_bytes, form_paths=("/portal/",))
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_credentials=False,
                            allow_methods=["*"], allow_headers=["*"], expose_headers=["ETag", "Location"])

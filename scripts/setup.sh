@@ -3,7 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DEBIAN_PACKAGES=(redis-server postgresql openjdk-17-jre-headless)
+# chromium: the portal's browser tests drive Debian's build (playwright cannot download its own here).
+DEBIAN_PACKAGES=(redis-server postgresql openjdk-17-jre-headless chromium)
 
 missing=()
 for pkg in "${DEBIAN_PACKAGES[@]}"; do

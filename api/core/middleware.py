@@ -30,12 +30,18 @@ def _is_json(content_type: str) -> bool:
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
-class RequestGuard:
-    """Refuses bodies over the size limit (413) and bodies that are not JSON (415)."""
+def _is_form(content_type: str) -> bool:
+    return content_type.split(";", 1)[0].strip().lower() == "application/x-www-form-urlencoded"
 
-    def __init__(self, app: ASGIApp, *, max_body_bytes: int) -> None:
+
+class RequestGuard:
+    """Refuses bodies over the size limit (413) and bodies that are not JSON (415); under
+    ``form_paths`` (the portal's HTML forms) urlencoded bodies are accepted too."""
+
+    def __init__(self, app: ASGIApp, *, max_body_bytes: int, form_paths: tuple[str, ...] = ()) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.form_paths = form_paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] not in _BODY_METHODS:
@@ -48,7 +54,9 @@ class RequestGuard:
                                 f"The body is larger than {self.max_body_bytes} bytes")
             return
         has_body = (length not in (None, "0")) or "transfer-encoding" in headers
-        if has_body and not _is_json(headers.get("content-type", "")):
+        content_type = headers.get("content-type", "")
+        form_ok = bool(self.form_paths) and _is_form(content_type) and scope.get("path", "").startswith(self.form_paths)
+        if has_body and not (_is_json(content_type) or form_ok):
             await _send_problem(send, scope, 415, "unsupported-media-type", "Unsupported media type",
                                 "Send the body as application/json (or application/merge-patch+json for PATCH)")
             return

@@ -1,0 +1,56 @@
+"""Portal fixtures: the app with a recording dispatcher (no Celery in fast tests), the app served
+over HTTP, and headless Debian Chromium driven by Playwright."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from api.core.config import Settings
+from api.main import create_app
+from tests.portal.helpers import CHROMIUM, CHROMIUM_ARGS, RecordingDispatcher, serve
+
+
+@pytest.fixture
+def dispatcher() -> RecordingDispatcher:
+    return RecordingDispatcher()
+
+
+@pytest.fixture
+def app(settings: Settings, dispatcher: RecordingDispatcher) -> Iterator[object]:
+    from tests.conftest import truncate_all
+
+    application = create_app(settings, dispatcher=dispatcher)
+    yield application
+    truncate_all(application.state.engine)
+    application.state.engine.dispose()
+
+
+@pytest.fixture
+def live_server(app: object, client: Any) -> Iterator[str]:
+    """The test's app as a real HTTP server (``client`` first, so the app's tables are truncated after it stops)."""
+    with serve(app) as base_url:
+        yield base_url
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    if not CHROMIUM.exists():
+        pytest.fail("Debian's chromium is not installed: apt-get install -y chromium")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def browser_page(chromium: Any) -> Iterator[Any]:
+    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    yield page
+    context.close()

@@ -1,0 +1,91 @@
+"""Portal test helpers: signing in through the form, reading CSRF tokens, serving the app over
+HTTP for the browser, and screenshots as artifacts."""
+
+from __future__ import annotations
+
+import re
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from fastapi.testclient import TestClient
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO_ROOT / "artifacts" / "portal"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run", "--disable-sync"]
+
+_CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
+
+
+def csrf_of(html: str) -> str:
+    found = _CSRF.search(html)
+    assert found, "the page has no form with a CSRF token"
+    return found.group(1)
+
+
+def sign_in(client: TestClient, key: str) -> str:
+    """Sign in through the login form; returns the session's CSRF token."""
+    login = client.get("/portal/login")
+    assert login.status_code == 200, login.text
+    done = client.post("/portal/login", data={"api_key": key, "csrf_token": csrf_of(login.text),
+                                              "next": "/portal/pipelines"}, follow_redirects=False)
+    assert done.status_code == 303, done.text
+    page = client.get("/portal/pipelines")
+    assert page.status_code == 200, page.text
+    return csrf_of(page.text)
+
+
+class RecordingDispatcher:
+    """Stands in for Celery where no worker runs: remembers what would have been sent."""
+
+    def __init__(self) -> None:
+        self.runs: list[uuid.UUID] = []
+        self.schedules: list[tuple[uuid.UUID, datetime]] = []
+
+    def send_run(self, run_id: uuid.UUID) -> None:
+        self.runs.append(run_id)
+
+    def send_schedule(self, pipeline_id: uuid.UUID, slot: datetime) -> None:
+        self.schedules.append((pipeline_id, slot))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def serve(app: Any) -> Iterator[str]:
+    """``app`` served by uvicorn on a free loopback port in a thread; yields its base URL."""
+    config = uvicorn.Config(app, host="127.0.0.1", port=_free_port(), log_level="warning", lifespan="off",
+                            access_log=False)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="portal-uvicorn", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 15
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(15)
+
+
+def screenshot(page: Any, name: str, *, path: Path | None = None) -> Path:
+    target = path or ARTIFACTS / f"{name}.png"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(target), full_page=True)
+    return target
