@@ -124,8 +124,8 @@ class RunExecutor:
             if plan.total == 0:
                 lifecycle.initialize_positions(session, pipeline, plan)
                 return Outcome("nothing-new")
-            run = lifecycle.create_run(session, pipeline, trigger="schedule", scheduled_for=slot, plan=plan)
-            self._record_versions(session, run, pipeline)
+            run = lifecycle.create_run(session, pipeline, trigger="schedule", scheduled_for=slot)
+            self._store_plan(session, run, pipeline, plan)
             run_id = run.id
         return self.execute(run_id)
 
@@ -140,10 +140,10 @@ class RunExecutor:
         with self._client(session, pipeline) as client:
             return plan_pipeline(session, pipeline, client)
 
-    def _record_versions(self, session: Session, run: Run, pipeline: Pipeline) -> None:
+    def _store_plan(self, session: Session, run: Run, pipeline: Pipeline, plan: Plan) -> None:
+        """The plan, with the credentials versions and replace ranges a retry must reuse."""
         source = session.get(Connection, pipeline.connection_id)
         target = session.get(Connection, pipeline.target_connection_id) if pipeline.target_connection_id else None
-        plan = Plan.from_json(run.plan) if run.plan else Plan([])
         lifecycle.store_plan(
             session, run, plan, source_version=source.credentials_version if source else None,
             target_version=target.credentials_version if target else None,
@@ -153,10 +153,7 @@ class RunExecutor:
     def _plan(self, run_id: uuid.UUID) -> Outcome | None:
         """Plan a run that has none yet; an Outcome if it ends here (skipped, failed, retried)."""
         with unit_of_work(self.engine) as session:
-            run = session.get(Run, run_id)
-            assert run is not None
-            pipeline = session.get(Pipeline, run.pipeline_id)
-            assert pipeline is not None
+            run, pipeline = _load(session, run_id)
             try:
                 plan = self._make_plan(session, pipeline)
             except Exception as exc:  # every planning failure is recorded on the run
@@ -164,8 +161,7 @@ class RunExecutor:
             if plan.total == 0:
                 lifecycle.skip(session, run, plan, "no new records in any partition")
                 return Outcome("skipped", run_id)
-            run.plan = plan.to_json()
-            self._record_versions(session, run, pipeline)
+            self._store_plan(session, run, pipeline, plan)
         return None
 
     def _already_in_delta(self, run_id: uuid.UUID) -> Outcome | None:
@@ -185,10 +181,7 @@ class RunExecutor:
 
     def _launch(self, run_id: uuid.UUID) -> Outcome:
         with unit_of_work(self.engine) as session:
-            run = session.get(Run, run_id)
-            assert run is not None
-            pipeline = session.get(Pipeline, run.pipeline_id)
-            assert pipeline is not None
+            run, pipeline = _load(session, run_id)
             try:
                 spec = build_spec(session, run, pipeline, settings=self.settings, secrets=self.secrets)
             except Exception as exc:  # e.g. the secret backend is down: retried like any transient failure
@@ -249,6 +242,14 @@ class RunExecutor:
             return Outcome("queued", run.id, retry_in_s=delay)
         lifecycle.finish(session, run, "failed", error=error, **values)
         return Outcome("failed", run.id)
+
+
+def _load(session: Session, run_id: uuid.UUID) -> tuple[Run, Pipeline]:
+    run = session.get(Run, run_id)
+    assert run is not None, f"run {run_id} vanished while claimed"  # runs are deleted only with their pipeline
+    pipeline = session.get(Pipeline, run.pipeline_id)
+    assert pipeline is not None
+    return run, pipeline
 
 
 def _summary(result: RunResult) -> dict[str, Any]:
