@@ -21,12 +21,17 @@ A json value that does not parse as the schema (or is null) becomes a quarantine
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType, _parse_datatype_string
+from pyspark.sql.types import BinaryType, StringType, StructType, _parse_datatype_string
 
 from spark_jobs.errors import JobError
-from spark_jobs.spec import KafkaSource
+
+if TYPE_CHECKING:  # pydantic costs every Python worker ~1 s to import
+    from spark_jobs.spec import KafkaSource
 
 RUN_ID = "_inlet_run_id"
 QUARANTINE_REASON = "_inlet_quarantine_reason"
@@ -67,6 +72,38 @@ def decode(records: DataFrame, source: KafkaSource, run_id: str) -> DataFrame:
         F.col("key").alias(RAW_KEY),
         F.col("value").alias(RAW_VALUE),
     )
+
+
+def decoded_struct(source: KafkaSource) -> StructType:
+    """The schema ``decode`` gives raw and string records, without building a DataFrame."""
+    from spark_jobs.kafka_source import kafka_struct
+
+    kind = StringType() if source.value_format == "string" else BinaryType()
+    schema = StructType()
+    for f in kafka_struct(source.include_headers).fields:
+        schema.add(f.name, kind if f.name in ("key", "value") else f.dataType, f.nullable)
+    return schema.add(RUN_ID, StringType(), False)  # a literal: never null
+
+
+def decode_arrow(batch: pa.RecordBatch, value_format: str, run_id: str, schema: pa.Schema) -> pa.Table:
+    """``decode`` of raw and string records on Arrow, in an executor; ``schema`` may hold more
+    columns (an existing table's, which this run lacks): they are null.
+
+    Strings are the bytes as they are, unchecked, as Spark's cast of BINARY to STRING keeps them.
+    """
+    n = batch.num_rows
+    columns = []
+    for f in schema:
+        if f.name in batch.schema.names:
+            column = batch.column(f.name)
+            if f.name in ("key", "value") and value_format == "string":
+                column = column.view(pa.string())
+        elif f.name == RUN_ID:
+            column = pa.repeat(pa.scalar(run_id, pa.string()), n)
+        else:
+            column = pa.nulls(n, f.type)
+        columns.append(column)
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 def json_schema(ddl: str) -> StructType:

@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -41,7 +41,9 @@ from pyspark.sql.types import StructType
 
 from spark_jobs.decode import QUARANTINE_REASON, RAW_KEY, RAW_VALUE
 from spark_jobs.errors import JobError
-from spark_jobs.spec import Ranges, Txn
+
+if TYPE_CHECKING:  # pydantic costs every Python worker ~1 s to import
+    from spark_jobs.spec import Ranges, Txn
 
 CARRIED = "_inlet_carried"  # set on rows rewritten from existing files, not read from Kafka
 INTERNAL = {QUARANTINE_REASON, RAW_KEY, RAW_VALUE, CARRIED}
@@ -109,30 +111,32 @@ def collect_read_stats(batch: pa.RecordBatch, into: dict[tuple[str, int], Partit
 class _FileSet:
     """One open Parquet file per (table, partition values) for the life of a task."""
 
-    def __init__(self, table: str, root: str, schema: pa.Schema, partition_by: list[str]):
+    def __init__(self, table: str, root: str, schema: pa.Schema, partition_by: list[str], token: str = ""):
         self.table, self.partition_by = table, partition_by
+        self.prefix = f"part-{token}-" if token else "part-"
         self.fs, self.root = pafs.FileSystem.from_uri(root)
         self.schema = pa.schema([f for f in schema if f.name not in partition_by])
         self.open: dict[tuple, tuple[pq.ParquetWriter, str, dict, dict]] = {}
 
-    def write(self, table: pa.Table) -> None:
+    def write(self, table: pa.Table, group: tuple = ()) -> None:
+        """Append ``table``'s rows; rows of different ``group``s never share a file."""
         if table.num_rows == 0:
             return
         if not self.partition_by:
-            self._append((), {}, table)
+            self._append(group, {}, table)
             return
         for values in table.select(self.partition_by).group_by(self.partition_by).aggregate([]).to_pylist():
             mask = None
             for column, value in values.items():
                 match = pc.is_null(table[column]) if value is None else pc.equal(table[column], value)
                 mask = match if mask is None else pc.and_(mask, match)
-            self._append(tuple(values.values()), values, table.filter(mask))
+            self._append((*group, *values.values()), values, table.filter(mask))
 
     def _append(self, key: tuple, values: dict[str, Any], rows: pa.Table) -> None:
         if key not in self.open:
             folder = "/".join(f"{c}={_path_safe(v)}" for c, v in values.items())
             relative = f"{folder}/" if folder else ""
-            relative += f"part-{uuid.uuid4().hex}.parquet"
+            relative += f"{self.prefix}{uuid.uuid4().hex}.parquet"
             full = f"{self.root}/{relative}"
             self.fs.create_dir(full.rsplit("/", 1)[0], recursive=True)
             writer = pq.ParquetWriter(full, self.schema, filesystem=self.fs, compression="snappy")
@@ -245,6 +249,25 @@ def delete_files(plan: dict[str, Any], files: list[DataFile]) -> None:
             pass
 
 
+def delete_run_files(root: str, token: str) -> int:
+    """Delete the files named for one attempt of a run (``token``) anywhere under a table folder.
+
+    For a failed job whose tasks cannot all be asked what they wrote; never after a commit.
+    """
+    filesystem, base = pafs.FileSystem.from_uri(root)
+    try:
+        found = filesystem.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
+    except OSError:
+        return 0
+    mine = [f.path for f in found if f.type == pafs.FileType.File and f.base_name.startswith(f"part-{token}-")]
+    for path in mine:
+        try:
+            filesystem.delete_file(path)
+        except OSError:
+            pass
+    return len(mine)
+
+
 def _path_safe(value: Any) -> str:
     return "__HIVE_DEFAULT_PARTITION__" if value is None else re.sub(r"[^A-Za-z0-9._-]", "_", str(value))[:100]
 
@@ -332,19 +355,22 @@ class _RewriteReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RewriteFile)
-        filesystem, path = pafs.FileSystem.from_uri(partition.uri)
-        rows = pq.read_table(path, filesystem=filesystem)
-        for column, value in partition.partition_values.items():
-            rows = rows.append_column(column, pa.array([value] * rows.num_rows))
-        if partition.table == "quarantine":
-            rows = rows.rename_columns([{"key": RAW_KEY, "value": RAW_VALUE}.get(c, c) for c in rows.column_names])
-        rows = rows.filter(pc.invert(in_ranges(rows, self.ranges)))
-        rows = rows.append_column(CARRIED, pa.array([True] * rows.num_rows, pa.bool_()))
-        columns = [
-            rows[f.name].cast(f.type) if f.name in rows.column_names else pa.nulls(rows.num_rows, f.type)
-            for f in self.arrow_schema
-        ]
-        yield from pa.Table.from_arrays(columns, schema=self.arrow_schema).to_batches()
+        yield from carried_rows(partition, self.ranges, self.arrow_schema).to_batches()
+
+
+def carried_rows(file: RewriteFile, ranges: Ranges, schema: pa.Schema) -> pa.Table:
+    """The rows of an existing table file outside ``ranges``, in ``schema`` (missing columns null;
+    ``CARRIED`` true where the schema has it)."""
+    filesystem, path = pafs.FileSystem.from_uri(file.uri)
+    rows = pq.read_table(path, filesystem=filesystem)
+    for column, value in file.partition_values.items():
+        rows = rows.append_column(column, pa.array([value] * rows.num_rows))
+    if file.table == "quarantine":
+        rows = rows.rename_columns([{"key": RAW_KEY, "value": RAW_VALUE}.get(c, c) for c in rows.column_names])
+    rows = rows.filter(pc.invert(in_ranges(rows, ranges)))
+    rows = rows.append_column(CARRIED, pa.array([True] * rows.num_rows, pa.bool_()))
+    columns = [rows[f.name].cast(f.type) if f.name in rows.column_names else pa.nulls(rows.num_rows, f.type) for f in schema]
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 def in_ranges(rows: pa.Table, ranges: Ranges) -> pa.ChunkedArray:
@@ -382,7 +408,12 @@ def commit_files(
     """Commit ``files`` (and ``removes``) as one transaction; None if ``txn`` was committed before."""
     from deltalake import DeltaTable, Schema
     from deltalake.exceptions import DeltaError
-    from deltalake.transaction import AddAction, CommitProperties, Transaction, create_table_with_add_actions
+    from deltalake.transaction import (
+        AddAction,
+        CommitProperties,
+        Transaction,
+        create_table_with_add_actions,
+    )
 
     now = int(time.time() * 1000)
     adds = [AddAction(f.path, f.size, f.partition_values, now, True, f.stats) for f in files]

@@ -18,6 +18,7 @@ import shutil
 import sys
 import tempfile
 import time
+import uuid
 from datetime import datetime, timezone
 from typing import Any
 
@@ -108,10 +109,21 @@ def run(spec: RunSpec, scratch: str, state: _Run) -> None:
     for gap in gaps:
         log.warning("data loss skipped: %s[%d] offsets [%d, %d) no longer exist", gap.topic, gap.partition, gap.start, gap.end)
 
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
     began = time.monotonic()
-    spark = SparkSession.builder.appName(f"inlet-{spec.pipeline_id}-{spec.run_id}").getOrCreate()
+    name = f"inlet-{spec.pipeline_id}-{spec.run_id}"
+    if isinstance(target, DeltaTarget) and spec.writes_directly:
+        # Tasks of plain Python functions need no SQL session: its start costs seconds.
+        context = SparkContext.getOrCreate(SparkConf().setAppName(name))
+        state.session_start_s = time.monotonic() - began
+        try:
+            _to_delta_direct(context, spec, target, readable, group_id, state)
+        finally:
+            context.stop()
+        return
+    spark = SparkSession.builder.appName(name).getOrCreate()
     state.session_start_s = time.monotonic() - began
     try:
         records = _read(spark, spec, readable, group_id, scratch)
@@ -121,6 +133,47 @@ def run(spec: RunSpec, scratch: str, state: _Run) -> None:
             _to_kafka(spec, target, records, scratch, state)
     finally:
         spark.stop()
+
+
+def _to_delta_direct(context: Any, spec: RunSpec, target: DeltaTarget, readable: dict, group_id: str, state: _Run) -> None:
+    from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
+
+    from spark_jobs import delta_sink, direct_write
+    from spark_jobs.decode import decoded_struct
+    from spark_jobs.kafka_source import chunk_ranges, consumer_config, kafka_struct
+
+    source = spec.source
+    struct = decoded_struct(source)
+    for name, data_type in _missing_table_columns(struct.fieldNames(), target.uri, from_arrow_type):
+        struct.add(name, data_type, True)
+    schema = to_arrow_schema(struct, timezone="UTC")
+
+    replace = delta_sink.ReplacePlan()
+    if target.replace_ranges:
+        delta_sink.plan_replace("main", target.uri, target.replace_ranges, replace)
+        log.info("replace: removing %d files, rewriting %d partially replaced ones", len(replace.remove["main"]), len(replace.rewrite))
+    chunks = chunk_ranges(readable, source.max_records_per_task)
+    groups = direct_write.pack_chunks(chunks, source.max_records_per_task, context.defaultParallelism)
+    units = [direct_write.WriteUnit(chunks=g) for g in groups] + [direct_write.WriteUnit(rewrite=f) for f in replace.rewrite]
+    plan = {
+        "uri": target.uri,
+        "quarantine_uri": None,
+        "partition_by": target.partition_by,
+        "token": uuid.uuid4().hex[:12],
+        "schema": schema,
+        "read_schema": to_arrow_schema(kafka_struct(source.include_headers), timezone="UTC"),
+        "consumer_config": consumer_config(source.kafka_config, group_id),
+        "stall_timeout_s": source.stall_timeout_s,
+        "value_format": source.value_format,
+        "run_id": spec.run_id,
+        "replace_ranges": target.replace_ranges,
+    }
+    log.info("reading %d chunks of %d partitions in %d tasks, rewriting %d files", len(chunks), sum(len(p) for p in readable.values()), len(groups), len(replace.rewrite))
+    began = time.monotonic()
+    reports = direct_write.run_units(context, plan, units)
+    state.process_s = time.monotonic() - began
+    _merge_reports(reports, state)
+    _commit_delta(spec, target, reports, schema, None, replace, plan, state)
 
 
 def _read(spark: Any, spec: RunSpec, readable: dict, group_id: str, scratch: str) -> Any:
@@ -190,17 +243,25 @@ def _to_delta(spark: Any, spec: RunSpec, target: DeltaTarget, records: Any, scra
     state.process_s = time.monotonic() - began
 
     reports = _load_reports(plan_data["manifest"], state)
+    q_schema = delta_sink.quarantine_schema(writer_schema) if has_quarantine and target.quarantine_uri else None
+    _commit_delta(spec, target, reports, main_schema, q_schema, replace, plan_data, state)
+
+
+def _commit_delta(spec: RunSpec, target: DeltaTarget, reports: list, main_schema: Any, q_schema: Any, replace: Any, plan_data: dict, state: _Run) -> None:
+    """The reported files (and replace mode's removes) as one Delta commit per table, tagged with the txn."""
+    from spark_jobs import delta_sink
+
     files = [f for r in reports for f in r.files]
     main_files = [f for f in files if f.table == "main"]
     quarantine_files = [f for f in files if f.table == "quarantine"]
     began = time.monotonic()
     try:
         # Quarantine first: if the main commit then fails, the retry skips the quarantine by its txn.
-        if has_quarantine and target.quarantine_uri:
+        if q_schema is not None and target.quarantine_uri:
             q_version = delta_sink.commit_files(
                 target.quarantine_uri,
                 quarantine_files,
-                delta_sink.quarantine_schema(writer_schema),
+                q_schema,
                 [],
                 spec.txn,
                 replace.remove["quarantine"],
@@ -273,15 +334,21 @@ def _to_kafka(spec: RunSpec, target: KafkaTarget, records: Any, scratch: str, st
 
 def _with_table_columns(rows: Any, uri: str, from_arrow_type: Any) -> Any:
     """Carry the existing table's columns that this run lacks, as nulls, so rewrites keep them."""
-    from deltalake import DeltaTable
     from pyspark.sql import functions as F
 
-    if not DeltaTable.is_deltatable(uri):
-        return rows
-    for field in pa.schema(DeltaTable(uri).schema().to_arrow()):
-        if field.name not in rows.columns:
-            rows = rows.withColumn(field.name, F.lit(None).cast(from_arrow_type(_plain(field.type))))
+    for name, data_type in _missing_table_columns(rows.columns, uri, from_arrow_type):
+        rows = rows.withColumn(name, F.lit(None).cast(data_type))
     return rows
+
+
+def _missing_table_columns(columns: list[str], uri: str, from_arrow_type: Any) -> list[tuple[str, Any]]:
+    """The existing table's columns (name, Spark type) that are not in ``columns``."""
+    from deltalake import DeltaTable
+
+    if not DeltaTable.is_deltatable(uri):
+        return []
+    fields = pa.schema(DeltaTable(uri).schema().to_arrow())
+    return [(f.name, from_arrow_type(_plain(f.type))) for f in fields if f.name not in columns]
 
 
 def _plain(arrow_type: Any) -> Any:
@@ -289,15 +356,19 @@ def _plain(arrow_type: Any) -> Any:
 
 
 def _load_reports(manifest: str, state: _Run) -> list:
-    from spark_jobs.delta_sink import PartitionStats
-
     with open(manifest, "rb") as f:
         reports = [r for r in pickle.load(f) if r is not None]
+    _merge_reports(reports, state)
+    return reports
+
+
+def _merge_reports(reports: list, state: _Run) -> None:
+    from spark_jobs.delta_sink import PartitionStats
+
     for report in reports:
         for key, stats in report.partitions.items():
             total = state.stats.setdefault(key, PartitionStats())
             total.merge(stats.records, stats.first_offset, stats.last_offset, stats.bytes)
-    return reports
 
 
 def _write_plan(scratch: str, name: str, data: dict) -> str:

@@ -10,6 +10,7 @@ A task succeeds only after every one of its deliveries is acknowledged by all in
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +22,10 @@ from spark_jobs.delta_sink import TaskReport, collect_read_stats
 from spark_jobs.errors import JobError
 
 _FLUSH_TIMEOUT_S = 120.0
+# Broker errors no retry can cure: librdkafka only reports them to error_cb, while the messages wait
+# out message.timeout.ms, so without this a bad password costs the whole flush timeout.
+_AUTH_ERRORS = frozenset({"_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "TOPIC_AUTHORIZATION_FAILED",
+                          "CLUSTER_AUTHORIZATION_FAILED"})
 
 
 def producer_config(kafka_config: dict[str, str]) -> dict[str, Any]:
@@ -48,7 +53,13 @@ class _ProduceWriter(DataSourceArrowWriter):
 
         report = TaskReport()
         failures: list[Any] = []
-        producer = Producer(producer_config(self.plan["kafka_config"]))
+        refused: list[Any] = []
+
+        def on_error(err: Any) -> None:
+            if err.name() in _AUTH_ERRORS or err.fatal():
+                refused.append(err)
+
+        producer = Producer({**producer_config(self.plan["kafka_config"]), "error_cb": on_error})
         topic, run_id = self.plan["topic"], self.plan["run_id"].encode()
 
         def delivered(err: Any, _msg: Any) -> None:
@@ -76,12 +87,18 @@ class _ProduceWriter(DataSourceArrowWriter):
                             break
                         except BufferError:
                             producer.poll(0.1)  # local queue full: let deliveries drain
-                if failures:
+                if failures or refused:
                     break
                 producer.poll(0)
-            remaining = producer.flush(_FLUSH_TIMEOUT_S)
+            deadline = time.monotonic() + _FLUSH_TIMEOUT_S
+            remaining = producer.flush(1.0)
+            while remaining and not refused and time.monotonic() < deadline:
+                remaining = producer.flush(1.0)
         except KafkaException as exc:
             raise JobError("target_write", f"produce to {topic} failed: {exc.args[0].str()}") from None
+        if refused:
+            kind = "kafka_auth" if refused[0].name() in _AUTH_ERRORS else "target_write"
+            raise JobError(kind, f"produce to {topic} refused: {refused[0].str()}")
         if remaining:
             raise JobError("target_write", f"{remaining} records to {topic} unacknowledged after {_FLUSH_TIMEOUT_S:.0f}s")
         if failures:

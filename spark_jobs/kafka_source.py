@@ -17,16 +17,19 @@ import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from spark_jobs.errors import JobError
-from spark_jobs.spec import KafkaSource, Ranges
+
+if TYPE_CHECKING:  # pydantic costs every Python worker ~1 s to import
+    from spark_jobs.spec import KafkaSource, Ranges
 
 KAFKA_COLUMNS = (
     "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, "
@@ -40,6 +43,24 @@ _MAX_CONSUME = 10_000
 
 def kafka_schema(include_headers: bool) -> str:
     return f"{KAFKA_COLUMNS}, {HEADERS_COLUMN}" if include_headers else KAFKA_COLUMNS
+
+
+def kafka_struct(include_headers: bool) -> StructType:
+    """``kafka_schema`` as a StructType, built without the JVM's DDL parser (no session needed)."""
+    from pyspark.sql.types import ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, TimestampType
+
+    fields = [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+    ]
+    if include_headers:
+        fields.append(StructField("headers", ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))))
+    return StructType(fields)
 
 
 @dataclass(frozen=True)
@@ -155,85 +176,145 @@ def chunk_ranges(ranges: Ranges, max_records_per_task: int) -> list[Chunk]:
 
 
 def read_chunk(config: dict[str, Any], chunk: Chunk, schema: pa.Schema, stall_timeout_s: float) -> Iterator[pa.RecordBatch]:
-    """Arrow batches of exactly the records with offsets in ``[chunk.start, chunk.end)``.
+    """Arrow batches of exactly the records with offsets in ``[chunk.start, chunk.end)``."""
+    for _, batch in read_chunks(config, [chunk], schema, stall_timeout_s):
+        yield batch
 
-    Offsets may be missing inside the range (compaction, transaction markers); a record at or past
-    ``end`` is never emitted. Runs on an executor.
+
+def read_chunks(
+    config: dict[str, Any], chunks: list[Chunk], schema: pa.Schema, stall_timeout_s: float
+) -> Iterator[tuple[Chunk, pa.RecordBatch]]:
+    """Arrow batches (in ``schema``, a subset-in-order of the Kafka columns) of several chunks, read
+    by ONE consumer; each batch holds records of one chunk only, and is yielded with it.
+
+    Offsets may be missing inside a range (compaction, transaction markers); a record at or past a
+    chunk's end is never emitted, and its partition is paused so the consumer stops fetching it.
+    Chunks must be of distinct partitions. Runs on an executor.
     """
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    from confluent_kafka import Consumer, TopicPartition
 
-    topic, partition, end = chunk.topic, chunk.partition, chunk.end
     fatal: list[Any] = []
     consumer = Consumer({**config, "error_cb": lambda err: fatal.append(err) if _kind_of(err) == "kafka_auth" or err.fatal() else None})
     with_headers = "headers" in schema.names
-    columns: dict[str, list] = {name: [] for name in ("key", "value", "offset", "ts", "ts_type", "headers")}
+    ts_type = schema.field("timestamp").type
+    headers_type = schema.field("headers").type if with_headers else None
+    pending = {(c.topic, c.partition): _Pending(c) for c in chunks if c.start < c.end}
+    if len(pending) != len([c for c in chunks if c.start < c.end]):
+        raise ValueError("read_chunks: two chunks of the same partition")
+    one_topic = len({t for t, _ in pending}) <= 1
 
-    def flush() -> pa.RecordBatch:
-        n = len(columns["offset"])
-        arrays = [
-            pa.array(columns["key"], pa.binary()),
-            pa.array(columns["value"], pa.binary()),
-            pa.array([topic] * n, pa.string()),
-            pa.array([partition] * n, pa.int32()),
-            pa.array(columns["offset"], pa.int64()),
-            pa.array(columns["ts"], pa.int64()).cast(pa.timestamp("ms", tz="UTC")).cast(schema.field("timestamp").type),
-            pa.array(columns["ts_type"], pa.int32()),
-        ]
-        if with_headers:
-            arrays.append(pa.array(columns["headers"], schema.field("headers").type))
-        for values in columns.values():
-            values.clear()
-        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+    def flush(p: _Pending) -> tuple[Chunk, pa.RecordBatch]:
+        batch = p.pieces[0] if len(p.pieces) == 1 else pa.concat_batches(p.pieces)
+        p.pieces, p.rows = [], 0
+        return p.chunk, batch.select(schema.names).cast(schema)
 
     try:
-        consumer.assign([TopicPartition(topic, partition, chunk.start)])
-        position = chunk.start
-        last_progress = time.monotonic()
-        while position < end:
+        consumer.assign([TopicPartition(t, p, c.chunk.start) for (t, p), c in pending.items()])
+        now = time.monotonic()
+        for p in pending.values():
+            p.last_progress = now
+        while pending:
             if fatal:
-                raise JobError(_kind_of(fatal[0]), f"{topic}[{partition}]: {fatal[0].str()}", topic, partition)
-            # consume(n) waits for n messages or the timeout: never ask for more than the range holds.
-            messages = consumer.consume(min(_MAX_CONSUME, end - position), timeout=1.0)
-            if not messages and time.monotonic() - last_progress > stall_timeout_s:
-                raise JobError(
-                    "kafka_unavailable",
-                    f"{topic}[{partition}]: no progress at offset {position} for {stall_timeout_s:.0f}s",
-                    topic,
-                    partition,
-                )
-            for message in messages:
-                error = message.error()
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        if message.offset() >= end:
-                            position = end
-                            break
-                        continue
-                    if _kind_of(error) == "kafka_unavailable" and not error.fatal():
-                        continue  # transient; librdkafka retries, the stall timeout bounds it
-                    raise JobError(_kind_of(error), f"{topic}[{partition}] at offset {position}: {error.str()}", topic, partition)
-                offset = message.offset()
-                if offset >= end:
-                    position = end
-                    break
-                ts_type, ts = message.timestamp()
-                columns["key"].append(message.key())
-                columns["value"].append(message.value())
-                columns["offset"].append(offset)
-                columns["ts"].append(ts)
-                # confluent-kafka counts timestamp types from 0 = unavailable; Java (Spark) from -1.
-                columns["ts_type"].append(ts_type - 1)
-                if with_headers:
-                    headers = message.headers()
-                    columns["headers"].append([{"key": k, "value": v} for k, v in headers] if headers else None)
-                position = offset + 1
-                last_progress = time.monotonic()
-            if len(columns["offset"]) >= _BATCH_ROWS:
-                yield flush()
-        if columns["offset"]:
-            yield flush()
+                only = next(iter(pending)) if len(pending) == 1 else (None, None)
+                raise JobError(_kind_of(fatal[0]), f"{only[0]}[{only[1]}]: {fatal[0].str()}" if only[0] else fatal[0].str(), *only)
+            # consume(n) waits for n messages or the timeout: never ask for more than the ranges hold.
+            messages = consumer.consume(min(_MAX_CONSUME, sum(p.chunk.end - p.position for p in pending.values())), timeout=1.0)
+            errors = [m for m in messages if m.error() is not None]
+            if errors:
+                messages = [m for m in messages if m.error() is None]
+            touched = _take(messages, pending, one_topic, with_headers, ts_type, headers_type) if messages else set()
+            for message in errors:
+                key, error = (message.topic(), message.partition()), message.error()
+                p = pending.get(key)
+                if error.code() == _partition_eof():
+                    if p is not None and message.offset() >= p.chunk.end:
+                        p.position = p.chunk.end
+                        touched.add(key)
+                    continue
+                if _kind_of(error) == "kafka_unavailable" and not error.fatal():
+                    continue  # transient; librdkafka retries, the stall timeout bounds it
+                where = f"{key[0]}[{key[1]}] at offset {p.position}" if p is not None else f"{key[0]}[{key[1]}]"
+                raise JobError(_kind_of(error), f"{where}: {error.str()}", *(key if key[0] else (None, None)))
+            now = time.monotonic()
+            for key in touched:
+                p = pending[key]
+                p.last_progress = now
+                if p.position >= p.chunk.end:
+                    consumer.pause([TopicPartition(*key)])
+                    del pending[key]
+                    if p.rows:
+                        yield flush(p)
+                elif p.rows >= _BATCH_ROWS:
+                    yield flush(p)
+            for key, p in pending.items():
+                if now - p.last_progress > stall_timeout_s:
+                    raise JobError(
+                        "kafka_unavailable", f"{key[0]}[{key[1]}]: no progress at offset {p.position} for {stall_timeout_s:.0f}s", *key
+                    )
     finally:
         consumer.close()
+
+
+def _take(messages: list, pending: dict, one_topic: bool, with_headers: bool, ts_type: pa.DataType, headers_type: Any) -> set:
+    """Add a consumed batch of (error-free) messages to their chunks' pieces, column by column:
+    one comprehension per field costs far less per record than a loop appending to lists."""
+    partitions = pa.array([m.partition() for m in messages], pa.int32())
+    topics = None if one_topic else pa.array([m.topic() for m in messages], pa.string())
+    offsets = pa.array([m.offset() for m in messages], pa.int64())
+    stamps = [m.timestamp() for m in messages]
+    columns = {
+        "key": pa.array([m.key() for m in messages], pa.binary()),
+        "value": pa.array([m.value() for m in messages], pa.binary()),
+        "offset": offsets,
+        "timestamp": pa.array([ts for _, ts in stamps], pa.int64()).cast(pa.timestamp("ms", tz="UTC")).cast(ts_type),
+        # confluent-kafka counts timestamp types from 0 = unavailable; Java (Spark) from -1.
+        "timestampType": pa.array([kind - 1 for kind, _ in stamps], pa.int32()),
+    }
+    if with_headers:
+        columns["headers"] = pa.array(
+            [[{"key": k, "value": v} for k, v in h] if (h := m.headers()) else None for m in messages], headers_type
+        )
+    everything = pa.RecordBatch.from_pydict(columns)
+    if one_topic:
+        keys = [(next(iter(pending))[0], int(p)) for p in pc.unique(partitions).to_pylist()]
+    else:
+        keys = [(r["t"], r["p"]) for r in pa.table({"t": topics, "p": partitions}).group_by(["t", "p"]).aggregate([]).to_pylist()]
+    touched = set()
+    for key in keys:
+        p = pending.get(key)
+        if p is None:
+            continue  # a paused partition's last fetched records
+        mask = pc.equal(partitions, key[1]) if one_topic else pc.and_(pc.equal(partitions, key[1]), pc.equal(topics, key[0]))
+        mask = pc.and_(mask, pc.less(offsets, p.chunk.end))
+        piece = everything.filter(mask)
+        beyond = pc.max(offsets.filter(pc.equal(partitions, key[1]) if one_topic else pc.and_(pc.equal(partitions, key[1]), pc.equal(topics, key[0])))).as_py()
+        if piece.num_rows:
+            n = piece.num_rows
+            piece = pa.RecordBatch.from_arrays(
+                [piece.column("key"), piece.column("value"), pa.repeat(pa.scalar(key[0], pa.string()), n),
+                 pa.repeat(pa.scalar(key[1], pa.int32()), n), *(piece.column(c) for c in piece.schema.names[2:])],
+                names=["key", "value", "topic", "partition", *piece.schema.names[2:]],
+            )
+            p.pieces.append(piece)
+            p.rows += n
+        p.position = p.chunk.end if beyond >= p.chunk.end - 1 else beyond + 1
+        touched.add(key)
+    return touched
+
+
+def _partition_eof() -> int:
+    from confluent_kafka import KafkaError
+
+    return KafkaError._PARTITION_EOF
+
+
+class _Pending:
+    """A chunk being read: its position and the record batches not yet yielded."""
+
+    def __init__(self, chunk: Chunk):
+        self.chunk, self.position, self.last_progress = chunk, chunk.start, 0.0
+        self.pieces: list[pa.RecordBatch] = []
+        self.rows = 0
 
 
 class InletKafkaDataSource(DataSource):

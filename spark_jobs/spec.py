@@ -129,6 +129,14 @@ class RunSpec(_Model):
                 raise ValueError("a json pipeline into Delta needs target.quarantine_uri")
         return self
 
+    @property
+    def writes_directly(self) -> bool:
+        """Whether each task reads, decodes and writes its Parquet files itself (``direct_write``):
+        the python reader with the delta-rs writer, for raw and string values. The JVM then only
+        schedules tasks; json keeps Spark's ``from_json`` so both engines quarantine alike."""
+        return (isinstance(self.target, DeltaTarget) and self.engine.reader == "python"
+                and self.engine.delta_writer == "delta-rs" and self.source.value_format != "json")
+
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True)
 

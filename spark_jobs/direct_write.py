@@ -1,0 +1,107 @@
+"""Kafka chunks to Delta files inside one executor task: the fast path of raw and string pipelines.
+
+With ``engine.reader = "python"`` and ``engine.delta_writer = "delta-rs"`` a run's rows never need
+to become Spark rows. Each task reads its chunks with ONE confluent-kafka consumer
+(``read_chunks``), decodes them on Arrow (``decode_arrow``), writes Parquet files straight into the
+table folder (one per Kafka partition and table partition) and returns only a ``TaskReport``
+(files, sizes, row counts, stats, offsets read). Spark runs the tasks as one job and collects the
+reports; the driver commits them in ONE delta-rs transaction, as for the ``inlet_delta`` source.
+Compared with ``inlet_kafka`` → ``decode`` → ``inlet_delta``, this skips the Python data source's
+planning calls and the Arrow → JVM rows → Arrow round trip of every row.
+
+json values keep that Spark path: ``from_json``'s PERMISSIVE parsing and type rules decide what is
+quarantined, and re-implementing them here would make the two engines disagree on edge cases.
+
+Replace mode: each partially replaced table file is rewritten (minus the replaced rows) by a task of
+the same job; ``ingest`` commits the removes with the adds.
+
+Every file a run writes is named ``part-<token>-*``, so a failed job's files can be found and
+deleted even when its tasks could not report them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from spark_jobs.decode import decode_arrow
+from spark_jobs.delta_sink import (
+    PartitionStats,
+    RewriteFile,
+    TaskReport,
+    _FileSet,
+    carried_rows,
+    delete_run_files,
+)
+from spark_jobs.kafka_source import Chunk, read_chunks
+
+
+@dataclass(frozen=True)
+class WriteUnit:
+    """One task's work: chunks of distinct partitions to read, or one table file to rewrite."""
+
+    chunks: tuple[Chunk, ...] = ()
+    rewrite: RewriteFile | None = None
+
+
+def pack_chunks(chunks: list[Chunk], max_records_per_task: int, slots: int) -> list[tuple[Chunk, ...]]:
+    """Chunks grouped into tasks of at most ``max_records_per_task`` offsets, never two chunks of
+    one partition together, into a multiple of ``slots`` (the cores) where the chunks allow, biggest
+    task first: one consumer reads many partitions and every core stays busy to the end."""
+    if not chunks:
+        return []
+    total = sum(c.end - c.start for c in chunks)
+    wanted = max(slots, math.ceil(total / max_records_per_task))
+    wanted = min(len(chunks), math.ceil(wanted / slots) * slots)
+    bins: list[tuple[list[int], list[Chunk], set[tuple[str, int]]]] = [([0], [], set()) for _ in range(wanted)]
+    for chunk in sorted(chunks, key=lambda c: (c.start - c.end, c.topic, c.partition, c.start)):
+        size, key = chunk.end - chunk.start, (chunk.topic, chunk.partition)
+        fits = [b for b in bins if key not in b[2] and b[0][0] + size <= max_records_per_task]
+        if not fits:
+            bins.append(([0], [], set()))
+            fits = [bins[-1]]
+        load, members, keys = min(fits, key=lambda b: b[0][0])
+        load[0] += size
+        members.append(chunk)
+        keys.add(key)
+    bins.sort(key=lambda b: -b[0][0])
+    return [tuple(sorted(members, key=lambda c: (c.topic, c.partition, c.start))) for _, members, _ in bins if members]
+
+
+def write_unit(plan: dict[str, Any], unit: WriteUnit) -> TaskReport:
+    """Runs on an executor: one unit's files, reported (and deleted again if the task fails)."""
+    report = TaskReport()
+    schema: pa.Schema = plan["schema"]
+    files = _FileSet("main", plan["uri"], schema, plan["partition_by"], plan["token"])
+    try:
+        if unit.rewrite is not None:
+            files.write(carried_rows(unit.rewrite, plan["replace_ranges"], schema))
+        else:
+            batches = read_chunks(plan["consumer_config"], list(unit.chunks), plan["read_schema"], plan["stall_timeout_s"])
+            for chunk, batch in batches:
+                low, high = pc.min_max(batch.column("offset")).values()
+                size = sum(pc.sum(pc.binary_length(batch.column(c))).as_py() or 0 for c in ("key", "value"))
+                stats = report.partitions.setdefault((chunk.topic, chunk.partition), PartitionStats())
+                stats.merge(batch.num_rows, low.as_py(), high.as_py(), size)
+                files.write(decode_arrow(batch, plan["value_format"], plan["run_id"], schema), group=(chunk.topic, chunk.partition))
+        report.files = files.close()
+    except BaseException:
+        files.discard()
+        raise
+    return report
+
+
+def run_units(context: Any, plan: dict[str, Any], units: list[WriteUnit]) -> list[TaskReport]:
+    """One Spark job, one task per unit; only the reports come back to the driver."""
+    if not units:
+        return []
+    try:
+        return context.parallelize(units, len(units)).map(partial(write_unit, plan)).collect()
+    except BaseException:
+        delete_run_files(plan["uri"], plan["token"])  # files of the tasks that did finish
+        raise

@@ -1,0 +1,95 @@
+"""The direct-write task without Spark: a task's chunks read from the sandbox Kafka, decoded and
+written as Delta files, reported, committed with delta-rs; and how chunks are packed into tasks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from spark_jobs import delta_sink
+from spark_jobs.decode import decoded_struct
+from spark_jobs.direct_write import WriteUnit, pack_chunks, write_unit
+from spark_jobs.errors import JobError
+from spark_jobs.kafka_source import Chunk, consumer_config, kafka_struct
+from spark_jobs.spec import KafkaSource, Txn
+from tests.fixtures.kafka import read_range
+
+
+def test_chunks_are_packed_into_balanced_tasks_of_distinct_partitions() -> None:
+    chunks = [Chunk("t", p, 0, 100) for p in range(8)] + [Chunk("t", 8, 0, 60), Chunk("t", 8, 60, 120)]
+
+    tasks = pack_chunks(chunks, max_records_per_task=400, slots=2)
+
+    assert len(tasks) == 4  # 920 offsets need 3 tasks of <= 400; rounded up to keep both cores busy
+    assert sorted(tuple(vars(c).values()) for task in tasks for c in task) == sorted(tuple(vars(c).values()) for c in chunks)
+    assert all(sum(c.end - c.start for c in task) <= 400 for task in tasks)
+    assert all(len({c.partition for c in task}) == len(task) for task in tasks)
+    loads = [sum(c.end - c.start for c in task) for task in tasks]
+    assert loads == sorted(loads, reverse=True) and loads[0] - loads[-1] <= 100
+    # Never more tasks than chunks, nor a task above the limit when a chunk already fills it.
+    assert pack_chunks([Chunk("t", 0, 0, 5)], 10, slots=4) == [(Chunk("t", 0, 0, 5),)]
+    assert [len(t) for t in pack_chunks([Chunk("t", p, 0, 30) for p in range(3)], 30, slots=2)] == [1, 1, 1]
+    assert pack_chunks([], 10, slots=2) == []
+
+
+def test_a_task_writes_its_chunks_as_delta_files_and_reports_what_it_read(sandbox_kafka, kafka_topic, produce_keyed, tmp_path: Path) -> None:
+    bootstrap = sandbox_kafka.bootstrap_servers
+    topic = kafka_topic(partitions=3)
+    placed = produce_keyed(bootstrap, topic, 300, headers={"h": b"v"})
+    source = KafkaSource(kafka_config={"bootstrap.servers": bootstrap}, ranges={}, value_format="string", include_headers=True)
+    schema = to_arrow_schema(decoded_struct(source), timezone="UTC")
+    uri = str(tmp_path / "t")
+    plan = {
+        "uri": uri, "partition_by": ["partition"], "token": "tok1", "schema": schema,
+        "read_schema": to_arrow_schema(kafka_struct(True), timezone="UTC"),
+        "consumer_config": consumer_config(source.kafka_config, "g"), "stall_timeout_s": 10.0,
+        "value_format": "string", "run_id": "run-1", "replace_ranges": None,
+    }
+    # Partition 0 from offset 2, partition 1 up to 5 before its end, partition 2 not at all.
+    chunks = (Chunk(topic, 0, 2, len(placed[0])), Chunk(topic, 1, 0, len(placed[1]) - 5))
+
+    report = write_unit(plan, WriteUnit(chunks=chunks))
+
+    assert sorted((f.table, f.partition_values["partition"], f.num_records) for f in report.files) == [
+        ("main", "0", len(placed[0]) - 2), ("main", "1", len(placed[1]) - 5)
+    ]
+    assert all(Path(uri, f.path).name.startswith("part-tok1-") for f in report.files)
+    stats = {k: (s.records, s.first_offset, s.last_offset) for k, s in report.partitions.items()}
+    assert stats == {(topic, 0): (len(placed[0]) - 2, 2, len(placed[0]) - 1), (topic, 1): (len(placed[1]) - 5, 0, len(placed[1]) - 6)}
+    assert delta_sink.commit_files(uri, report.files, schema, ["partition"], Txn(app_id="a", version=1)) == 0
+    table = DeltaTable(uri).to_pyarrow_table().sort_by([("partition", "ascending"), ("offset", "ascending")])
+    expected = [m for c in chunks for m in read_range(bootstrap, topic, c.partition, c.start, c.end)]
+    assert table.column_names == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers", "_inlet_run_id"]
+    assert [(r["partition"], r["offset"], r["key"], r["value"]) for r in table.to_pylist()] == [
+        (m.partition(), m.offset(), m.key().decode(), m.value().decode()) for m in expected
+    ]
+    assert [int(r["timestamp"].timestamp() * 1000) for r in table.to_pylist()] == [m.timestamp()[1] for m in expected]
+    assert set(table["timestampType"].to_pylist()) == {0} and table["headers"][0].as_py() == [{"key": "h", "value": b"v"}]
+    assert sum(s.bytes for s in report.partitions.values()) == sum(len(m.key()) + len(m.value()) for m in expected)
+    assert pq.read_schema(Path(uri, report.files[0].path)).field("_inlet_run_id").nullable is False
+
+
+def test_a_task_that_finds_its_offsets_deleted_fails_as_data_loss_and_leaves_no_file(
+    sandbox_kafka, kafka_topic, produce_keyed, kafka_faults, tmp_path: Path
+) -> None:
+    bootstrap = sandbox_kafka.bootstrap_servers
+    topic = kafka_topic(partitions=1)
+    produce_keyed(bootstrap, topic, 50)
+    kafka_faults.delete_records(topic, 0, 20)  # after the driver's watermark check, say
+    source = KafkaSource(kafka_config={"bootstrap.servers": bootstrap}, ranges={})
+    plan = {
+        "uri": str(tmp_path / "t"), "partition_by": [], "token": "tok2", "schema": to_arrow_schema(decoded_struct(source), timezone="UTC"),
+        "read_schema": to_arrow_schema(kafka_struct(False), timezone="UTC"),
+        "consumer_config": consumer_config(source.kafka_config, "g"), "stall_timeout_s": 10.0,
+        "value_format": "raw", "run_id": "run-2", "replace_ranges": None,
+    }
+
+    with pytest.raises(JobError) as failed:
+        write_unit(plan, WriteUnit(chunks=(Chunk(topic, 0, 0, 50),)))
+
+    assert (failed.value.kind, failed.value.topic, failed.value.partition) == ("data_loss", topic, 0)
+    assert not [p for p in (tmp_path / "t").rglob("*") if p.is_file()]
