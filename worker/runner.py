@@ -8,12 +8,14 @@ written again. Everything here is reached from thin Celery tasks in ``worker.tas
 from __future__ import annotations
 
 import logging
-import socket
 import os
+import shutil
+import socket
 import threading
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine
@@ -177,7 +179,14 @@ class RunExecutor:
                 return None
             lifecycle.commit_succeeded(session, run, summary={"result": {"already_committed": True, "recovered": True}})
             log.info("run %s was already committed to Delta (version %s); offsets committed", run_id, version)
-            return Outcome(run.state, run_id)
+        self._remove_workdir(run_id)  # a killed worker's attempt left its spec (with secrets) behind
+        return Outcome(run.state, run_id)
+
+    def _workdir(self, run_id: uuid.UUID) -> Path:
+        return self.settings.resolved_work_dir / str(run_id)
+
+    def _remove_workdir(self, run_id: uuid.UUID) -> None:
+        shutil.rmtree(self._workdir(run_id), ignore_errors=True)
 
     def _launch(self, run_id: uuid.UUID) -> Outcome:
         with unit_of_work(self.engine) as session:
@@ -194,11 +203,12 @@ class RunExecutor:
                                 name=f"heartbeat-{run_id}")
         beat.start()
         try:
-            result = launch(spec, workdir=self.settings.resolved_work_dir / str(run_id), settings=spark_settings(self.settings),
+            result = launch(spec, workdir=self._workdir(run_id), settings=spark_settings(self.settings),
                             timeout_s=self.settings.run_timeout_s, on_log_line=sink.add, cancel=cancel)
         finally:
             stop.set()
             beat.join(timeout=30)
+            self._remove_workdir(run_id)  # nothing of an attempt outlives it: the next one starts afresh
         with unit_of_work(self.engine) as session:
             if text := sink.drain():
                 lifecycle.append_log(session, run_id, text)

@@ -45,10 +45,14 @@ def tick(engine: Engine, dispatcher: Dispatcher, settings: Settings) -> TickRepo
         resend = lifecycle.expired_leases(session, limit=settings.scheduler_batch_size)
         resend += lifecycle.stale_queued(session, older_than_s=max(60.0, settings.run_lease_s),
                                          limit=settings.scheduler_batch_size)
-        lifecycle.mark_dispatched(session, resend)
-    for run_id in resend:
-        dispatcher.send_run(run_id)
-    return TickReport(fired=fired, resent=len(resend), seconds=time.perf_counter() - started)
+    # Marked only once the broker took them: a run whose send failed (Redis down) stays due and is
+    # sent again on the next tick, not a whole staleness period later. A crash in between only
+    # means one more harmless send.
+    sent = [run_id for run_id in resend if dispatcher.send_run(run_id) is not False]
+    if sent:
+        with unit_of_work(engine) as session:
+            lifecycle.mark_dispatched(session, sent)
+    return TickReport(fired=fired, resent=len(sent), seconds=time.perf_counter() - started)
 
 
 def run_forever(engine: Engine, dispatcher: Dispatcher, settings: Settings, stop: threading.Event) -> None:

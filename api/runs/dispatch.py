@@ -26,9 +26,11 @@ QUEUE = "inlet"
 
 
 class Dispatcher(Protocol):
-    def send_run(self, run_id: uuid.UUID) -> None: ...
+    """``False`` from a send: the broker did not take it (the run stays due for a resend)."""
 
-    def send_schedule(self, pipeline_id: uuid.UUID, slot: datetime) -> None: ...
+    def send_run(self, run_id: uuid.UUID) -> bool | None: ...
+
+    def send_schedule(self, pipeline_id: uuid.UUID, slot: datetime) -> bool | None: ...
 
 
 class CeleryDispatcher:
@@ -37,17 +39,19 @@ class CeleryDispatcher:
         self._celery.conf.update(broker_connection_retry=False, broker_connection_max_retries=0,
                                  broker_transport_options={"max_retries": 1})
 
-    def _send(self, name: str, args: list[str]) -> None:
+    def _send(self, name: str, args: list[str]) -> bool:
         try:
             self._celery.send_task(name, args=args, queue=QUEUE)
         except Exception as exc:  # the broker being down must not fail the request; redispatch covers it
             log.warning("could not send %s%s to the broker (%s); it will be sent again", name, args, type(exc).__name__)
+            return False
+        return True
 
-    def send_run(self, run_id: uuid.UUID) -> None:
-        self._send(EXECUTE_RUN, [str(run_id)])
+    def send_run(self, run_id: uuid.UUID) -> bool:
+        return self._send(EXECUTE_RUN, [str(run_id)])
 
-    def send_schedule(self, pipeline_id: uuid.UUID, slot: datetime) -> None:
-        self._send(FIRE_SCHEDULE, [str(pipeline_id), slot.isoformat()])
+    def send_schedule(self, pipeline_id: uuid.UUID, slot: datetime) -> bool:
+        return self._send(FIRE_SCHEDULE, [str(pipeline_id), slot.isoformat()])
 
 
 def claim_due(session: Session, *, now: datetime, limit: int) -> list[tuple[uuid.UUID, datetime]]:

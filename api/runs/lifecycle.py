@@ -60,8 +60,10 @@ def create_run(
         raise ActiveRunExists(f"Pipeline {pipeline.id} already has run {active.id} {active.state}", run_id=str(active.id))
     pipeline.last_run_seq += 1
     session.add(pipeline)
+    # Its creator sends (or executes) it right after the commit; the scheduler re-sends only if that got lost.
     run = Run(tenant_id=pipeline.tenant_id, pipeline_id=pipeline.id, seq=pipeline.last_run_seq, state="queued",
-              trigger=trigger, scheduled_for=scheduled_for, plan=plan.to_json() if plan else None)
+              trigger=trigger, scheduled_for=scheduled_for, plan=plan.to_json() if plan else None,
+              dispatched_at=utcnow())
     session.add(run)
     try:
         with session.begin_nested():
