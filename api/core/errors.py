@@ -1,8 +1,9 @@
 """Domain errors and their one rendering: RFC 9457 ``application/problem+json``.
 
 Services raise these classes; they never import FastAPI. ``install_error_handlers`` renders
-them, request validation errors, unknown routes and unexpected failures alike. No body ever
-carries a stack trace, SQL, or a submitted value.
+them, request validation errors, unknown routes and unexpected failures alike, and documents every
+error response of the OpenAPI document as that same shape. No body ever carries a stack trace, SQL,
+or a submitted value.
 """
 
 from __future__ import annotations
@@ -147,7 +148,55 @@ def validation_errors(raw: list[dict[str, Any]], *, strip_body: bool = False) ->
     return out
 
 
+PROBLEM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "title": "Problem",
+    "description": "An RFC 9457 problem: every error response of this API.",
+    "required": ["type", "title", "status", "detail"],
+    "properties": {
+        "type": {"type": "string", "title": "Type"},
+        "title": {"type": "string", "title": "Title"},
+        "status": {"type": "integer", "title": "Status"},
+        "detail": {"type": "string", "title": "Detail"},
+        "instance": {"type": "string", "title": "Instance"},
+        "errors": {"type": "array", "title": "Errors", "items": {"$ref": "#/components/schemas/ProblemFieldError"}},
+    },
+    "additionalProperties": True,
+}
+PROBLEM_FIELD_ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "title": "ProblemFieldError",
+    "required": ["field", "message", "type"],
+    "properties": {"field": {"type": "string", "title": "Field"}, "message": {"type": "string", "title": "Message"},
+                   "type": {"type": "string", "title": "Type"}},
+}
+
+
+def _document_problems(app: FastAPI) -> None:
+    """FastAPI documents 422 as its own ``HTTPValidationError`` JSON; this API answers every error,
+    422 included, as ``application/problem+json``: say so in the document clients generate code from."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        schema = generate()
+        for path_item in schema.get("paths", {}).values():
+            for operation in path_item.values():
+                for status, response in operation.get("responses", {}).items():
+                    if status[:1] in ("4", "5"):
+                        response["content"] = {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+        components = schema.setdefault("components", {})
+        schemas = {k: v for k, v in components.get("schemas", {}).items()
+                   if k not in ("HTTPValidationError", "ValidationError")}
+        schemas.update(Problem=PROBLEM_SCHEMA, ProblemFieldError=PROBLEM_FIELD_ERROR_SCHEMA)
+        components["schemas"] = dict(sorted(schemas.items()))
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def install_error_handlers(app: FastAPI) -> None:
+    _document_problems(app)
+
     @app.exception_handler(DomainError)
     async def _domain(request: Request, exc: DomainError) -> JSONResponse:
         return problem(
