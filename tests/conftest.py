@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import create_engine, text
 
 from api.core.config import Settings
 from api.core.migrate import upgrade_to_head
 from api.main import create_app
-from api.models import metadata
+from tests.fixtures.database import truncate_all
 
 pytest_plugins = ["tests.fixtures.kafka", "tests.fixtures.stack", "tests.fixtures.vault"]
 
@@ -62,16 +62,6 @@ def settings(database_url: str, tmp_path: Path) -> Settings:
         database_url=database_url, data_dir=tmp_path / "data", storage_root=str(tmp_path / "storage"),
         admin_token=ADMIN_TOKEN, redis_url="redis://127.0.0.1:1/0",
     )
-
-
-def truncate_all(engine: Engine) -> None:
-    with engine.begin() as conn:
-        if engine.dialect.name == "postgresql":
-            tables = ", ".join(f'"{t.name}"' for t in metadata.sorted_tables)
-            conn.execute(text(f"TRUNCATE {tables} CASCADE"))
-        else:
-            for table in reversed(metadata.sorted_tables):
-                conn.execute(table.delete())
 
 
 @pytest.fixture

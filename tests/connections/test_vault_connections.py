@@ -18,7 +18,7 @@ from api.connections.models import Connection
 from api.connections.service import client_config
 from api.main import create_app
 from api.models import metadata
-from tests.factories import PASSWORD, connection_body, create_connection, make_tenant
+from tests.factories import PASSWORD, connection_body, create_connection
 from tests.fixtures.vault import TestVault, vault_backed
 
 ROTATED = "r0tated-" + PASSWORD

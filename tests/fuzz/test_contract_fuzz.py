@@ -17,7 +17,7 @@ import pytest
 
 from api.core.config import Settings
 from api.main import create_app
-from tests.conftest import truncate_all
+from tests.fixtures.database import truncate_all
 from tests.factories import ADMIN_TOKEN
 from tests.fuzz import harness
 

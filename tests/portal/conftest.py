@@ -20,7 +20,7 @@ def dispatcher() -> RecordingDispatcher:
 
 @pytest.fixture
 def app(settings: Settings, dispatcher: RecordingDispatcher) -> Iterator[object]:
-    from tests.conftest import truncate_all
+    from tests.fixtures.database import truncate_all
 
     application = create_app(settings, dispatcher=dispatcher)
     yield application
