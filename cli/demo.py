@@ -50,7 +50,7 @@ def show_table(uri: str, limit: int = 3) -> int:
 
     table = DeltaTable(uri)
     data = table.to_pyarrow_table(columns=["partition", "offset", "order_id", "event_type", "total"])
-    say(f"  Delta table {uri} (version {table.version()}): {data.num_rows} rows; a few:")
+    say(f"  Delta table {uri} (version {table.version()}): {data.num_rows} rows" + ("; a few:" if limit else ""))
     for row in data.slice(0, limit).to_pylist():
         say(f"    {json.dumps(row, default=str)}")
     return data.num_rows
