@@ -8,13 +8,10 @@ DEBIAN_PACKAGES=(redis-server postgresql openjdk-17-jre-headless chromium)
 
 missing=()
 for pkg in "${DEBIAN_PACKAGES[@]}"; do
+    # Java may come from elsewhere than Debian's package (the machine image ships one).
+    [[ $pkg == openjdk-* ]] && command -v java >/dev/null && continue
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
-# Java may come from elsewhere than Debian's package (the machine image ships one).
-if [[ " ${missing[*]-} " == *" openjdk-17-jre-headless "* ]] && command -v java >/dev/null; then
-    missing=("${missing[@]/openjdk-17-jre-headless}")
-fi
-missing=(${missing[@]+"${missing[@]}"})
 if ((${#missing[@]})); then
     echo "setup: installing Debian packages: ${missing[*]}"
     SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
