@@ -8,7 +8,7 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.responses import JSONResponse
@@ -63,13 +63,25 @@ class IdempotentRequest:
         return response
 
 
+# Write-only values leave the fingerprint: a stored digest of a password could be brute-forced.
+_SECRET_FIELDS = frozenset({"password", "client_secret", "key_pem", "key_password"})
+
+
+def _without_secrets(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: "*" if k in _SECRET_FIELDS else _without_secrets(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_secrets(v) for v in value]
+    return value
+
+
 async def idempotent_request(request: Request) -> IdempotentRequest:
     key = request.headers.get(HEADER)
     if key is not None and not (1 <= len(key) <= 255 and key.isprintable()):
         raise ValidationFailed.field("header.Idempotency-Key", "Idempotency-Key must be 1 to 255 printable characters")
     raw = await request.body()
     try:
-        canonical = json.dumps(json.loads(raw), sort_keys=True, separators=(",", ":")).encode()
+        canonical = json.dumps(_without_secrets(json.loads(raw)), sort_keys=True, separators=(",", ":")).encode()
     except ValueError:
         canonical = raw
     digest = hashlib.sha256(request.method.encode() + b" " + request.url.path.encode() + b"\n" + canonical)
