@@ -60,6 +60,7 @@ def _scheduler(args: argparse.Namespace) -> int:
     from api.core.config import get_settings
     from api.core.db import make_engine
     from api.runs.dispatch import CeleryDispatcher
+    from api.secrets.store import build_secret_store
     from worker.scheduler import run_forever
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -67,7 +68,28 @@ def _scheduler(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    run_forever(make_engine(settings.resolved_database_url), CeleryDispatcher(settings.redis_url), settings, stop)
+    run_forever(make_engine(settings.resolved_database_url), CeleryDispatcher(settings.redis_url), settings, stop,
+                build_secret_store(settings))
+    return 0
+
+
+def _secrets_sweep(args: argparse.Namespace) -> int:
+    from api.connections.orphans import sweep_orphaned_secrets
+    from api.core.config import get_settings
+    from api.core.db import make_engine, unit_of_work
+    from api.secrets.store import build_secret_store
+
+    settings = get_settings()
+    grace_s = settings.secret_orphan_grace_s if args.grace_s is None else args.grace_s
+    with unit_of_work(make_engine(settings.resolved_database_url)) as session:
+        report = sweep_orphaned_secrets(session=session, secrets=build_secret_store(settings), grace_s=grace_s,
+                                        dry_run=args.dry_run)
+    verb = "would destroy" if args.dry_run else "destroyed"
+    for path in report.destroyed:
+        print(f"{verb} {path}")
+    for path in report.too_young:
+        print(f"kept {path}: changed within the last {grace_s:g}s (a create may be in flight)")
+    print(f"{report.checked} secret(s) checked, {len(report.destroyed)} orphan(s) {verb}")
     return 0
 
 
@@ -102,6 +124,13 @@ def build_parser() -> argparse.ArgumentParser:
     scheduler = sub.add_parser("scheduler", help="fire scheduled pipelines and resend lost runs")
     scheduler.add_argument("--log-level", default="INFO")
     scheduler.set_defaults(func=_scheduler)
+
+    secrets = sub.add_parser("secrets", help="the secret store behind connections")
+    secrets_sub = secrets.add_subparsers(dest="secrets_command", required=True)
+    sweep = secrets_sub.add_parser("sweep", help="destroy secrets that belong to no connection (the scheduler does it too)")
+    sweep.add_argument("--dry-run", action="store_true", help="only list what would be destroyed")
+    sweep.add_argument("--grace-s", type=float, help="keep secrets changed this recently (default: INLET_SECRET_ORPHAN_GRACE_S)")
+    sweep.set_defaults(func=_secrets_sweep)
 
     migrate = sub.add_parser("migrate", help="bring the database schema to head (Alembic)")
     migrate.set_defaults(func=_migrate)

@@ -22,7 +22,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session, select
 
 from api.connections.models import Connection
-from api.connections.service import client_config
+from api.connections.service import CredentialsMissing, client_config
 from api.core.config import Settings
 from api.core.db import unit_of_work
 from api.kafka.client import KafkaClient
@@ -32,7 +32,7 @@ from api.pipelines.service import target_uri
 from api.runs import lifecycle
 from api.runs.models import Run
 from api.runs.planning import Plan, plan_pipeline
-from api.secrets.store import SecretBackendUnavailable, SecretStore
+from api.secrets.store import SecretBackendRefused, SecretBackendUnavailable, SecretStore
 from spark_jobs.spec import RunResult
 from worker.delta_state import committed_txn_version
 from worker.launcher import SparkSubmitSettings, launch
@@ -67,6 +67,10 @@ def _error_of(exc: Exception) -> dict[str, Any]:
         return {"kind": f"kafka_{exc.kind}", "message": str(exc)}
     if isinstance(exc, SecretBackendUnavailable):
         return {"kind": "secret_backend_unavailable", "message": exc.detail}
+    if isinstance(exc, SecretBackendRefused):  # an operator must act: retrying cannot help
+        return {"kind": "secret_backend_refused", "message": exc.detail}
+    if isinstance(exc, CredentialsMissing):
+        return {"kind": "credentials_missing", "message": exc.detail}
     return {"kind": "internal", "message": type(exc).__name__}
 
 

@@ -14,6 +14,7 @@ from api.core.deps import Editor, IfMatch, SecretsDep, SessionDep, SettingsDep, 
 from api.core.http import resource_response
 from api.core.idempotency import IdempotencyDep
 from api.core.pagination import Page, PageParams, page_params
+from api.secrets.store import SecretStore
 
 router = APIRouter(prefix="/connections", tags=["connections"])
 
@@ -24,9 +25,10 @@ PatchBody = Annotated[dict[str, Any], Body(
 )]
 
 
-def _respond(conn: Any, status_code: int = 200) -> JSONResponse:
+def _respond(conn: Any, secrets: SecretStore, status_code: int = 200) -> JSONResponse:
     location = f"/connections/{conn.id}" if status_code == 201 else None
-    return resource_response(service.to_read(conn), etag=service.etag(conn), status_code=status_code, location=location)
+    return resource_response(service.read_with_status(conn, secrets), etag=service.etag(conn),
+                             status_code=status_code, location=location)
 
 
 @router.post("", operation_id="create_connection", status_code=201, response_model=ConnectionRead)
@@ -35,7 +37,7 @@ def create_connection(
 ) -> JSONResponse:
     """Register a Kafka connection; its credentials go to the secret store, never the database."""
     return idem.respond(session, f"tenant:{ctx.tenant_id}", lambda: _respond(
-        service.create_connection(session=session, ctx=ctx, secrets=secrets, spec=body), 201
+        service.create_connection(session=session, ctx=ctx, secrets=secrets, spec=body), secrets, 201
     ))
 
 
@@ -59,17 +61,20 @@ def test_connection_spec(body: ConnectionSpec, ctx: Editor, settings: SettingsDe
 
 @router.get("", operation_id="list_connections", response_model=Page[ConnectionRead])
 def list_connections(
-    ctx: Viewer, session: SessionDep, page: ConnectionPage, name: Annotated[str | None, Query(max_length=100)] = None
+    ctx: Viewer, session: SessionDep, secrets: SecretsDep, page: ConnectionPage,
+    name: Annotated[str | None, Query(max_length=100)] = None,
 ) -> Page[ConnectionRead]:
     """List the tenant's connections."""
     rows, total = service.list_connections(session=session, ctx=ctx, page=page, name=name)
-    return Page(items=[service.to_read(r) for r in rows], total=total, limit=page.limit, offset=page.offset)
+    statuses = service.credentials_statuses(rows, secrets)
+    return Page(items=[service.to_read(r, statuses.get(r.id)) for r in rows], total=total, limit=page.limit,
+                offset=page.offset)
 
 
 @router.get("/{connection_id}", operation_id="get_connection", response_model=ConnectionRead)
-def get_connection(connection_id: uuid.UUID, ctx: Viewer, session: SessionDep) -> JSONResponse:
-    """Read one connection (credentials are never shown: see has_credentials and credentials_version)."""
-    return _respond(service.get_connection(session=session, ctx=ctx, connection_id=connection_id))
+def get_connection(connection_id: uuid.UUID, ctx: Viewer, session: SessionDep, secrets: SecretsDep) -> JSONResponse:
+    """Read one connection (credentials are never shown: see has_credentials and credentials_status)."""
+    return _respond(service.get_connection(session=session, ctx=ctx, connection_id=connection_id), secrets)
 
 
 @router.put("/{connection_id}", operation_id="replace_connection", response_model=ConnectionRead)
@@ -80,7 +85,7 @@ def replace_connection(
     """Replace a connection; sending credentials rotates them (a new secret version)."""
     return _respond(service.replace_connection(
         session=session, ctx=ctx, secrets=secrets, connection_id=connection_id, spec=body, if_match=if_match
-    ))
+    ), secrets)
 
 
 @router.patch("/{connection_id}", operation_id="patch_connection", response_model=ConnectionRead)
@@ -91,11 +96,11 @@ def patch_connection(
     """Change some fields of a connection (JSON Merge Patch)."""
     return _respond(service.patch_connection(
         session=session, ctx=ctx, secrets=secrets, connection_id=connection_id, patch=body, if_match=if_match
-    ))
+    ), secrets)
 
 
 @router.post("/{connection_id}/test", operation_id="test_connection", response_model=ConnectionTestResult,
-             responses=_TEST_RESPONSES)
+             responses=_TEST_RESPONSES | {409: {"description": "The stored credentials are gone (credentials-missing)"}})
 def test_connection(
     connection_id: uuid.UUID, ctx: Editor, session: SessionDep, secrets: SecretsDep, settings: SettingsDep
 ) -> ConnectionTestResult:

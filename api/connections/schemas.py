@@ -19,6 +19,7 @@ from api.kafka.config import ALLOWED_CLIENT_OPTIONS
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
+CredentialsStatus = Literal["ok", "missing", "unknown"]
 
 _HOSTNAME = re.compile(r"^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
 _PEM = Field(default=None, max_length=65_536)
@@ -138,6 +139,10 @@ class ConnectionRead(BaseModel):
     options: dict[str, str | int | bool]
     has_credentials: bool
     credentials_version: int | None = Field(description="Version of the stored secret; moves on every rotation")
+    credentials_status: CredentialsStatus | None = Field(default=None, description=(
+        "Whether that version is still in the secret store: missing means runs and tests cannot use the "
+        "connection until new credentials are sent; unknown, that the store cannot be asked now; null "
+        "without credentials"))
     created_at: datetime
     updated_at: datetime
 

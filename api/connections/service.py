@@ -3,12 +3,19 @@
 Write order keeps the database and the secret store in step: the row is flushed first (name
 conflicts fail before anything leaves the process), then the secret is written, and a rollback
 of the transaction destroys a secret this request created. A deleted connection's secret is
-destroyed only after the delete has committed.
+destroyed only after the delete has committed. Where the secret store cannot be reached at that
+moment (or a delayed write lands after the compensating destroy), the secret is left to
+``api.connections.orphans``, which destroys every secret that belongs to no connection.
+
+A connection whose secret version is gone from the store (Vault lost it, someone deleted it)
+shows ``credentials_status: missing`` and takes new credentials as a fresh version.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pydantic import ValidationError
@@ -17,9 +24,9 @@ from sqlmodel import Session
 
 from api.audit.service import record_by
 from api.connections.models import Connection
-from api.connections.schemas import ConnectionRead, ConnectionSpec, SslRead
+from api.connections.schemas import ConnectionRead, ConnectionSpec, CredentialsStatus, SslRead
 from api.core.db import after_commit, on_rollback, utcnow
-from api.core.errors import Conflict, ValidationFailed, validation_errors
+from api.core.errors import Conflict, DomainError, ValidationFailed, validation_errors
 from api.core.etag import check_if_match, etag_for
 from api.core.merge_patch import merge_patch
 from api.core.pagination import PageParams, paginate
@@ -30,18 +37,55 @@ from api.pipelines.models import Pipeline
 from api.secrets.store import (
     SecretBackendRefused,
     SecretBackendUnavailable,
+    SecretNotFound,
     SecretStore,
     connection_secret_path,
 )
 
+log = logging.getLogger(__name__)
+
 _WRITE_ONLY_SSL = ("key_pem", "key_password")
+
+
+class CredentialsMissing(DomainError):
+    """The secret version a connection refers to is gone from the secret store."""
+
+    status, code, title = 409, "credentials-missing", "The connection's stored credentials are missing"
+
+    def __init__(self, conn: Connection, version: int | None) -> None:
+        super().__init__(
+            f"Connection {conn.id}: version {version} of its credentials is gone from the secret store "
+            f"({conn.secret_path}); send new credentials with PUT or PATCH",
+            connection_id=str(conn.id),
+        )
 
 
 def etag(conn: Connection) -> str:
     return etag_for(conn.id, conn.revision)
 
 
-def to_read(conn: Connection) -> ConnectionRead:
+def credentials_statuses(conns: Iterable[Connection], secrets: SecretStore) -> dict[uuid.UUID, CredentialsStatus]:
+    """Whether each connection's secret version is still in the store: ``ok``, ``missing`` or
+    ``unknown`` (the store cannot tell now). One metadata read each, none once the store failed."""
+    statuses: dict[uuid.UUID, CredentialsStatus] = {}
+    reachable = True
+    for conn in conns:
+        if not conn.secret_path:
+            continue
+        if not reachable:
+            statuses[conn.id] = "unknown"
+            continue
+        try:
+            stored = secrets.describe(conn.secret_path)
+        except (SecretBackendUnavailable, SecretBackendRefused):
+            reachable = False
+            statuses[conn.id] = "unknown"
+            continue
+        statuses[conn.id] = "ok" if stored and conn.credentials_version in stored.versions else "missing"
+    return statuses
+
+
+def to_read(conn: Connection, credentials_status: CredentialsStatus | None = None) -> ConnectionRead:
     ssl = None
     if conn.ssl is not None:
         ssl = SslRead(
@@ -53,12 +97,17 @@ def to_read(conn: Connection) -> ConnectionRead:
         id=conn.id, name=conn.name, bootstrap_servers=conn.bootstrap_servers,
         security_protocol=conn.security_protocol, sasl_mechanism=conn.sasl_mechanism, ssl=ssl,
         options=conn.options, has_credentials=bool(conn.secret_path and conn.credentials_version),
-        credentials_version=conn.credentials_version, created_at=conn.created_at, updated_at=conn.updated_at,
+        credentials_version=conn.credentials_version, credentials_status=credentials_status,
+        created_at=conn.created_at, updated_at=conn.updated_at,
     )
 
 
+def read_with_status(conn: Connection, secrets: SecretStore) -> ConnectionRead:
+    return to_read(conn, credentials_statuses([conn], secrets).get(conn.id))
+
+
 def _audit_view(conn: Connection) -> dict[str, Any]:
-    return to_read(conn).model_dump(mode="json", exclude={"created_at", "updated_at"})
+    return to_read(conn).model_dump(mode="json", exclude={"created_at", "updated_at", "credentials_status"})
 
 
 def _secret_of(spec: ConnectionSpec, current: dict[str, Any]) -> dict[str, Any]:
@@ -109,15 +158,16 @@ def _known_shape(conn: Connection) -> dict[str, Any]:
     return shape
 
 
-def _check_secret_complete(spec: ConnectionSpec, payload: dict[str, Any]) -> None:
+def _check_secret_complete(spec: ConnectionSpec, payload: dict[str, Any], *, lost: str = "") -> None:
+    """``lost``: why nothing stored could be kept (the secret version is gone), told with the error."""
     if spec.sasl_mechanism is not None and "credentials" not in payload:
-        raise ValidationFailed.field("credentials", f"sasl_mechanism {spec.sasl_mechanism} needs credentials")
+        raise ValidationFailed.field("credentials", f"sasl_mechanism {spec.sasl_mechanism} needs credentials{lost}")
     if spec.sasl_mechanism is None and "credentials" in payload:
         raise ValidationFailed.field(
             "credentials", "The stored credentials need a SASL protocol; send \"credentials\": null to remove them"
         )
     if spec.ssl is not None and bool(spec.ssl.certificate_pem) != bool(payload.get("ssl_key", {}).get("key_pem")):
-        raise ValidationFailed.field("ssl", "TLS client authentication needs both certificate_pem and key_pem")
+        raise ValidationFailed.field("ssl", f"TLS client authentication needs both certificate_pem and key_pem{lost}")
 
 
 def _apply_public(conn: Connection, spec: ConnectionSpec, payload: dict[str, Any]) -> None:
@@ -152,18 +202,31 @@ def _require_secret_backend(secrets: SecretStore) -> None:
     raise SecretBackendUnavailable(f"The {secrets.backend} secret backend is {status}; nothing was changed, retry later")
 
 
+def _destroyer(secrets: SecretStore, path: str, why: str) -> Callable[[], None]:
+    """Destroy the secret at ``path`` and say so by path; a failure is left to the orphan sweep."""
+    def destroy() -> None:
+        try:
+            secrets.destroy(path)
+        except Exception as exc:  # noqa: BLE001 (logged; api.connections.orphans destroys it later)
+            log.warning("secret at %s not destroyed (%s): %s; the orphan sweep will destroy it",
+                        path, why, getattr(exc, "detail", type(exc).__name__))
+            return
+        log.info("secret at %s destroyed (%s)", path, why)
+    return destroy
+
+
 def _store_secret(session: Session, secrets: SecretStore, conn: Connection, payload: dict[str, Any], *, new: bool) -> None:
     path = conn.secret_path or connection_secret_path(conn.tenant_id, conn.id)
     if not payload:
         if conn.secret_path:
             _require_secret_backend(secrets)
-            after_commit(session, lambda: secrets.destroy(path))
+            after_commit(session, _destroyer(secrets, path, "credentials removed"))
         conn.secret_path, conn.credentials_version = None, None
         return
     if new or conn.secret_path is None:
         # Registered before the write: a write that fails ambiguously (a timeout after Vault applied
         # it) must not leave a secret behind either.
-        on_rollback(session, lambda: secrets.destroy(path))
+        on_rollback(session, _destroyer(secrets, path, "its connection was not saved"))
     version = secrets.write(path, payload)
     conn.secret_path, conn.credentials_version = path, version
 
@@ -205,14 +268,20 @@ def replace_connection(
     _ensure_name_free(session, ctx, spec.name, own_id=conn.id)
     before = _audit_view(conn)
     current: dict[str, Any] | None = None
+    lost = ""
     if _touches_secret(spec, conn):
-        current = secrets.read(conn.secret_path, conn.credentials_version) if conn.secret_path else {}
+        try:
+            current = secrets.read(conn.secret_path, conn.credentials_version) if conn.secret_path else {}
+        except SecretNotFound:
+            # The version is gone: nothing stored can be kept, what this request sends is written afresh.
+            current = {}
+            lost = f" (the stored ones, version {conn.credentials_version}, are gone from the secret store)"
         payload = _secret_of(spec, current)
     else:
         payload = _known_shape(conn)
-    _check_secret_complete(spec, payload)
+    _check_secret_complete(spec, payload, lost=lost)
     _apply_public(conn, spec, payload)
-    if current is not None and payload != current:
+    if current is not None and (payload != current or lost):
         _store_secret(session, secrets, conn, payload, new=False)
     if _audit_view(conn) != before:
         conn.revision += 1
@@ -230,7 +299,7 @@ def patch_connection(
 ) -> Connection:
     conn = get_connection(session=session, ctx=ctx, connection_id=connection_id, lock=True)
     public = to_read(conn).model_dump(
-        mode="json", exclude={"id", "has_credentials", "credentials_version", "created_at", "updated_at"}
+        mode="json", exclude={"id", "has_credentials", "credentials_version", "credentials_status", "created_at", "updated_at"}
     )
     if public["ssl"] is not None:
         public["ssl"].pop("has_key")
@@ -270,13 +339,17 @@ def delete_connection(
     session.delete(conn)
     session.flush()
     if path:
-        after_commit(session, lambda: secrets.destroy(path))
+        after_commit(session, _destroyer(secrets, path, "connection deleted"))
     record_by(session, ctx, resource_type="connection", resource_id=connection_id, action="delete", before=before)
 
 
 def client_config(conn: Connection, secrets: SecretStore, *, version: int | None = None) -> KafkaClientConfig:
     """How to reach the connection's cluster, with its credentials (``version``: a planned run's)."""
-    secret = secrets.read(conn.secret_path, version or conn.credentials_version) if conn.secret_path else {}
+    wanted = version or conn.credentials_version
+    try:
+        secret = secrets.read(conn.secret_path, wanted) if conn.secret_path else {}
+    except SecretNotFound:
+        raise CredentialsMissing(conn, wanted) from None
     ssl = None
     if conn.ssl is not None:
         ssl = {k: v for k, v in conn.ssl.items() if k != "has_key" and v is not None} | secret.get("ssl_key", {})

@@ -43,8 +43,15 @@ class Settings(BaseSettings):
     vault_secret_id: SecretStr | None = None
     vault_mount: str = "secret"
     vault_prefix: str = "inlet"
-    vault_namespace: str | None = None
+    vault_namespace: str | None = Field(default=None, description="e.g. admin/team-a on HCP Vault")
+    vault_approle_mount: str = "approle"
     vault_timeout_s: float = 5.0
+    secret_sweep_interval_s: float = Field(
+        default=600.0, gt=0, description="How often the scheduler destroys secrets that belong to no connection"
+    )
+    secret_orphan_grace_s: float = Field(
+        default=300.0, ge=0, description="A secret younger than this is never taken for an orphan (a create in flight)"
+    )
 
     # Kafka lookups done by the control plane (planning, offsets, connection test).
     kafka_timeout_s: float = 5.0

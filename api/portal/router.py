@@ -577,8 +577,9 @@ def _connections_page(portal: Portal, *, status: int = 200, **context: Any) -> R
         assert portal.ctx is not None
         context.setdefault("errors", views.FormErrors())
         context.setdefault("values", {"security_protocol": "PLAINTEXT"})
-        return portal.render("connections.html", status=status, connections=_connection_choices(session, portal.ctx),
-                             **context)
+        rows = _connection_choices(session, portal.ctx)
+        statuses = connections.credentials_statuses(rows, portal.request.app.state.secrets)
+        return portal.render("connections.html", status=status, connections=rows, credentials=statuses, **context)
 
 
 @router.get("/connections")

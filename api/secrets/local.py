@@ -13,12 +13,13 @@ import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken
 
-from api.secrets.store import SecretBackendUnavailable, SecretNotFound
+from api.secrets.store import SecretBackendUnavailable, SecretNotFound, StoredSecret
 
 
 class LocalSecretStore:
@@ -93,6 +94,28 @@ class LocalSecretStore:
         with self._locked(path) as target:
             target.unlink(missing_ok=True)
         target.with_suffix(".lock").unlink(missing_ok=True)
+
+    def describe(self, path: str) -> StoredSecret | None:
+        with self._locked(path) as target:
+            versions = self._load(target).get("versions", {})
+            if not versions:
+                return None
+            updated = datetime.fromtimestamp(target.stat().st_mtime, UTC)
+        return StoredSecret(path=path, updated_at=updated, versions=frozenset(int(v) for v in versions))
+
+    def list_paths(self, under: str) -> list[str]:
+        folder = under.strip("/") + "/"
+        if not self._root.exists():
+            return []
+        paths = []
+        for file in self._root.glob("*.secret"):
+            try:
+                path = self._load(file).get("path", "")
+            except FileNotFoundError:
+                continue  # destroyed meanwhile
+            if path.startswith(folder):
+                paths.append(path)
+        return sorted(paths)
 
     def health(self) -> dict[str, Any]:
         try:

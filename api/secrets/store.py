@@ -7,6 +7,8 @@ each tenant. Every write makes a new version; the database keeps only the path a
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
 from api.core.config import Settings
@@ -28,6 +30,15 @@ class SecretNotFound(NotFound):
         super().__init__("Secret", path if version is None else f"{path} version {version}")
 
 
+@dataclass(frozen=True)
+class StoredSecret:
+    """What a backend knows of a secret without reading its data."""
+
+    path: str
+    updated_at: datetime
+    versions: frozenset[int]  # the readable ones: neither deleted nor destroyed
+
+
 class SecretStore(Protocol):
     backend: str
 
@@ -43,13 +54,24 @@ class SecretStore(Protocol):
         """Delete every version and the metadata at ``path``; a missing path is not an error."""
         ...
 
+    def describe(self, path: str) -> StoredSecret | None:
+        """The secret's readable versions and when it last changed; None when nothing is at ``path``."""
+        ...
+
+    def list_paths(self, under: str) -> list[str]:
+        """Every secret path below the folder ``under`` (e.g. ``tenants``), at any depth."""
+        ...
+
     def health(self) -> dict[str, Any]:
         """``{"status": "ok" | "unavailable" | …, "backend": …}`` without raising."""
         ...
 
 
+CONNECTIONS_ROOT = "tenants"
+
+
 def connection_secret_path(tenant_id: uuid.UUID, connection_id: uuid.UUID) -> str:
-    return f"tenants/{tenant_id}/connections/{connection_id}"
+    return f"{CONNECTIONS_ROOT}/{tenant_id}/connections/{connection_id}"
 
 
 def build_secret_store(settings: Settings) -> SecretStore:

@@ -29,7 +29,7 @@ def test_create_reads_back_without_credentials(client: TestClient, tenant) -> No
     assert created.status_code == 201, created.text
     body = created.json()
     assert body == {**_public(sent), "id": body["id"], "ssl": None, "has_credentials": True, "credentials_version": 1,
-                    "created_at": body["created_at"], "updated_at": body["updated_at"]}
+                    "credentials_status": "ok", "created_at": body["created_at"], "updated_at": body["updated_at"]}
     assert created.headers["location"] == f"/connections/{body['id']}"
     read = client.get(f"/connections/{body['id']}", headers=tenant.viewer)
     assert read.status_code == 200
@@ -99,7 +99,8 @@ def test_patch_to_plaintext_removes_credentials(client: TestClient, tenant) -> N
     patched = client.patch(f"/connections/{conn['id']}", headers=tenant.editor, json={
         "security_protocol": "PLAINTEXT", "sasl_mechanism": None, "credentials": None})
     assert patched.status_code == 200, patched.text
-    assert (patched.json()["has_credentials"], patched.json()["credentials_version"]) == (False, None)
+    assert (patched.json()["has_credentials"], patched.json()["credentials_version"], patched.json()["credentials_status"]) \
+        == (False, None, None)
 
 
 @pytest.mark.parametrize("patch", [{"name": "bad name!"}, {"color": "blue"}, {"security_protocol": "PLAINTEXT"}])

@@ -1,11 +1,15 @@
-"""The secret backend (Vault) unavailable while a run waits for its credentials: the run is retried
-with a doubling backoff, gets past the secret backend once Vault is back, and fails cleanly with
-``secret_backend_unavailable`` when Vault stays down; the offsets never move.
+"""The secret backend (a real OpenBao server) failing while a run needs its credentials.
+
+Unavailable (stalled, then stopped): the run is retried with a doubling backoff, gets past the
+secret backend once Vault answers again, and fails cleanly with ``secret_backend_unavailable`` when
+Vault stays down. Refused (Inlet's token revoked) or the credentials' version gone: the run fails at
+once with ``secret_backend_refused`` or ``credentials_missing``, since retrying cannot help. The
+offsets never move.
 
 Only a connection with credentials makes a run read Vault, and the sandbox Kafka cannot
-authenticate SASL (its brokers do not serve SaslHandshake): once Vault is back, the attempt reaches
+authenticate SASL (its brokers do not serve SaslHandshake): once Vault answers, the attempt reaches
 the broker and ends ``kafka_auth``. That is the proof that it got its credentials; a real broker
-would go on to ingest. Uses the Vault stand-in of tests/fixtures (stopping it is a stand-in fault)."""
+would go on to ingest."""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from tests.factories import PASSWORD, connection_body, create_pipeline, make_tenant
-from tests.fixtures.vault import vault_backed
+from tests.fixtures.vault import vault_backed, vault_env
 from tests.runs.helpers import committed_offsets, wait_for_run
 
 pytestmark = pytest.mark.slow
@@ -30,10 +34,18 @@ def settings(settings, vault):  # type: ignore[no-untyped-def]
     return vault_backed(settings, vault)
 
 
-def _vault_env(stack, vault) -> None:  # type: ignore[no-untyped-def]
-    stack.env.update({"INLET_SECRET_BACKEND": "vault", "INLET_VAULT_ADDR": vault.addr, "INLET_VAULT_TOKEN": vault.token,
-                      "INLET_VAULT_PREFIX": vault.prefix, "INLET_VAULT_TIMEOUT_S": "2",
-                      "INLET_RUN_MAX_ATTEMPTS": str(ATTEMPTS)})
+def _vault_env(stack, vault, **overrides: str) -> None:  # type: ignore[no-untyped-def]
+    stack.env.update(vault_env(vault, INLET_RUN_MAX_ATTEMPTS=str(ATTEMPTS), **overrides))
+
+
+def _sasl_pipeline(stack, tenant, sandbox_kafka, topic: str):  # type: ignore[no-untyped-def]
+    conn = stack.client.post("/connections", headers=tenant.editor, json=connection_body(
+        bootstrap_servers=sandbox_kafka.bootstrap_servers, security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+        credentials={"username": "ingest", "password": PASSWORD}, options={}))
+    assert conn.status_code == 201, conn.text
+    return create_pipeline(stack.client, tenant, conn.json()["id"], schedule=None, state="paused",
+                           source={"connection_id": conn.json()["id"], "topics": [topic], "value_format": "raw"},
+                           target={"type": "delta", "path": f"faults/{topic}"})
 
 
 def _retry_state(stack, run_id: str) -> tuple[str, int, datetime | None, str | None]:  # type: ignore[no-untyped-def]
@@ -49,17 +61,10 @@ def _retry_state(stack, run_id: str) -> tuple[str, int, datetime | None, str | N
 
 
 def test_vault_down_while_a_run_waits_for_credentials(stack, vault, sandbox_kafka) -> None:
-    standin = vault.require_standin("stop Vault")
     _vault_env(stack, vault)
     tenant = make_tenant(stack.client)
-    conn = stack.client.post("/connections", headers=tenant.editor, json=connection_body(
-        bootstrap_servers=sandbox_kafka.bootstrap_servers, security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
-        credentials={"username": "ingest", "password": PASSWORD}, options={}))
-    assert conn.status_code == 201, conn.text
-    pipeline = create_pipeline(stack.client, tenant, conn.json()["id"], schedule=None, state="paused",
-                               source={"connection_id": conn.json()["id"], "topics": ["faults-vault"],
-                                       "value_format": "raw"}, target={"type": "delta", "path": "faults/vault"})
-    standin.stop()
+    pipeline = _sasl_pipeline(stack, tenant, sandbox_kafka, "faults-vault")
+    vault.server.freeze()  # stalled: every request times out (2 s)
     run_id = stack.client.post(f"/pipelines/{pipeline['id']}/runs", headers=tenant.editor).json()["id"]
     stack.start_worker()
 
@@ -71,22 +76,57 @@ def test_vault_down_while_a_run_waits_for_credentials(stack, vault, sandbox_kafk
             seen[attempt] = (state, not_before, kind)
         return 2 in seen or state not in ("queued", "running")
 
-    stack.wait_for(retried_twice, timeout_s=60, every_s=0.1, what="two attempts without Vault")
+    try:
+        stack.wait_for(retried_twice, timeout_s=60, every_s=0.1, what="two attempts without Vault")
+    finally:
+        vault.server.thaw()
     assert [seen[a][2] for a in (1, 2)] == ["secret_backend_unavailable"] * 2, seen
     # The second wait (4 s) is twice the first (2 s): each not_before is set after the previous one passed.
     assert (seen[2][1] - seen[1][1]).total_seconds() >= 4, seen
     assert committed_offsets(stack.settings.resolved_database_url, pipeline["id"]) == {}
-    standin.start()
 
     run = wait_for_run(stack, run_id, tenant.viewer, timeout_s=120)
     assert (run["state"], run["attempt"], run["error"]["kind"]) == ("failed", 3, "kafka_auth"), (run, stack.log_text())
     assert committed_offsets(stack.settings.resolved_database_url, pipeline["id"]) == {}
 
     # Vault down for good: every attempt fails on it, and the run ends failed, cleanly.
-    standin.stop()
+    vault.server.stop()
     run = wait_for_run(stack, stack.client.post(f"/pipelines/{pipeline['id']}/runs", headers=tenant.editor).json()["id"],
                        tenant.viewer, timeout_s=120)
     assert (run["state"], run["attempt"], run["error"]["kind"]) == ("failed", ATTEMPTS, "secret_backend_unavailable"), run
     assert run["partitions"] is None, "nothing was planned without credentials"
     assert committed_offsets(stack.settings.resolved_database_url, pipeline["id"]) == {}
     assert PASSWORD not in json.dumps(run) + stack.client.get(f"/runs/{run['id']}/log", headers=tenant.viewer).text
+
+
+def test_a_refusal_or_missing_credentials_fail_a_run_at_once(stack, vault, sandbox_kafka) -> None:
+    """What an operator or a user must fix is not retried: a revoked worker token, a lost secret version."""
+    vault.server.write_policy("inlet", vault.inlet_policy())
+    worker_token = vault.server.create_token(policies=["inlet"])
+    _vault_env(stack, vault, INLET_VAULT_TOKEN=worker_token)
+    tenant = make_tenant(stack.client)
+    pipeline = _sasl_pipeline(stack, tenant, sandbox_kafka, "faults-vault-refused")
+    stack.start_worker()
+
+    vault.server.client().auth.token.revoke(worker_token)
+    run = wait_for_run(stack, stack.client.post(f"/pipelines/{pipeline['id']}/runs", headers=tenant.editor).json()["id"],
+                       tenant.viewer, timeout_s=60)
+    assert (run["state"], run["attempt"]) == ("failed", 1), run
+    assert run["error"] == {"kind": "secret_backend_refused", "message": (
+        "Vault refused Inlet's token (INLET_VAULT_TOKEN) for a secret read: permission denied. "
+        "An operator must renew the token or fix the Vault policy (see deploy/vault/inlet-policy.hcl)."),
+        "topic": None, "partition": None}
+
+    stack.kill("worker")
+    _vault_env(stack, vault)  # a good token again; now the credentials' version goes missing
+    stack.start_worker()
+    connection_id = pipeline["source"]["connection_id"]
+    path = f"tenants/{tenant.id}/connections/{connection_id}"
+    vault.server.client().secrets.kv.v2.destroy_secret_versions(path=vault.full(path), versions=[1], mount_point="secret")
+    run = wait_for_run(stack, stack.client.post(f"/pipelines/{pipeline['id']}/runs", headers=tenant.editor).json()["id"],
+                       tenant.viewer, timeout_s=60)
+    assert (run["state"], run["attempt"]) == ("failed", 1), run
+    assert run["error"] == {"kind": "credentials_missing", "message": (
+        f"Connection {connection_id}: version 1 of its credentials is gone from the secret store ({path}); "
+        "send new credentials with PUT or PATCH"), "topic": None, "partition": None}
+    assert committed_offsets(stack.settings.resolved_database_url, pipeline["id"]) == {}

@@ -1,0 +1,59 @@
+"""The orphan sweep: destroy every secret under ``tenants/`` that no connection refers to.
+
+A request that writes a secret and then fails compensates by destroying it, and a delete destroys
+its secret after the commit; both can lose a race (Vault stalls, the compensating destroy arrives
+before the delayed write) or fail outright (Vault down at that moment). So the guarantee that no
+secret outlives its connection is kept here, not in the request: the scheduler sweeps at start-up
+and every ``secret_sweep_interval_s``, and ``inlet secrets sweep`` runs it on demand.
+
+A secret is an orphan when no connection row names its path. A create in flight has written its
+secret but not yet committed its row, so a secret changed within ``grace_s`` is never destroyed.
+Every destroy is logged by path (paths hold ids, never secret values).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from sqlmodel import Session, col, select
+
+from api.connections.models import Connection
+from api.core.db import utcnow
+from api.secrets.store import CONNECTIONS_ROOT, SecretStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SweepReport:
+    checked: int = 0
+    destroyed: list[str] = field(default_factory=list)
+    too_young: list[str] = field(default_factory=list)  # orphans for now, left to the next sweep
+
+
+def sweep_orphaned_secrets(*, session: Session, secrets: SecretStore, grace_s: float, dry_run: bool = False) -> SweepReport:
+    """Destroy (or with ``dry_run`` only list) the secrets no connection refers to."""
+    report = SweepReport()
+    stored = secrets.list_paths(CONNECTIONS_ROOT)
+    # Read after the listing: a row committed in between is seen, so its secret is kept.
+    referenced = set(session.exec(select(Connection.secret_path).where(col(Connection.secret_path).is_not(None))).all())
+    cutoff = utcnow() - timedelta(seconds=grace_s)
+    for path in stored:
+        report.checked += 1
+        if path in referenced:
+            continue
+        described = secrets.describe(path)
+        if described is None:
+            continue  # destroyed meanwhile
+        if described.updated_at > cutoff:
+            report.too_young.append(path)
+            continue
+        if dry_run:
+            report.destroyed.append(path)
+            continue
+        secrets.destroy(path)
+        report.destroyed.append(path)
+        log.warning("orphaned secret at %s destroyed: no connection refers to it", path)
+    return report
