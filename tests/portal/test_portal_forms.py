@@ -243,3 +243,17 @@ def test_json_bodies_elsewhere_stay_json_only(client: TestClient, tenant) -> Non
     refused = client.post("/connections", content="name=x", headers={**tenant.editor,
                           "Content-Type": "application/x-www-form-urlencoded"})
     assert refused.status_code == 415
+
+
+def test_the_connections_page_says_when_stored_credentials_are_missing(client: TestClient, app, tenant) -> None:
+    kept = create_connection(client, tenant, name="kept")
+    lost = create_connection(client, tenant, name="lost")
+    app.state.secrets.destroy(f"tenants/{tenant.id}/connections/{lost['id']}")  # as if the store lost it
+    sign_in(client, tenant.keys["viewer"])
+    page = client.get("/portal/connections")
+    assert page.status_code == 200
+    rows = {name: row for name, row in re.findall(r"<tr[^>]*>\s*<td>([^<]+)</td>(.*?)</tr>", page.text, re.S)}
+    assert "stored (version 1)" in rows["kept"] and "missing" not in rows["kept"]
+    assert ('<strong class="missing">missing</strong> — version 1 is gone from the secret store; send new credentials'
+            in rows["lost"])
+    assert kept["credentials_status"] == "ok"
