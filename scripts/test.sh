@@ -17,4 +17,4 @@ echo "== full suite on PostgreSQL =="
 "${PYTEST[@]}" "${EXTRA[@]}"
 
 echo "== database suite on SQLite =="
-INLET_TEST_DATABASE_URL= "${PYTEST[@]}" -m "db and not slow" -q "${EXTRA[@]}"
+INLET_TEST_DATABASE_URL= "${PYTEST[@]}" -m "db and not slow and not real_kafka" -q "${EXTRA[@]}"

@@ -4,8 +4,12 @@ One bounded metadata request (``kafka_timeout_s``) through ``api.kafka.KafkaClie
 problem+json saying what failed, with ``kind`` one of ``dns``, ``refused``, ``tls``, ``auth``,
 ``timeout``, ``not_found``, ``unknown``: 504 for a timeout (the cluster did not answer in time),
 502 for everything else the cluster or the network answered with (a gateway's codes: Inlet
-stands between the caller and the cluster), 422 for settings librdkafka cannot use. Texts come
-from ``api.kafka``, which scrubs every configured secret out of them; credentials are never echoed.
+stands between the caller and the cluster), 422 for settings librdkafka cannot use. A TLS failure
+also says why (``reason``: ``untrusted_certificate``, ``expired_certificate``, ``hostname_mismatch``,
+``client_certificate_required``, ``client_certificate_refused``; see ``api.kafka.tls``). A wrong
+password and an unknown user are one ``auth`` failure: Kafka answers both alike, by design. Texts
+come from ``api.kafka``, which scrubs every configured secret out of them; credentials are never
+echoed.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from api.connections.schemas import BrokerRead, ConnectionSpec, ConnectionTestRe
 from api.core.errors import DomainError, ValidationFailed
 from api.core.security import TenantContext
 from api.kafka import KafkaClient, KafkaClientConfig, KafkaClientError, KafkaConfigError
+from api.kafka.tls import TlsDiagnosis, diagnose
 from api.secrets.store import SecretStore
 
 log = logging.getLogger(__name__)
@@ -32,6 +37,13 @@ _TITLES = {
     "timeout": "The cluster did not answer in time",
     "not_found": "The cluster did not show what was asked",
 }
+_TLS_TITLES = {
+    "untrusted_certificate": "The broker's certificate is not trusted",
+    "expired_certificate": "The broker's certificate has expired",
+    "hostname_mismatch": "The broker's certificate does not match its host name",
+    "client_certificate_required": "The broker requires a client certificate",
+    "client_certificate_refused": "The broker refused the client certificate",
+}
 
 
 class ConnectionTestFailed(DomainError):
@@ -39,10 +51,13 @@ class ConnectionTestFailed(DomainError):
 
     status, code, title = 502, "connection-test-failed", "The Kafka cluster could not be used"
 
-    def __init__(self, error: KafkaClientError) -> None:
+    def __init__(self, error: KafkaClientError, tls: TlsDiagnosis | None = None) -> None:
         kind = error.kind if error.kind in _TITLES else "unknown"
-        super().__init__(f"Connection test failed ({kind}): {error.message}", kind=kind)
-        self.title = _TITLES.get(kind, self.title)
+        if tls is None:
+            super().__init__(f"Connection test failed ({kind}): {error.message}", kind=kind)
+        else:
+            super().__init__(f"Connection test failed (tls): {tls.message}", kind=kind, reason=tls.reason)
+        self.title = _TLS_TITLES.get(tls.reason, _TITLES["tls"]) if tls else _TITLES.get(kind, self.title)
         self.code = f"kafka-{kind.replace('_', '-')}"
         if kind == "timeout":
             self.status = 504
@@ -73,7 +88,12 @@ def _probe(config: KafkaClientConfig, timeout_s: float) -> ConnectionTestResult:
         if exc.kind == "config":
             raise ValidationFailed(f"The connection settings cannot make a Kafka client: {exc.message}") from None
         log.info("connection test to %s failed: %s", config.bootstrap_servers, exc.kind)
-        raise ConnectionTestFailed(exc) from None
+        tls = None
+        if config.security_protocol.endswith("SSL") and exc.kind in ("tls", "timeout"):
+            tls = diagnose(config, timeout_s=timeout_s)
+        if tls is not None:
+            exc.kind = "tls"  # what looked like a silent cluster was a refused handshake
+        raise ConnectionTestFailed(exc, tls) from None
     return ConnectionTestResult(
         ok=True, cluster_id=metadata.cluster_id,
         brokers=[BrokerRead(id=b.id, host=b.host, port=b.port) for b in metadata.brokers],
