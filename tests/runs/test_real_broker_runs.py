@@ -1,0 +1,105 @@
+"""Runs on a real Apache Kafka broker: HTTP API → Redis → Celery worker → spark-submit → Delta.
+
+A SASL_SSL/SCRAM-SHA-512 connection carries the run (the executors authenticate exactly as the
+control plane's connection test does), then a ``to_timestamp`` replay in replace mode, which the
+sandbox cannot serve, leaves every record exactly once. Then the broker is stopped in the middle of
+a run and started again: the run is retried and the table still holds every record exactly once."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from tests.factories import create_pipeline, make_tenant, plaintext_connection_body
+from tests.fixtures.kafka_broker import PASSWORD, USER
+from tests.runs.helpers import committed_offsets, delta_coordinates, wait_for_run
+
+pytestmark = pytest.mark.slow
+
+
+def _produce(real_kafka, topic: str, partitions: int, per_partition: int, base_ms: int, step_ms: int) -> None:
+    """``per_partition`` records into each partition, the i-th stamped ``base_ms + i * step_ms``."""
+    producer = Producer({"bootstrap.servers": real_kafka.bootstrap_servers, "acks": "all", "enable.idempotence": True})
+    for p in range(partitions):
+        for i in range(per_partition):
+            producer.produce(topic, key=f"k{i}".encode(), value=f'{{"p": {p}, "i": {i}}}'.encode(), partition=p,
+                             timestamp=base_ms + i * step_ms)
+    assert producer.flush(30) == 0
+
+
+def _run(stack, tenant, pipeline: dict[str, Any]) -> dict[str, Any]:
+    triggered = stack.client.post(f"/pipelines/{pipeline['id']}/runs", headers=tenant.editor)
+    assert triggered.status_code == 202, triggered.text
+    done = wait_for_run(stack, triggered.json()["id"], tenant.viewer)
+    assert done["state"] == "succeeded", (done, stack.log_text())
+    return done
+
+
+def test_a_sasl_ssl_run_then_a_timestamp_replay_keep_every_record_once(stack, real_kafka, real_topic) -> None:
+    topic = real_topic(partitions=2)
+    base = int(time.time() * 1000) - 3_600_000
+    _produce(real_kafka, topic, 2, 20, base, 60_000)  # one record a minute for 20 minutes, per partition
+    client = stack.client
+    tenant = make_tenant(client)
+    conn = client.post("/connections", headers=tenant.editor, json={
+        "name": "secured", "bootstrap_servers": real_kafka.bootstrap("SASL_SSL"), "security_protocol": "SASL_SSL",
+        "sasl_mechanism": "SCRAM-SHA-512", "credentials": {"username": USER, "password": PASSWORD},
+        "ssl": {"ca_pem": real_kafka.ca.pem}})
+    assert conn.status_code == 201, conn.text
+    pipeline = create_pipeline(client, tenant, conn.json()["id"], schedule=None, state="paused",
+                               source={"connection_id": conn.json()["id"], "topics": [topic], "value_format": "string"},
+                               target={"type": "delta", "path": "bronze/real-sasl-ssl"})
+    stack.start_worker()
+
+    first = _run(stack, tenant, pipeline)
+    uri = pipeline["status"]["target_uri"]
+    once = sorted((topic, p, o) for p in range(2) for o in range(20))
+    assert (first["records_read"], delta_coordinates(uri)) == (40, once)
+
+    # Replay from minute 15: the broker resolves the time to offset 15 of each partition.
+    offsets = f"/pipelines/{pipeline['id']}/offsets"
+    since = datetime.fromtimestamp((base + 15 * 60_000) / 1000, UTC).isoformat()
+    dry = client.patch(offsets, headers=tenant.editor, json={"to_timestamp": since, "replay_mode": "replace", "dry_run": True})
+    assert dry.status_code == 200, dry.text
+    assert [(r["partition"], r["before"], r["after"]) for r in dry.json()["rows"]] == [(0, 20, 15), (1, 20, 15)]
+    assert committed_offsets(stack.settings.resolved_database_url, pipeline["id"]) == {(topic, 0): 20, (topic, 1): 20}
+    replay = client.patch(offsets, headers=tenant.editor, json={"to_timestamp": since, "replay_mode": "replace"})
+    assert replay.status_code == 200, replay.text
+
+    second = _run(stack, tenant, pipeline)
+    assert second["records_read"] == 10 and second["replace_ranges"] == {topic: {"0": [15, 20], "1": [15, 20]}}
+    assert delta_coordinates(uri) == once
+    log = client.get(f"/runs/{second['id']}/log", headers=tenant.viewer).text
+    assert PASSWORD not in log + str(second)
+
+
+def test_a_broker_restart_mid_run_loses_and_duplicates_nothing(stack, real_kafka, real_topic) -> None:
+    topic = real_topic(partitions=3)
+    _produce(real_kafka, topic, 3, 200, int(time.time() * 1000), 1)
+    client = stack.client
+    tenant = make_tenant(client)
+    conn = client.post("/connections", json=plaintext_connection_body(real_kafka.bootstrap_servers), headers=tenant.editor)
+    pipeline = create_pipeline(client, tenant, conn.json()["id"], schedule=None, state="paused",
+                               source={"connection_id": conn.json()["id"], "topics": [topic], "value_format": "string"},
+                               target={"type": "delta", "path": "bronze/real-restart"})
+    stack.start_worker()
+    run_id = client.post(f"/pipelines/{pipeline['id']}/runs", headers=tenant.editor).json()["id"]
+
+    def planned_and_running() -> bool:
+        run = client.get(f"/runs/{run_id}", headers=tenant.viewer).json()
+        return run["state"] == "running" and run["partitions"] is not None
+
+    stack.wait_for(planned_and_running, timeout_s=60, every_s=0.1, what="the run to be planned and launched")
+    real_kafka.stop()
+    time.sleep(35)  # longer than the job waits for a broker (30 s): this attempt fails
+    real_kafka.start()
+
+    run = wait_for_run(stack, run_id, tenant.viewer)
+    assert run["state"] == "succeeded", (run, stack.log_text())
+    assert run["attempt"] >= 2, run  # retried after the broker came back
+    assert delta_coordinates(pipeline["status"]["target_uri"]) == sorted((topic, p, o) for p in range(3) for o in range(200))
+    assert committed_offsets(stack.settings.resolved_database_url, pipeline["id"]) == {(topic, p): 200 for p in range(3)}
