@@ -49,7 +49,7 @@ from api.offsets.schemas import (
 from api.pipelines.models import Pipeline
 from api.pipelines.service import get_pipeline
 from api.runs.models import ACTIVE_STATES, Run
-from api.runs.planning import starting_offset
+from api.runs.planning import starting_positions
 from api.secrets.store import SecretStore
 
 RESOURCE_TYPE = "offsets"
@@ -157,11 +157,16 @@ def read_offsets(
     windows = _windows(session, pipeline)
     source = pipeline.source
     watermarks: dict[Partition, tuple[int, int]] | None = None
+    starts: dict[Partition, int] = {}
     cluster = ClusterStatus(status="ok")
     try:
         client = _open(session, pipeline, client_factory)
         partitions, missing = _source_partitions(client, source)
         watermarks = client.watermarks(partitions)
+        try:
+            starts = starting_positions(client, source, [tp for tp in partitions if tp not in stored], watermarks)
+        except TimestampNotResolvable:
+            starts = {}  # no record yet at or after starting_timestamp: the lag of those is unknown
         if missing:
             cluster = ClusterStatus(status="error", kind="not_found",
                                     detail=f"topics not found or not visible: {', '.join(missing)}")
@@ -177,9 +182,8 @@ def read_offsets(
         row = stored.get(tp)
         earliest, latest = (watermarks or {}).get(tp, (None, None))
         lag = None
-        if earliest is not None and latest is not None:
-            position = row.committed if row else starting_offset(source.get("starting_offsets", "earliest"), tp,
-                                                                 earliest, latest)
+        position = row.committed if row else starts.get(tp)
+        if latest is not None and position is not None:
             lag = max(latest - position, 0)
         window = windows.get(tp)
         rows.append(PartitionOffsetRead(
@@ -246,10 +250,16 @@ def resolve_targets(
     """Where each partition in scope should go, before any range check. ``body`` None: back to the
     pipeline's starting offsets. Timestamps are resolved by the broker, never guessed."""
     scope = _scope(body, watermarks)
-    starting = source.get("starting_offsets", "earliest")
+    positions: dict[Partition, int] = {}
 
     def start_of(tp: Partition) -> int:
-        return starting_offset(starting, tp, *watermarks[tp])
+        if not positions:  # asked once, and only by the modes that need it (a timestamp is a lookup)
+            try:
+                positions.update(starting_positions(client, source, scope, watermarks))
+            except TimestampNotResolvable as exc:
+                moment = datetime.fromisoformat(source["starting_timestamp"])
+                raise _timestamp_unresolved(exc, moment, "starting_timestamp") from None
+        return positions[tp]
 
     wanted: dict[Partition, int]
     if body is None:
@@ -267,18 +277,22 @@ def resolve_targets(
         try:
             wanted = dict(client.offsets_for_timestamp(scope, timestamp_ms))
         except TimestampNotResolvable as exc:
-            names = [f"{t}[{p}]" for t, p in exc.partitions]
-            raise TimestampUnresolved(
-                f"The cluster gave no offset for {moment.isoformat()} on {', '.join(names[:20])}: nothing was "
-                "changed. A time after a partition's last record has no offset, and some clusters cannot look "
-                "timestamps up at all; choose explicit offsets or a reset instead",
-                errors=[{"field": "to_timestamp" if body.to_timestamp is not None else "by_duration",
-                         "message": f"{n}: no offset at or after {moment.isoformat()}", "type": "timestamp_unresolvable"}
-                        for n in names[:100]],
-                partitions=[{"topic": t, "partition": p} for t, p in exc.partitions], timestamp_ms=timestamp_ms,
-            ) from None
+            field = "to_timestamp" if body.to_timestamp is not None else "by_duration"
+            raise _timestamp_unresolved(exc, moment, field) from None
     return [Target(topic=tp[0], partition=tp[1], before=committed.get(tp), wanted=wanted[tp],
                    earliest=watermarks[tp][0], latest=watermarks[tp][1]) for tp in scope]
+
+
+def _timestamp_unresolved(exc: TimestampNotResolvable, moment: datetime, field: str) -> TimestampUnresolved:
+    names = [f"{t}[{p}]" for t, p in exc.partitions]
+    return TimestampUnresolved(
+        f"The cluster gave no offset for {moment.isoformat()} on {', '.join(names[:20])}: nothing was "
+        "changed. A time after a partition's last record has no offset, and some clusters cannot look "
+        "timestamps up at all; choose explicit offsets or a reset instead",
+        errors=[{"field": field, "message": f"{n}: no offset at or after {moment.isoformat()}",
+                 "type": "timestamp_unresolvable"} for n in names[:100]],
+        partitions=[{"topic": t, "partition": p} for t, p in exc.partitions], timestamp_ms=exc.timestamp_ms,
+    )
 
 
 def check_ranges(targets: list[Target], *, clamp: bool) -> list[OffsetChange]:

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadDateError, croniter
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from api.pipelines.ddl import ddl_field_names
 
@@ -39,6 +39,15 @@ class KafkaSource(BaseModel):
         default="earliest",
         description="Where partitions never read before start: earliest, latest, or per-partition offsets "
                     "as Spark's startingOffsets JSON (-2 earliest, -1 latest)",
+    )
+    starting_timestamp: AwareDatetime | None = Field(
+        default=None,
+        description="Where partitions never read before start instead: the first record at or after this time "
+                    "(Spark's startingOffsetsByTimestamp), resolved by the broker on the first plan",
+    )
+    starting_timestamp_strategy: Literal["error", "latest"] = Field(
+        default="error",
+        description="A partition with no record at or after starting_timestamp: fail the plan, or start at latest",
     )
     max_offsets_per_run: int | None = Field(default=None, ge=1, le=10**12,
                                             description="Cap of records per run, split over partitions by backlog")
@@ -96,6 +105,8 @@ class KafkaSource(BaseModel):
                 raise ValueError(f"schema: {exc}") from None
         elif self.schema_ is not None:
             raise ValueError("schema is only used with value_format json")
+        if self.starting_timestamp is not None and self.starting_offsets != "earliest":
+            raise ValueError("give starting_offsets or starting_timestamp, not both")
         if isinstance(self.starting_offsets, dict) and self.topics is not None:
             unknown = sorted(set(self.starting_offsets) - set(self.topics))
             if unknown:

@@ -2,18 +2,23 @@
 broker's watermarks, capped like Spark's ``maxOffsetsPerTrigger``.
 
 ``compute_plan`` is pure (all inputs given) so that its rules are tested without a broker;
-``plan_pipeline`` gathers the inputs from Kafka and the database.
+``plan_pipeline`` gathers the inputs from Kafka and the database. A partition never read before
+starts where the source says: ``starting_offsets`` (earliest, latest, or per partition), or
+``starting_timestamp``, which only the broker can turn into offsets (``starting_positions``). Either
+way the position found on the first plan is kept (``lifecycle.initialize_positions``).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
+from datetime import datetime
+from typing import Any, Protocol
 
 from sqlmodel import Session, select
 
 from api.kafka.client import KafkaClient, Partition
+from api.kafka.errors import TimestampNotResolvable
 from api.offsets.models import PartitionOffset
 from api.pipelines.models import Pipeline
 
@@ -78,18 +83,50 @@ def starting_offset(starting: Any, tp: Partition, earliest: int, latest: int) ->
     return wanted
 
 
+class TimestampLookup(Protocol):
+    def offsets_for_timestamp(self, partitions: list[Partition], timestamp_ms: int) -> dict[Partition, int]: ...
+
+
+def starting_positions(
+    client: TimestampLookup, source: dict[str, Any], partitions: list[Partition],
+    watermarks: dict[Partition, tuple[int, int]],
+) -> dict[Partition, int]:
+    """Where each of ``partitions`` starts if never read. With ``starting_timestamp`` the broker says
+    (one lookup); a partition with no record at or after it raises ``TimestampNotResolvable``, or
+    with ``starting_timestamp_strategy: latest`` starts at its latest offset."""
+    if not source.get("starting_timestamp") or not partitions:
+        starting = source.get("starting_offsets", "earliest")
+        return {tp: starting_offset(starting, tp, *watermarks[tp]) for tp in partitions}
+    timestamp_ms = int(datetime.fromisoformat(source["starting_timestamp"]).timestamp() * 1000)
+    try:
+        return dict(client.offsets_for_timestamp(partitions, timestamp_ms))
+    except TimestampNotResolvable as exc:
+        if source.get("starting_timestamp_strategy", "error") != "latest":
+            raise
+        unresolved = set(exc.partitions)
+    resolvable = [tp for tp in partitions if tp not in unresolved]
+    found = dict(client.offsets_for_timestamp(resolvable, timestamp_ms)) if resolvable else {}
+    return found | {tp: watermarks[tp][1] for tp in unresolved}
+
+
 def compute_plan(
     *,
     source: dict[str, Any],
     committed: dict[Partition, int],
     watermarks: dict[Partition, tuple[int, int]],
     max_offsets: int | None,
+    positions: dict[Partition, int] | None = None,
 ) -> Plan:
+    """``positions``: where never-read partitions start (``starting_positions``); by default the
+    source's ``starting_offsets``."""
     starts: dict[Partition, int] = {}
     for tp, (earliest, latest) in watermarks.items():
-        starts[tp] = committed[tp] if tp in committed else starting_offset(
-            source.get("starting_offsets", "earliest"), tp, earliest, latest
-        )
+        if tp in committed:
+            starts[tp] = committed[tp]
+        elif positions is not None and tp in positions:
+            starts[tp] = positions[tp]
+        else:
+            starts[tp] = starting_offset(source.get("starting_offsets", "earliest"), tp, earliest, latest)
     # A start past the latest offset (a recreated topic) reads nothing rather than guessing.
     ends = {tp: max(starts[tp], latest) for tp, (_, latest) in watermarks.items()}
     backlog = sum(ends[tp] - starts[tp] for tp in watermarks)
@@ -120,9 +157,13 @@ def source_partitions(client: KafkaClient, source: dict[str, Any]) -> list[Parti
 
 def plan_pipeline(session: Session, pipeline: Pipeline, client: KafkaClient) -> Plan:
     partitions = source_partitions(client, pipeline.source)
+    committed = committed_offsets(session, pipeline.id)
+    watermarks = client.watermarks(partitions)
+    never_read = [tp for tp in partitions if tp not in committed]
     return compute_plan(
         source=pipeline.source,
-        committed=committed_offsets(session, pipeline.id),
-        watermarks=client.watermarks(partitions),
+        committed=committed,
+        watermarks=watermarks,
         max_offsets=pipeline.source.get("max_offsets_per_run"),
+        positions=starting_positions(client, pipeline.source, never_read, watermarks),
     )

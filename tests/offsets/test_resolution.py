@@ -24,6 +24,7 @@ from api.offsets.service import (
     check_ranges,
     resolve_targets,
 )
+from api.runs.planning import compute_plan, starting_positions
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 T0 = int((NOW - timedelta(hours=3)).timestamp() * 1000)
@@ -105,3 +106,42 @@ def test_scope_names_unknown_partitions() -> None:
     with pytest.raises(UnknownPartitions) as caught:
         _resolve({"reset": "earliest", "partitions": [0, 2, 3]})
     assert caught.value.extra["unknown"] == ["orders[2]", "orders[3]"]
+
+
+# starting_timestamp: where never-read partitions start, resolved by the broker (api.runs.planning).
+
+def _timestamp_source(minutes: int, strategy: str = "error") -> dict:
+    moment = NOW - timedelta(hours=3) + timedelta(minutes=minutes)
+    return {"topics": ["orders"], "starting_offsets": "earliest", "starting_timestamp": moment.isoformat(),
+            "starting_timestamp_strategy": strategy}
+
+
+def test_a_starting_timestamp_is_one_lookup_for_the_never_read_partitions() -> None:
+    broker = TimestampBroker()
+    positions = starting_positions(broker, _timestamp_source(5), [("orders", 0), ("orders", 1)], WATERMARKS)
+    assert positions == {("orders", 0): 5, ("orders", 1): 15}
+    assert broker.asked == [([("orders", 0), ("orders", 1)], T0 + 5 * 60_000)]
+    plan = compute_plan(source=_timestamp_source(5), committed={("orders", 0): 20}, watermarks=WATERMARKS,
+                        max_offsets=None, positions={("orders", 1): 15})
+    assert [(p.partition, p.start, p.end, p.committed) for p in plan.partitions] == [(0, 20, 30, 20), (1, 15, 30, None)]
+
+
+def test_a_starting_timestamp_past_the_last_record_fails_or_starts_at_latest() -> None:
+    partitions = [("orders", 0), ("orders", 1)]
+    with pytest.raises(TimestampNotResolvable) as caught:  # index 25: past partition 1's 20 records
+        starting_positions(TimestampBroker(), _timestamp_source(25), partitions, WATERMARKS)
+    assert caught.value.partitions == [("orders", 1)]
+    assert starting_positions(TimestampBroker(), _timestamp_source(25, "latest"), partitions, WATERMARKS) == {
+        ("orders", 0): 25, ("orders", 1): 30}
+
+
+def test_a_reset_to_the_starting_position_resolves_the_timestamp_or_says_why_not() -> None:
+    def reset(source: dict) -> list[Target]:
+        return resolve_targets(None, source=source, watermarks=WATERMARKS, committed={("orders", 0): 29},
+                               client=TimestampBroker(), now=NOW)
+
+    assert [(t.partition, t.wanted) for t in reset(_timestamp_source(5))] == [(0, 5), (1, 15)]
+    with pytest.raises(TimestampUnresolved) as caught:
+        reset(_timestamp_source(25))
+    assert caught.value.errors[0]["field"] == "starting_timestamp"
+    assert caught.value.extra["partitions"] == [{"topic": "orders", "partition": 1}]

@@ -31,6 +31,8 @@ ACCEPTED = [
     _src(topics=["a.b_c-1", "x" * 249]),
     _src(starting_offsets="latest"),
     _src(starting_offsets={"orders": {"0": 42, "1": -2, "2": -1}}),
+    _src(starting_timestamp="2026-11-01T00:00:00Z"),
+    _src(starting_timestamp="2026-11-01T09:30:00+01:00", starting_timestamp_strategy="latest"),
     _src(value_format="raw", schema=None),
     _src(value_format="string", schema=None, include_headers=True, on_data_loss="skip"),
     _src(schema="id BIGINT NOT NULL, `user id` STRING COMMENT 'who', tags ARRAY<STRING>, "
@@ -82,6 +84,11 @@ REFUSED = [
     (_src(starting_offsets={"orders": {"0": -3}}), "source.starting_offsets"),
     (_src(starting_offsets={"refunds": {"0": 1}}), "source"),
     (_src(starting_offsets={}), "source.starting_offsets"),
+    (_src(starting_timestamp="2026-11-01T00:00:00"), "source.starting_timestamp"),  # no zone: whose midnight?
+    (_src(starting_timestamp="yesterday"), "source.starting_timestamp"),
+    (_src(starting_timestamp="2026-11-01T00:00:00Z", starting_offsets="latest"), "source"),
+    (_src(starting_timestamp="2026-11-01T00:00:00Z", starting_timestamp_strategy="earliest"),
+     "source.starting_timestamp_strategy"),
     (_src(max_offsets_per_run=0), "source.max_offsets_per_run"),
     (_src(max_offsets_per_run=10**13), "source.max_offsets_per_run"),
     # formats and schemas

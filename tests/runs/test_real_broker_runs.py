@@ -3,7 +3,8 @@
 A SASL_SSL/SCRAM-SHA-512 connection carries the run (the executors authenticate exactly as the
 control plane's connection test does), then a ``to_timestamp`` replay in replace mode, which the
 sandbox cannot serve, leaves every record exactly once. Then the broker is stopped in the middle of
-a run and started again: the run is retried and the table still holds every record exactly once."""
+a run and started again: the run is retried and the table still holds every record exactly once.
+Last, pipelines that start from a point in time (``starting_timestamp``)."""
 
 from __future__ import annotations
 
@@ -103,3 +104,39 @@ def test_a_broker_restart_mid_run_loses_and_duplicates_nothing(stack, real_kafka
     assert run["attempt"] >= 2, run  # retried after the broker came back
     assert delta_coordinates(pipeline["status"]["target_uri"]) == sorted((topic, p, o) for p in range(3) for o in range(200))
     assert committed_offsets(stack.settings.resolved_database_url, pipeline["id"]) == {(topic, p): 200 for p in range(3)}
+
+
+def test_a_pipeline_starts_from_a_point_in_time(stack, real_kafka, real_topic) -> None:
+    topic = real_topic(partitions=2)
+    base = int(time.time() * 1000) - 3_600_000
+    _produce(real_kafka, topic, 2, 20, base, 60_000)
+    client = stack.client
+    tenant = make_tenant(client)
+    conn = client.post("/connections", json=plaintext_connection_body(real_kafka.bootstrap_servers), headers=tenant.editor)
+    at = lambda minute: datetime.fromtimestamp((base + minute * 60_000) / 1000, UTC).isoformat()  # noqa: E731
+
+    def pipeline(name: str, **source: Any) -> dict[str, Any]:
+        return create_pipeline(client, tenant, conn.json()["id"], name=name, schedule=None, state="paused",
+                               source={"connection_id": conn.json()["id"], "topics": [topic], "value_format": "string",
+                                       **source}, target={"type": "delta", "path": f"bronze/{name}"})
+
+    stack.start_worker()
+    since = pipeline("since-minute-15", starting_timestamp=at(15))
+    first = _run(stack, tenant, since)
+    assert {(p["partition"], p["start"], p["end"]) for p in first["partitions"]} == {(0, 15, 20), (1, 15, 20)}
+    assert delta_coordinates(since["status"]["target_uri"]) == sorted((topic, p, o) for p in range(2) for o in range(15, 20))
+
+    # After every record: an error naming the partitions, or (asked for) the latest offset, kept from then on.
+    strict = pipeline("strict", starting_timestamp=at(30))
+    failed = wait_for_run(stack, client.post(f"/pipelines/{strict['id']}/runs", headers=tenant.editor).json()["id"],
+                          tenant.viewer)
+    assert (failed["state"], failed["attempt"], failed["error"]["kind"]) == ("failed", 1, "kafka_unresolvable"), failed
+    assert f"{topic}[0], {topic}[1]" in failed["error"]["message"]
+    lenient = pipeline("lenient", starting_timestamp=at(30), starting_timestamp_strategy="latest")
+    skipped = wait_for_run(stack, client.post(f"/pipelines/{lenient['id']}/runs", headers=tenant.editor).json()["id"],
+                           tenant.viewer)
+    assert skipped["state"] == "skipped", skipped
+    assert committed_offsets(stack.settings.resolved_database_url, lenient["id"]) == {(topic, 0): 20, (topic, 1): 20}
+    _produce(real_kafka, topic, 2, 3, int(time.time() * 1000), 1)
+    later = _run(stack, tenant, lenient)
+    assert {(p["partition"], p["start"], p["end"]) for p in later["partitions"]} == {(0, 20, 23), (1, 20, 23)}
