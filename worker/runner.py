@@ -27,6 +27,7 @@ from api.core.config import Settings
 from api.core.db import unit_of_work
 from api.kafka.client import KafkaClient
 from api.kafka.errors import KafkaClientError, KafkaTimeout, KafkaUnavailable
+from api.offsets import group_mirror
 from api.pipelines.models import Pipeline
 from api.pipelines.service import target_uri
 from api.runs import lifecycle
@@ -49,6 +50,7 @@ class Outcome:
     state: str
     run_id: uuid.UUID | None = None
     retry_in_s: float | None = None
+    mirror_group_of: uuid.UUID | None = None  # a pipeline whose consumer group should get the new offsets
 
 
 def spark_settings(settings: Settings) -> SparkSubmitSettings:
@@ -135,6 +137,17 @@ class RunExecutor:
             run_id = run.id
         return self.execute(run_id)
 
+    def mirror_group(self, pipeline_id: uuid.UUID) -> str:
+        """Copy the committed offsets to the pipeline's consumer group: ``ok``, ``failed`` or ``off``."""
+        with unit_of_work(self.engine) as session:
+            return group_mirror.mirror_committed_offsets(session=session, secrets=self.secrets, pipeline_id=pipeline_id,
+                                                         timeout_s=self.settings.kafka_timeout_s)
+
+    def delete_group(self, connection_id: uuid.UUID, group: str) -> bool:
+        with unit_of_work(self.engine) as session:
+            return group_mirror.delete_mirrored_group(session=session, secrets=self.secrets, connection_id=connection_id,
+                                                      group=group, timeout_s=self.settings.kafka_timeout_s)
+
     # Steps.
 
     def _client(self, session: Session, pipeline: Pipeline) -> KafkaClient:
@@ -184,7 +197,7 @@ class RunExecutor:
             lifecycle.commit_succeeded(session, run, summary={"result": {"already_committed": True, "recovered": True}})
             log.info("run %s was already committed to Delta (version %s); offsets committed", run_id, version)
         self._remove_workdir(run_id)  # a killed worker's attempt left its spec (with secrets) behind
-        return Outcome(run.state, run_id)
+        return Outcome(run.state, run_id, mirror_group_of=_mirrored(pipeline))
 
     def _workdir(self, run_id: uuid.UUID) -> Path:
         return self.settings.resolved_work_dir / str(run_id)
@@ -242,7 +255,7 @@ class RunExecutor:
                 return Outcome("lost-lease", run_id)
             if result.status == "succeeded":
                 lifecycle.commit_succeeded(session, run, summary=_summary(result))
-                return Outcome(run.state, run_id)
+                return Outcome(run.state, run_id, mirror_group_of=_mirrored(session.get(Pipeline, run.pipeline_id)))
             error = result.error.model_dump() if result.error else {"kind": "internal", "message": "no error given"}
             if error["kind"] == "cancelled":
                 lifecycle.finish(session, run, "cancelled", error=error, result=result.model_dump(mode="json"))
@@ -264,6 +277,10 @@ def _load(session: Session, run_id: uuid.UUID) -> tuple[Run, Pipeline]:
     pipeline = session.get(Pipeline, run.pipeline_id)
     assert pipeline is not None
     return run, pipeline
+
+
+def _mirrored(pipeline: Pipeline | None) -> uuid.UUID | None:
+    return pipeline.id if pipeline is not None and pipeline.source.get("commit_to_group") else None
 
 
 def _summary(result: RunResult) -> dict[str, Any]:

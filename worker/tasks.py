@@ -4,22 +4,52 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Any
 
 from worker.celery_app import app
 from worker.context import executor
+from worker.runner import Outcome
+
+# A failed consumer-group copy is tried again after 1, 2, 4 … base periods, at most an hour apart:
+# with the default base of 10 s, 30 tries span about a day.
+GROUP_RETRIES = 30
+
+
+def _follow_up(outcome: Outcome) -> None:
+    if outcome.retry_in_s is not None and outcome.run_id is not None:
+        execute_run.apply_async((str(outcome.run_id),), countdown=outcome.retry_in_s)
+    if outcome.mirror_group_of is not None:
+        mirror_group_offsets.delay(str(outcome.mirror_group_of))
+
+
+def _backoff(retries: int) -> float:
+    return min(executor().settings.group_mirror_retry_s * 2 ** retries, 3600.0)
 
 
 @app.task(name="inlet.execute_run")
 def execute_run(run_id: str) -> str:
     outcome = executor().execute(uuid.UUID(run_id))
-    if outcome.retry_in_s is not None:
-        execute_run.apply_async((run_id,), countdown=outcome.retry_in_s)
+    _follow_up(outcome)
     return outcome.state
 
 
 @app.task(name="inlet.fire_schedule")
 def fire_schedule(pipeline_id: str, slot: str) -> str:
     outcome = executor().fire_schedule(uuid.UUID(pipeline_id), datetime.fromisoformat(slot))
-    if outcome.retry_in_s is not None and outcome.run_id is not None:
-        execute_run.apply_async((str(outcome.run_id),), countdown=outcome.retry_in_s)
+    _follow_up(outcome)
     return outcome.state
+
+
+@app.task(name="inlet.mirror_group_offsets", bind=True, max_retries=GROUP_RETRIES)
+def mirror_group_offsets(self: Any, pipeline_id: str) -> str:
+    state = executor().mirror_group(uuid.UUID(pipeline_id))
+    if state == "failed":
+        raise self.retry(countdown=_backoff(self.request.retries))
+    return state
+
+
+@app.task(name="inlet.delete_group", bind=True, max_retries=GROUP_RETRIES)
+def delete_group(self: Any, connection_id: str, group: str) -> bool:
+    if not executor().delete_group(uuid.UUID(connection_id), group):
+        raise self.retry(countdown=_backoff(self.request.retries))
+    return True

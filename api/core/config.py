@@ -55,6 +55,9 @@ class Settings(BaseSettings):
 
     # Kafka lookups done by the control plane (planning, offsets, connection test).
     kafka_timeout_s: float = 5.0
+    group_mirror_retry_s: float = Field(
+        default=10.0, gt=0, description="First wait before a failed consumer-group copy is retried (doubling)"
+    )
 
     # Runs: where job specs are written, and how runs are retried and leased.
     work_dir: Path | None = Field(default=None, description="Private folder for job specs; defaults to data_dir/work")

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from types import TracebackType
 
-from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata as _RawMetadata, OffsetSpec
 
 from api.kafka.config import KafkaClientConfig
@@ -197,6 +197,42 @@ class KafkaClient:
             topic_count=sum(1 for name, t in metadata.topics.items() if t.error is None and not _is_internal(name)),
             latency_ms=round(latency_ms, 2),
         )
+
+    def commit_group_offsets(self, group: str, offsets: dict[Partition, int]) -> None:
+        """Set ``group``'s committed offsets (the admin API's AlterConsumerGroupOffsets), as an
+        outsider: the broker refuses while the group has active members, and says why."""
+        if not offsets:
+            return
+        deadline = time.monotonic() + self.timeout_s
+        admin = self._handle()
+        self._reset_errors()
+        request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())])
+        try:
+            future = admin.alter_consumer_group_offsets([request], request_timeout=self._remaining(deadline))[group]
+            answer = future.result(timeout=self._remaining(deadline))
+        except KafkaException as exc:
+            raise self._map(exc.args[0], f"committing offsets of consumer group {group}") from None
+        except concurrent.futures.TimeoutError:
+            raise KafkaTimeout(f"committing offsets of consumer group {group}: no answer within {self.timeout_s:g}s") from None
+        refused = [tp for tp in answer.topic_partitions if tp.error is not None]
+        if refused:
+            raise self._map(refused[0].error, f"committing offsets of consumer group {group} on {refused[0].topic}[{refused[0].partition}]")
+
+    def delete_group(self, group: str) -> bool:
+        """Delete ``group`` (the admin API's DeleteGroups); False when it did not exist."""
+        deadline = time.monotonic() + self.timeout_s
+        admin = self._handle()
+        self._reset_errors()
+        try:
+            admin.delete_consumer_groups([group], request_timeout=self._remaining(deadline))[group].result(
+                timeout=self._remaining(deadline))
+        except KafkaException as exc:
+            if exc.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:
+                return False
+            raise self._map(exc.args[0], f"deleting consumer group {group}") from None
+        except concurrent.futures.TimeoutError:
+            raise KafkaTimeout(f"deleting consumer group {group}: no answer within {self.timeout_s:g}s") from None
+        return True
 
     # Internals.
 

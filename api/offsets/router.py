@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
 from api.audit.schemas import AuditEventRead
@@ -51,23 +51,23 @@ def get_offsets(pipeline_id: uuid.UUID, ctx: Viewer, session: SessionDep, kafka:
 
 @router.patch("", operation_id="patch_offsets", response_model=OffsetsChangeResult, responses=_CHANGE_RESPONSES)
 def patch_offsets(
-    pipeline_id: uuid.UUID, body: OffsetsPatch, ctx: Editor, session: SessionDep, kafka: KafkaDep,
+    pipeline_id: uuid.UUID, body: OffsetsPatch, request: Request, ctx: Editor, session: SessionDep, kafka: KafkaDep,
     if_match: IfMatch = None,
 ) -> JSONResponse:
     """Move offsets of a paused pipeline: explicit offsets, or earliest/latest/to_timestamp/by_duration/shift_by."""
     result = service.change_offsets(session=session, ctx=ctx, pipeline_id=pipeline_id, body=body, if_match=if_match,
-                                    client_factory=kafka)
+                                    client_factory=kafka, dispatcher=request.app.state.dispatcher)
     return resource_response(result, etag=result.etag)
 
 
 @router.delete("", operation_id="reset_offsets", response_model=OffsetsChangeResult, responses=_CHANGE_RESPONSES)
 def reset_offsets(
-    pipeline_id: uuid.UUID, ctx: Editor, session: SessionDep, kafka: KafkaDep, if_match: IfMatch = None,
-    dry_run: Annotated[bool, Query(description="Show the change; change nothing")] = False,
+    pipeline_id: uuid.UUID, request: Request, ctx: Editor, session: SessionDep, kafka: KafkaDep,
+    if_match: IfMatch = None, dry_run: Annotated[bool, Query(description="Show the change; change nothing")] = False,
 ) -> JSONResponse:
     """Reset every partition of a paused pipeline to its starting_offsets."""
     result = service.change_offsets(session=session, ctx=ctx, pipeline_id=pipeline_id, body=None, if_match=if_match,
-                                    client_factory=kafka, dry_run=dry_run)
+                                    client_factory=kafka, dispatcher=request.app.state.dispatcher, dry_run=dry_run)
     return resource_response(result, etag=result.etag)
 
 

@@ -22,7 +22,7 @@ from api.audit.models import AuditEvent
 from api.audit.service import list_events, record_by
 from api.connections.models import Connection
 from api.connections.service import client_config
-from api.core.db import utcnow
+from api.core.db import after_commit, utcnow
 from api.core.errors import Conflict, DomainError, ValidationFailed
 from api.core.etag import check_if_match, etag_for
 from api.core.pagination import PageParams
@@ -48,6 +48,7 @@ from api.offsets.schemas import (
 )
 from api.pipelines.models import Pipeline
 from api.pipelines.service import get_pipeline
+from api.runs.dispatch import Dispatcher
 from api.runs.models import ACTIVE_STATES, Run
 from api.runs.planning import starting_positions
 from api.secrets.store import SecretStore
@@ -367,11 +368,13 @@ def change_offsets(
     body: OffsetsPatch | None,
     if_match: str | None,
     client_factory: ClientFactory,
+    dispatcher: Dispatcher,
     dry_run: bool | None = None,
 ) -> OffsetsChangeResult:
     """Move offsets as ``body`` says (None: reset every partition to the starting offsets).
 
-    The same checks run for a dry run, so that its answer is the answer the real call would get."""
+    The same checks run for a dry run, so that its answer is the answer the real call would get.
+    After the commit, the pipeline's consumer group (if any) gets the new offsets."""
     pipeline = get_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id, lock=True)
     replay_mode = body.replay_mode if body else "append"
     dry = body.dry_run if body else bool(dry_run)
@@ -411,6 +414,8 @@ def change_offsets(
                   before={"offsets": _snapshot(changed, "before")},
                   after={"mode": mode, "replay_mode": replay_mode, "offsets": _snapshot(changed, "after"),
                          "clamped": [{"topic": r.topic, "partition": r.partition} for r in changed if r.clamped]})
+        if pipeline.source.get("commit_to_group"):
+            after_commit(session, lambda: dispatcher.send_group_mirror(pipeline.id))
     return OffsetsChangeResult(dry_run=dry, mode=mode, replay_mode=replay_mode, rows=rows,  # type: ignore[arg-type]
                                etag=offsets_etag(stored.values()))
 

@@ -39,6 +39,9 @@ class Pipeline(SQLModel, table=True):
     last_run_seq: int = Field(default=0, description="The sequence number of the newest run")
     observed_lag: int | None = Field(default=None, sa_column=Column(BigInteger))
     observed_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    group_mirror: dict[str, Any] | None = Field(
+        default=None, sa_column=Column(JSON), description="The last mirror of the offsets to source.commit_to_group"
+    )
     revision: int = 1
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
     updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)

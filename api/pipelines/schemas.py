@@ -51,6 +51,12 @@ class KafkaSource(BaseModel):
     )
     max_offsets_per_run: int | None = Field(default=None, ge=1, le=10**12,
                                             description="Cap of records per run, split over partitions by backlog")
+    commit_to_group: str | None = Field(
+        default=None, min_length=1, max_length=249, pattern=r"^[A-Za-z0-9._-]+$",
+        description="A Kafka consumer group to which Inlet copies the committed offsets after every change, so "
+                    "kafka-consumer-groups.sh, Burrow or kafka-ui show the pipeline's lag. Inlet never joins the "
+                    "group; its own offsets stay the source of truth",
+    )
     value_format: Literal["raw", "string", "json"] = "raw"
     schema_: str | None = Field(default=None, alias="schema", max_length=65_536,
                                 description="Spark DDL of the value, for value_format json")
@@ -183,11 +189,22 @@ class PipelineSpec(BaseModel):
     state: PipelineState = "active"
 
 
+class ConsumerGroupMirror(BaseModel):
+    group: str
+    state: Literal["ok", "failed"]
+    partitions: int = Field(description="Partitions whose offsets were copied")
+    error: str | None = Field(description="Why the last copy failed; it is retried with backoff")
+    attempts: int = Field(description="Copies tried since the last success")
+    at: datetime
+
+
 class PipelineStatus(BaseModel):
     """Values the server computes; never part of what a client writes."""
 
     next_run_at: datetime | None
     target_uri: str | None = Field(description="Where the Delta table lives (delta targets)")
+    consumer_group: ConsumerGroupMirror | None = Field(
+        default=None, description="The last copy of the committed offsets to source.commit_to_group")
 
 
 class PipelineRead(BaseModel):

@@ -10,7 +10,7 @@ from sqlmodel import Session, select
 
 from api.audit.service import record_by
 from api.connections.models import Connection
-from api.core.db import utcnow
+from api.core.db import after_commit, utcnow
 from api.core.errors import Conflict, ValidationFailed, validation_errors
 from api.core.etag import check_if_match, etag_for
 from api.core.merge_patch import merge_patch
@@ -22,6 +22,7 @@ from api.pipelines.scheduling import next_fire
 from api.pipelines.schemas import KafkaTarget, PipelineRead, PipelineSpec, PipelineStatus
 from api.pipelines.states import PIPELINE_STATES
 from api.pipelines.storage import resolve_delta_uri
+from api.runs.dispatch import Dispatcher
 from api.runs.models import ACTIVE_STATES, Run
 
 
@@ -47,8 +48,16 @@ def to_read(pipeline: Pipeline, storage_root: str) -> PipelineRead:
     return PipelineRead(
         id=pipeline.id, name=spec.name, source=spec.source, target=spec.target, schedule=spec.schedule,
         state=spec.state, created_at=pipeline.created_at, updated_at=pipeline.updated_at,
-        status=PipelineStatus(next_run_at=pipeline.next_run_at, target_uri=target_uri(pipeline, storage_root)),
+        status=PipelineStatus(next_run_at=pipeline.next_run_at, target_uri=target_uri(pipeline, storage_root),
+                              consumer_group=pipeline.group_mirror),
     )
+
+
+def record_group_mirror(session: Session, pipeline: Pipeline, outcome: dict[str, Any]) -> None:
+    """The last copy of the offsets to the pipeline's consumer group (status only: no new revision)."""
+    pipeline.group_mirror = outcome
+    session.add(pipeline)
+    session.flush()
 
 
 def _stored(spec: PipelineSpec) -> dict[str, Any]:
@@ -183,7 +192,9 @@ def set_state(
     return pipeline
 
 
-def delete_pipeline(*, session: Session, ctx: TenantContext, pipeline_id: uuid.UUID, if_match: str | None) -> None:
+def delete_pipeline(
+    *, session: Session, ctx: TenantContext, pipeline_id: uuid.UUID, if_match: str | None, dispatcher: Dispatcher
+) -> None:
     pipeline = get_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id, lock=True)
     check_if_match(if_match, etag(pipeline))
     active = session.exec(select(Run).where(Run.pipeline_id == pipeline.id, Run.state.in_(ACTIVE_STATES))).first()  # type: ignore[attr-defined]
@@ -191,6 +202,9 @@ def delete_pipeline(*, session: Session, ctx: TenantContext, pipeline_id: uuid.U
         raise Conflict(f"Pipeline {pipeline.id} has run {active.id} {active.state}; cancel it or let it finish first",
                        run_id=str(active.id))
     before = _audit_view(pipeline)
+    group, connection_id = pipeline.source.get("commit_to_group"), pipeline.connection_id
     session.delete(pipeline)
     session.flush()
     record_by(session, ctx, resource_type="pipeline", resource_id=pipeline_id, action="delete", before=before)
+    if group:
+        after_commit(session, lambda: dispatcher.send_group_delete(connection_id, group))

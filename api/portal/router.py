@@ -532,7 +532,7 @@ def replay(portal: PortalDep, form: Form, pipeline_id: str) -> Response:
                 raise ValidationFailed("The offsets change is not valid", errors=validation_errors(exc.errors())) from None
             result = offsets.change_offsets(session=session, ctx=portal.ctx, pipeline_id=_id(pipeline_id, "Pipeline"),
                                             body=patch, if_match=str(form.get("etag")) if apply else None,
-                                            client_factory=factory)
+                                            client_factory=factory, dispatcher=portal.request.app.state.dispatcher)
             target = f"/portal/pipelines/{pipeline_id}?notice=replayed"
     except (Unauthorized, Forbidden, NotFound):
         raise

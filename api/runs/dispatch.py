@@ -22,6 +22,8 @@ log = logging.getLogger(__name__)
 
 EXECUTE_RUN = "inlet.execute_run"
 FIRE_SCHEDULE = "inlet.fire_schedule"
+MIRROR_GROUP = "inlet.mirror_group_offsets"
+DELETE_GROUP = "inlet.delete_group"
 QUEUE = "inlet"
 
 
@@ -31,6 +33,10 @@ class Dispatcher(Protocol):
     def send_run(self, run_id: uuid.UUID) -> bool | None: ...
 
     def send_schedule(self, pipeline_id: uuid.UUID, slot: datetime) -> bool | None: ...
+
+    def send_group_mirror(self, pipeline_id: uuid.UUID) -> bool | None: ...
+
+    def send_group_delete(self, connection_id: uuid.UUID, group: str) -> bool | None: ...
 
 
 class CeleryDispatcher:
@@ -52,6 +58,12 @@ class CeleryDispatcher:
 
     def send_schedule(self, pipeline_id: uuid.UUID, slot: datetime) -> bool:
         return self._send(FIRE_SCHEDULE, [str(pipeline_id), slot.isoformat()])
+
+    def send_group_mirror(self, pipeline_id: uuid.UUID) -> bool:
+        return self._send(MIRROR_GROUP, [str(pipeline_id)])
+
+    def send_group_delete(self, connection_id: uuid.UUID, group: str) -> bool:
+        return self._send(DELETE_GROUP, [str(connection_id), group])
 
 
 def claim_due(session: Session, *, now: datetime, limit: int) -> list[tuple[uuid.UUID, datetime]]:

@@ -16,7 +16,7 @@ from tests.factories import (
     pipeline_body,
 )
 
-DEFAULTS = {"topic_pattern": None, "starting_timestamp": None, "starting_timestamp_strategy": "error"}
+DEFAULTS = {"topic_pattern": None, "starting_timestamp": None, "starting_timestamp_strategy": "error", "commit_to_group": None}
 
 
 def _as_written(body: dict) -> dict:
@@ -118,7 +118,7 @@ def test_put_is_a_full_idempotent_replace(client: TestClient, tenant) -> None:  
     body = first.json()
     assert {k: v for k, v in body.items() if k not in {"id", "status", "created_at", "updated_at"}} == {
         **new, "source": {**new["source"], "topics": None, "starting_offsets": "earliest", "starting_timestamp": None,
-                          "starting_timestamp_strategy": "error", "max_offsets_per_run": None,
+                          "starting_timestamp_strategy": "error", "commit_to_group": None, "max_offsets_per_run": None,
                           "value_format": "raw", "schema": None, "include_headers": False, "on_data_loss": "fail"}}
     assert first.headers["etag"] != original_etag
     second = client.put(f"/pipelines/{pipe['id']}", json=new, headers=tenant.editor)

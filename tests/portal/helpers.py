@@ -50,12 +50,20 @@ class RecordingDispatcher:
     def __init__(self) -> None:
         self.runs: list[uuid.UUID] = []
         self.schedules: list[tuple[uuid.UUID, datetime]] = []
+        self.group_mirrors: list[uuid.UUID] = []
+        self.group_deletes: list[tuple[uuid.UUID, str]] = []
 
     def send_run(self, run_id: uuid.UUID) -> None:
         self.runs.append(run_id)
 
     def send_schedule(self, pipeline_id: uuid.UUID, slot: datetime) -> None:
         self.schedules.append((pipeline_id, slot))
+
+    def send_group_mirror(self, pipeline_id: uuid.UUID) -> None:
+        self.group_mirrors.append(pipeline_id)
+
+    def send_group_delete(self, connection_id: uuid.UUID, group: str) -> None:
+        self.group_deletes.append((connection_id, group))
 
 
 def _free_port() -> int:
