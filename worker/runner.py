@@ -205,10 +205,28 @@ class RunExecutor:
     def _remove_workdir(self, run_id: uuid.UUID) -> None:
         shutil.rmtree(self._workdir(run_id), ignore_errors=True)
 
+    def _ensure_kafka_target(self, session: Session, pipeline: Pipeline) -> None:
+        """A Kafka target's topic exists before anything is read, or is created if the pipeline asks.
+
+        Only a definite answer stops the run here (the topic is missing, or creating it was refused):
+        a cluster that cannot be asked now fails the job the same way, with the job's own diagnosis."""
+        if pipeline.target["type"] != "kafka":
+            return
+        conn = session.get(Connection, pipeline.target_connection_id)
+        assert conn is not None
+        try:
+            with KafkaClient(client_config(conn, self.secrets), timeout_s=self.settings.kafka_timeout_s) as client:
+                client.ensure_topic(pipeline.target["topic"], pipeline.target.get("create_topic"))
+        except KafkaClientError as exc:
+            if exc.kind in ("target_missing", "target_refused"):
+                raise
+            log.info("target topic of pipeline %s not checked (%s); the job will say", pipeline.id, exc.kind)
+
     def _launch(self, run_id: uuid.UUID) -> Outcome:
         with unit_of_work(self.engine) as session:
             run, pipeline = _load(session, run_id)
             try:
+                self._ensure_kafka_target(session, pipeline)
                 spec = build_spec(session, run, pipeline, settings=self.settings, secrets=self.secrets)
             except Exception as exc:  # e.g. the secret backend is down: retried like any transient failure
                 return self._failed(session, run, _error_of(exc))

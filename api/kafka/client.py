@@ -17,9 +17,10 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, ClusterMetadata as _RawMetadata, OffsetSpec
+from confluent_kafka.admin import AdminClient, ClusterMetadata as _RawMetadata, NewTopic, OffsetSpec
 
 from api.kafka.config import KafkaClientConfig
 from api.kafka.errors import (
@@ -31,6 +32,8 @@ from api.kafka.errors import (
     TimestampNotResolvable,
     TopicNotFound,
 )
+
+log = logging.getLogger(__name__)
 
 Partition = tuple[str, int]
 
@@ -197,6 +200,34 @@ class KafkaClient:
             topic_count=sum(1 for name, t in metadata.topics.items() if t.error is None and not _is_internal(name)),
             latency_ms=round(latency_ms, 2),
         )
+
+    def ensure_topic(self, name: str, create: dict[str, Any] | None) -> bool:
+        """Whether ``name`` had to be created: a missing topic is created as ``create`` says
+        (``partitions``, ``replication_factor``, ``config``), or refused with kind ``target_missing``."""
+        deadline = time.monotonic() + self.timeout_s
+        topic = self._metadata(deadline).topics.get(name)
+        if topic is not None and topic.error is None:
+            return False
+        if create is None:
+            raise KafkaLookupError(
+                f"the target topic {name} does not exist on {self.config.bootstrap_servers}: create it, or let Inlet "
+                "create it with target.create_topic", kind="target_missing")
+        request = NewTopic(name, num_partitions=create["partitions"], replication_factor=create.get("replication_factor", -1),
+                           config=dict(create.get("config") or {}))
+        admin = self._handle()
+        self._reset_errors()
+        try:
+            admin.create_topics([request], request_timeout=self._remaining(deadline))[name].result(
+                timeout=self._remaining(deadline))
+        except KafkaException as exc:
+            if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                return False  # created meanwhile by someone else
+            raise KafkaClientError(self._scrub(f"creating the target topic {name}: {exc.args[0].str()}"),
+                                   kind="target_refused") from None
+        except concurrent.futures.TimeoutError:
+            raise KafkaTimeout(f"creating the target topic {name}: no answer within {self.timeout_s:g}s") from None
+        log.info("created the target topic %s (%d partitions)", name, create["partitions"])
+        return True
 
     def commit_group_offsets(self, group: str, offsets: dict[Partition, int]) -> None:
         """Set ``group``'s committed offsets (the admin API's AlterConsumerGroupOffsets), as an

@@ -128,12 +128,35 @@ class DeltaTarget(BaseModel):
     partition_by: list[ColumnName] = Field(default_factory=list, max_length=8)
 
 
+class TopicCreation(BaseModel):
+    """How Inlet creates a Kafka target's topic that does not exist (the admin API's CreateTopics)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    partitions: int = Field(ge=1, le=10_000)
+    replication_factor: int = Field(default=-1, ge=-1, le=32, description="-1: the broker's default.replication.factor")
+    config: dict[str, str] = Field(default_factory=dict, max_length=50, examples=[{"retention.ms": "604800000"}],
+                                   description="Topic configs, e.g. retention.ms or cleanup.policy")
+
+    @field_validator("config")
+    @classmethod
+    def _config(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, setting in value.items():
+            if not re.fullmatch(r"[a-z][a-z0-9.]{0,127}", name):
+                raise ValueError("config names are Kafka topic config names, like retention.ms")
+            if len(setting) > 1024:
+                raise ValueError(f"config {name}: at most 1024 characters")
+        return value
+
+
 class KafkaTarget(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     type: Literal["kafka"]
     connection_id: uuid.UUID
     topic: TopicName
+    create_topic: TopicCreation | None = Field(
+        default=None, description="Create the topic like this if it does not exist; without it a missing topic fails the run")
 
     @field_validator("topic")
     @classmethod

@@ -21,7 +21,8 @@ DEFAULTS = {"topic_pattern": None, "starting_timestamp": None, "starting_timesta
 
 def _as_written(body: dict) -> dict:
     """The pipeline body as it must read back: the user's fields unchanged (plus declared defaults)."""
-    return {**body, "source": {**DEFAULTS, **body["source"]}}
+    target = {"create_topic": None, **body["target"]} if body["target"]["type"] == "kafka" else body["target"]
+    return {**body, "source": {**DEFAULTS, **body["source"]}, "target": target}
 
 
 def _events(client: TestClient, tenant, resource_id: str) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]

@@ -44,6 +44,8 @@ ACCEPTED = [
     {"target": {"type": "delta", "path": "silver/orders_v2/year=2026", "partition_by": ["region", "day"]}},
     {"target": {"type": "delta", "path": "file://{root}/tenants/{tenant}/bronze/t"}},
     {"target": {"type": "kafka", "connection_id": "{conn}", "topic": "orders.copy"}},
+    {"target": {"type": "kafka", "connection_id": "{conn}", "topic": "orders.copy",
+                "create_topic": {"partitions": 6, "replication_factor": 3, "config": {"cleanup.policy": "compact"}}}},
     {"name": "a" * 100},
 ]
 
@@ -140,6 +142,10 @@ REFUSED = [
     ({"target": {"type": "iceberg", "path": "t"}}, "target"),
     ({"target": {"type": "kafka", "connection_id": "{conn}", "topic": "bad topic"}}, "target.kafka.topic"),
     ({"target": {"type": "kafka", "connection_id": "{conn}", "topic": "t", "path": "x"}}, "target.kafka.path"),
+    ({"target": {"type": "kafka", "connection_id": "{conn}", "topic": "t", "create_topic": {"partitions": 0}}},
+     "target.kafka.create_topic.partitions"),
+    ({"target": {"type": "kafka", "connection_id": "{conn}", "topic": "t",
+                 "create_topic": {"partitions": 1, "config": {"retention ms": "1"}}}}, "target.kafka.create_topic.config"),
     # the pipeline itself
     ({"name": ""}, "name"),
     ({"name": "a" * 101}, "name"),

@@ -4,18 +4,23 @@ A SASL_SSL/SCRAM-SHA-512 connection carries the run (the executors authenticate 
 control plane's connection test does), then a ``to_timestamp`` replay in replace mode, which the
 sandbox cannot serve, leaves every record exactly once. Then the broker is stopped in the middle of
 a run and started again: the run is retried and the table still holds every record exactly once.
-Last, pipelines that start from a point in time (``starting_timestamp``)."""
+Last, pipelines that start from a point in time (``starting_timestamp``), and a Kafka target whose
+topic is missing: a clear failure, or created as the pipeline asks."""
 
 from __future__ import annotations
 
 import time
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from confluent_kafka import Producer
 
+from api.kafka.client import KafkaClient
+from api.kafka.config import KafkaClientConfig
 from tests.factories import create_pipeline, make_tenant, plaintext_connection_body
+from tests.fixtures.kafka import produce_keyed
 from tests.fixtures.kafka_broker import PASSWORD, USER
 from tests.runs.helpers import committed_offsets, delta_coordinates, wait_for_run
 
@@ -140,3 +145,40 @@ def test_a_pipeline_starts_from_a_point_in_time(stack, real_kafka, real_topic) -
     _produce(real_kafka, topic, 2, 3, int(time.time() * 1000), 1)
     later = _run(stack, tenant, lenient)
     assert {(p["partition"], p["start"], p["end"]) for p in later["partitions"]} == {(0, 20, 23), (1, 20, 23)}
+
+
+def test_a_kafka_target_topic_is_created_only_when_the_pipeline_asks(stack, real_kafka, real_topic) -> None:
+    source_topic = real_topic(partitions=2)
+    produce_keyed(real_kafka.bootstrap_servers, source_topic, 40)
+    client = stack.client
+    tenant = make_tenant(client)
+    conn = client.post("/connections", json=plaintext_connection_body(real_kafka.bootstrap_servers), headers=tenant.editor)
+    missing, wanted = (f"copy-{uuid.uuid4().hex[:8]}" for _ in range(2))
+
+    def forward(name: str, **target: Any) -> dict[str, Any]:
+        return create_pipeline(client, tenant, conn.json()["id"], name=name, schedule=None, state="paused",
+                               source={"connection_id": conn.json()["id"], "topics": [source_topic], "value_format": "raw"},
+                               target={"type": "kafka", "connection_id": conn.json()["id"], **target})
+
+    stack.start_worker()
+    strict = forward("strict", topic=missing)
+    failed = wait_for_run(stack, client.post(f"/pipelines/{strict['id']}/runs", headers=tenant.editor).json()["id"],
+                          tenant.viewer)
+    assert (failed["state"], failed["attempt"]) == ("failed", 1), failed
+    assert failed["error"]["kind"] == "kafka_target_missing"
+    assert failed["error"]["message"] == (
+        f"the target topic {missing} does not exist on {real_kafka.bootstrap_servers}: create it, or let Inlet "
+        "create it with target.create_topic")
+
+    creating = forward("creating", topic=wanted, create_topic={"partitions": 2, "config": {"retention.ms": "3600000"}})
+    try:
+        done = _run(stack, tenant, creating)
+        assert done["records_read"] == 40
+        with KafkaClient(KafkaClientConfig(real_kafka.bootstrap_servers), timeout_s=10) as kafka:
+            assert kafka.partitions_for([wanted]) == [(wanted, 0), (wanted, 1)]
+            assert sum(high - low for low, high in kafka.watermarks([(wanted, 0), (wanted, 1)]).values()) == 40
+        configs = real_kafka.tool("kafka-configs.sh", "--describe", "--entity-type", "topics", "--entity-name", wanted)
+        assert "retention.ms=3600000" in configs
+        assert missing not in real_kafka.tool("kafka-topics.sh", "--list").split()
+    finally:
+        real_kafka.delete_topic(wanted)
