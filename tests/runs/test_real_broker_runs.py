@@ -5,7 +5,7 @@ control plane's connection test does), then a ``to_timestamp`` replay in replace
 sandbox cannot serve, leaves every record exactly once. Then the broker is stopped in the middle of
 a run and started again: the run is retried and the table still holds every record exactly once.
 Last, pipelines that start from a point in time (``starting_timestamp``), and a Kafka target whose
-topic is missing: a clear failure, or created as the pipeline asks."""
+topic is missing: a clear failure, or created as the pipeline asks; and refused credentials."""
 
 from __future__ import annotations
 
@@ -182,3 +182,24 @@ def test_a_kafka_target_topic_is_created_only_when_the_pipeline_asks(stack, real
         assert missing not in real_kafka.tool("kafka-topics.sh", "--list").split()
     finally:
         real_kafka.delete_topic(wanted)
+
+
+def test_refused_credentials_fail_a_run_at_once_and_quietly(stack, real_kafka, real_topic) -> None:
+    topic = real_topic(partitions=1)
+    wrong = "not-" + PASSWORD
+    client = stack.client
+    tenant = make_tenant(client)
+    conn = client.post("/connections", headers=tenant.editor, json={
+        "name": "refused", "bootstrap_servers": real_kafka.bootstrap("SASL_SSL"), "security_protocol": "SASL_SSL",
+        "sasl_mechanism": "SCRAM-SHA-256", "credentials": {"username": USER, "password": wrong},
+        "ssl": {"ca_pem": real_kafka.ca.pem}})
+    pipeline = create_pipeline(client, tenant, conn.json()["id"], schedule=None, state="paused",
+                               source={"connection_id": conn.json()["id"], "topics": [topic], "value_format": "raw"},
+                               target={"type": "delta", "path": "bronze/refused"})
+    stack.start_worker()
+    run = wait_for_run(stack, client.post(f"/pipelines/{pipeline['id']}/runs", headers=tenant.editor).json()["id"],
+                       tenant.viewer)
+    assert (run["state"], run["attempt"], run["error"]["kind"]) == ("failed", 1, "kafka_auth"), run  # not retried
+    assert "SCRAM-SHA-256" in run["error"]["message"]
+    log = client.get(f"/runs/{run['id']}/log", headers=tenant.viewer).text
+    assert wrong not in str(run) + log + stack.log_text()
