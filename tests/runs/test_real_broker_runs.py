@@ -37,6 +37,12 @@ def _produce(real_kafka, topic: str, partitions: int, per_partition: int, base_m
     assert producer.flush(30) == 0
 
 
+def _sasl_ssl(real_kafka, mechanism: str, password: str) -> dict[str, Any]:
+    return {"name": "secured", "bootstrap_servers": real_kafka.bootstrap("SASL_SSL"), "security_protocol": "SASL_SSL",
+            "sasl_mechanism": mechanism, "credentials": {"username": USER, "password": password},
+            "ssl": {"ca_pem": real_kafka.ca.pem}}
+
+
 def _run(stack, tenant, pipeline: dict[str, Any]) -> dict[str, Any]:
     triggered = stack.client.post(f"/pipelines/{pipeline['id']}/runs", headers=tenant.editor)
     assert triggered.status_code == 202, triggered.text
@@ -51,10 +57,7 @@ def test_a_sasl_ssl_run_then_a_timestamp_replay_keep_every_record_once(stack, re
     _produce(real_kafka, topic, 2, 20, base, 60_000)  # one record a minute for 20 minutes, per partition
     client = stack.client
     tenant = make_tenant(client)
-    conn = client.post("/connections", headers=tenant.editor, json={
-        "name": "secured", "bootstrap_servers": real_kafka.bootstrap("SASL_SSL"), "security_protocol": "SASL_SSL",
-        "sasl_mechanism": "SCRAM-SHA-512", "credentials": {"username": USER, "password": PASSWORD},
-        "ssl": {"ca_pem": real_kafka.ca.pem}})
+    conn = client.post("/connections", headers=tenant.editor, json=_sasl_ssl(real_kafka, "SCRAM-SHA-512", PASSWORD))
     assert conn.status_code == 201, conn.text
     pipeline = create_pipeline(client, tenant, conn.json()["id"], schedule=None, state="paused",
                                source={"connection_id": conn.json()["id"], "topics": [topic], "value_format": "string"},
@@ -189,10 +192,7 @@ def test_refused_credentials_fail_a_run_at_once_and_quietly(stack, real_kafka, r
     wrong = "not-" + PASSWORD
     client = stack.client
     tenant = make_tenant(client)
-    conn = client.post("/connections", headers=tenant.editor, json={
-        "name": "refused", "bootstrap_servers": real_kafka.bootstrap("SASL_SSL"), "security_protocol": "SASL_SSL",
-        "sasl_mechanism": "SCRAM-SHA-256", "credentials": {"username": USER, "password": wrong},
-        "ssl": {"ca_pem": real_kafka.ca.pem}})
+    conn = client.post("/connections", headers=tenant.editor, json=_sasl_ssl(real_kafka, "SCRAM-SHA-256", wrong))
     pipeline = create_pipeline(client, tenant, conn.json()["id"], schedule=None, state="paused",
                                source={"connection_id": conn.json()["id"], "topics": [topic], "value_format": "raw"},
                                target={"type": "delta", "path": "bronze/refused"})
