@@ -8,6 +8,8 @@ and every ``secret_sweep_interval_s``, and ``inlet secrets sweep`` runs it on de
 
 A secret is an orphan when no connection row names its path. A create in flight has written its
 secret but not yet committed its row, so a secret changed within ``grace_s`` is never destroyed.
+A secret under a tenant this database does not know is left alone: it may belong to another Inlet
+deployment sharing the mount and prefix, or the scheduler may be pointed at the wrong database.
 Every destroy is logged by path (paths hold ids, never secret values).
 """
 
@@ -22,6 +24,7 @@ from sqlmodel import Session, col, select
 from api.connections.models import Connection
 from api.core.db import utcnow
 from api.secrets.store import CONNECTIONS_ROOT, SecretStore
+from api.tenancy.models import Tenant
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +34,7 @@ class SweepReport:
     checked: int = 0
     destroyed: list[str] = field(default_factory=list)
     too_young: list[str] = field(default_factory=list)  # orphans for now, left to the next sweep
+    foreign: list[str] = field(default_factory=list)  # under a tenant this database does not know
 
 
 def sweep_orphaned_secrets(*, session: Session, secrets: SecretStore, grace_s: float, dry_run: bool = False) -> SweepReport:
@@ -39,10 +43,14 @@ def sweep_orphaned_secrets(*, session: Session, secrets: SecretStore, grace_s: f
     stored = secrets.list_paths(CONNECTIONS_ROOT)
     # Read after the listing: a row committed in between is seen, so its secret is kept.
     referenced = set(session.exec(select(Connection.secret_path).where(col(Connection.secret_path).is_not(None))).all())
+    tenants = {str(t) for t in session.exec(select(Tenant.id)).all()}
     cutoff = utcnow() - timedelta(seconds=grace_s)
     for path in stored:
         report.checked += 1
         if path in referenced:
+            continue
+        if path.split("/")[1] not in tenants:
+            report.foreign.append(path)
             continue
         described = secrets.describe(path)
         if described is None:
@@ -56,4 +64,7 @@ def sweep_orphaned_secrets(*, session: Session, secrets: SecretStore, grace_s: f
         secrets.destroy(path)
         report.destroyed.append(path)
         log.warning("orphaned secret at %s destroyed: no connection refers to it", path)
+    if report.foreign:
+        log.warning("secret sweep left %d secret(s) alone under tenants this database does not know, e.g. %s",
+                    len(report.foreign), report.foreign[0])
     return report

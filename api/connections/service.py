@@ -281,9 +281,12 @@ def replace_connection(
         payload = _known_shape(conn)
     _check_secret_complete(spec, payload, lost=lost)
     _apply_public(conn, spec, payload)
-    if current is not None and (payload != current or lost):
+    rewritten = current is not None and (payload != current or bool(lost))
+    if rewritten:
         _store_secret(session, secrets, conn, payload, new=False)
-    if _audit_view(conn) != before:
+    # A rewritten secret is a change even where the view is the same (Vault restarted empty can
+    # hand out the old version number again): it gets a revision and an audit event.
+    if rewritten or _audit_view(conn) != before:
         conn.revision += 1
         conn.updated_at = utcnow()
         session.add(conn)

@@ -145,11 +145,15 @@ class VaultSecretStore:
         except SecretNotFound:
             return None
         meta = response["data"]
+        now = datetime.now(UTC)
+        # A deletion_time still to come is KV's delete_version_after at work: readable until then.
         readable = frozenset(
             int(number) for number, version in (meta.get("versions") or {}).items()
-            if not version.get("destroyed") and not version.get("deletion_time")
+            if not version.get("destroyed")
+            and not (version.get("deletion_time") and _timestamp(version["deletion_time"]) <= now)
         )
-        return StoredSecret(path=path, updated_at=_timestamp(meta.get("updated_time")), versions=readable)
+        updated = meta.get("updated_time") or meta.get("created_time")
+        return StoredSecret(path=path, updated_at=_timestamp(updated) if updated else now, versions=readable)
 
     def list_paths(self, under: str) -> list[str]:
         found: list[str] = []
@@ -242,8 +246,8 @@ class VaultSecretStore:
             try:
                 self.read(_PROBE)
             except SecretNotFound:
-                return None  # the read was allowed (nothing is there): the token works
-            raise AssertionError("the readiness probe path holds a secret")  # never written by Inlet
+                pass  # the read was allowed (nothing is there): the token works
+            return None  # a secret at the probe path (never written by Inlet) proves reading as well
         missing = []
         for path, wanted in needed.items():
             have = set(granted.get(path) or granted.get("data", {}).get(path) or [])
@@ -357,9 +361,7 @@ def _status_and_body(response: Any) -> tuple[int, Any]:
     return response.status_code, body
 
 
-def _timestamp(value: str | None) -> datetime:
+def _timestamp(value: str) -> datetime:
     """Vault's RFC 3339 times carry nanoseconds, which ``fromisoformat`` does not take."""
-    if not value:
-        return datetime.fromtimestamp(0, UTC)
     trimmed = re.sub(r"(\.\d{6})\d+", r"\1", value.replace("Z", "+00:00"))
     return datetime.fromisoformat(trimmed).astimezone(UTC)

@@ -39,8 +39,8 @@ def backend_settings(request, settings, tmp_path):  # type: ignore[no-untyped-de
     return vault_backed(settings, request.getfixturevalue("vault"))
 
 
-def _orphan(store: Any) -> str:
-    path = f"tenants/{uuid.uuid4()}/connections/{uuid.uuid4()}"
+def _orphan(store: Any, tenant_id: str | uuid.UUID) -> str:
+    path = f"tenants/{tenant_id}/connections/{uuid.uuid4()}"
     store.write(path, CREDS)
     return path
 
@@ -49,24 +49,27 @@ def test_the_sweep_destroys_only_secrets_no_connection_refers_to(client, app, ba
     caplog.set_level(logging.INFO)
     store = app.state.secrets = build_secret_store(backend_settings)
     kept = create_connection(client, tenant)  # its secret is referenced by its row
-    orphan = _orphan(store)
+    orphan = _orphan(store, tenant.id)
+    foreign = _orphan(store, uuid.uuid4())  # another deployment's tenant, or this is the wrong database
     with Session(app.state.engine) as session:
         dry = sweep_orphaned_secrets(session=session, secrets=store, grace_s=0, dry_run=True)
         young = sweep_orphaned_secrets(session=session, secrets=store, grace_s=300)
-        assert (dry.checked, dry.destroyed, young.destroyed, young.too_young) == (2, [orphan], [], [orphan])
+        assert (dry.checked, dry.destroyed, young.destroyed, young.too_young) == (3, [orphan], [], [orphan])
         assert store.describe(orphan) is not None  # neither destroyed it
         swept = sweep_orphaned_secrets(session=session, secrets=store, grace_s=0)
-    assert (swept.checked, swept.destroyed, swept.too_young) == (2, [orphan], [])
+    assert (swept.checked, swept.destroyed, swept.too_young, swept.foreign) == (3, [orphan], [], [foreign])
     assert store.describe(orphan) is None
-    assert store.list_paths("tenants") == [f"tenants/{tenant.id}/connections/{kept['id']}"]
+    assert store.list_paths("tenants") == sorted([f"tenants/{tenant.id}/connections/{kept['id']}", foreign])
     assert f"orphaned secret at {orphan} destroyed: no connection refers to it" in caplog.text
+    assert f"left 1 secret(s) alone under tenants this database does not know, e.g. {foreign}" in caplog.text
     assert PASSWORD not in caplog.text
 
 
-def test_the_scheduler_sweeps_at_start_up(app, settings, vault) -> None:
+def test_the_scheduler_sweeps_at_start_up(client, app, settings, tenant, vault) -> None:
     vault_settings = vault_backed(settings, vault, secret_orphan_grace_s=0)
-    store = build_secret_store(vault_settings)
-    orphan = _orphan(store)
+    store = app.state.secrets = build_secret_store(vault_settings)
+    kept = create_connection(client, tenant)
+    orphan = _orphan(store, tenant.id)
     stop = threading.Event()
 
     class NoDispatch:
@@ -85,11 +88,11 @@ def test_the_scheduler_sweeps_at_start_up(app, settings, vault) -> None:
     finally:
         stop.set()
         scheduler.join(timeout=10)
-    assert vault.paths() == []
+    assert vault.paths() == [f"tenants/{tenant.id}/connections/{kept['id']}"]  # the live one stays
 
 
-def test_inlet_secrets_sweep_lists_then_destroys(settings, vault, database_url) -> None:
-    orphan = _orphan(build_secret_store(vault_backed(settings, vault)))
+def test_inlet_secrets_sweep_lists_then_destroys(settings, tenant, vault, database_url) -> None:
+    orphan = _orphan(build_secret_store(vault_backed(settings, vault)), tenant.id)
     env = vault_env(vault, INLET_DATABASE_URL=database_url, INLET_DATA_DIR=str(settings.data_dir), PATH="/usr/bin:/bin")
 
     def sweep(*args: str) -> str:
@@ -135,9 +138,8 @@ def test_a_create_while_vault_stalls_leaves_no_secret_behind(settings, tenant, v
                 assert response.json()["detail"] == f"Vault at {vault.addr} did not answer within 0.5s; retry later"
                 assert PASSWORD not in response.text
                 time.sleep(0.3)  # a write Vault took in while frozen lands now, if it is going to
-                left_by_the_race += len(vault.paths())
                 with Session(app.state.engine) as session:
-                    sweep_orphaned_secrets(session=session, secrets=store, grace_s=0)
+                    left_by_the_race += len(sweep_orphaned_secrets(session=session, secrets=store, grace_s=0).destroyed)
                 assert vault.paths() == [], f"try {attempt}: an orphaned secret survived the sweep"
             assert client.get("/connections", headers=tenant.viewer).json()["total"] == 0
         time.sleep(0.5)

@@ -232,6 +232,7 @@ def test_a_vault_that_lost_its_data_shows_missing_credentials_and_takes_new_ones
     """A dev server restarts empty, as a Vault restored from nothing would: no dead end for the user."""
     conn = create_connection(client, tenant)
     url = f"/connections/{conn['id']}"
+    etag = client.get(url, headers=tenant.viewer).headers["ETag"]
     vault.server.restart()
     assert vault.paths() == []
     assert client.get(url, headers=tenant.viewer).json()["credentials_status"] == "missing"
@@ -241,6 +242,10 @@ def test_a_vault_that_lost_its_data_shows_missing_credentials_and_takes_new_ones
     assert put.status_code == 200, put.text
     assert (put.json()["credentials_version"], put.json()["credentials_status"]) == (1, "ok")  # KV starts again at 1
     assert vault.read(_path(tenant.id, conn["id"])) == _creds(ROTATED)
+    # Same version number as before, yet new credentials: a new revision and an audit event.
+    assert put.headers["ETag"] != etag
+    events = client.get("/audit-events", params={"resource_id": conn["id"]}, headers=tenant.admin).json()["items"]
+    assert sorted(e["action"] for e in events) == ["create", "update"]
 
 
 def test_a_lost_secret_version_is_no_dead_end(client, tenant, vault) -> None:

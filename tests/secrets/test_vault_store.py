@@ -93,6 +93,17 @@ def test_describe_names_the_readable_versions_and_list_finds_every_path(vault) -
     assert store.list_paths("nothing-here") == []
 
 
+def test_versions_kv_will_delete_later_are_still_readable(vault) -> None:
+    """With KV's delete_version_after, every version carries a deletion_time in the future."""
+    store = _store(vault)
+    store.write(PATH, CREDS)
+    vault.server.client().secrets.kv.v2.update_metadata(path=vault.full(PATH), delete_version_after="1h",
+                                                        mount_point="secret")
+    assert store.write(PATH, CREDS) == 2
+    assert vault.metadata(PATH)["versions"]["2"]["deletion_time"]  # set, an hour ahead
+    assert store.describe(PATH).versions == frozenset({1, 2})  # type: ignore[union-attr]
+
+
 def test_paths_that_could_leave_the_prefix_are_refused(vault) -> None:
     store = _store(vault)
     for bad in ("", "../other", "tenants//x", "tenants/a/../../b", "/abs"):
