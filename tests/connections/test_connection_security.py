@@ -59,6 +59,13 @@ def test_mutual_tls_with_a_client_certificate(client, tenant, real_kafka) -> Non
         "tls", "client_certificate_required", "The broker requires a client certificate")
     assert issued.key not in with_cert.text + without.text
 
+    foreign = TestCA("Some other CA").issue("inlet-client")  # a certificate the broker does not trust
+    refused = client.post("/connections:test", headers=tenant.editor, json=_body(real_kafka, "MTLS", "SSL", ssl={
+        "ca_pem": real_kafka.ca.pem, "certificate_pem": foreign.certificate, "key_pem": foreign.key}))
+    assert refused.status_code == 502
+    assert (refused.json()["reason"], refused.json()["title"]) == (
+        "client_certificate_refused", "The broker refused the client certificate")
+
 
 @pytest.mark.parametrize("username,password", [(USER, "not-the-password"), ("nobody", PASSWORD)])
 def test_wrong_credentials_are_an_auth_failure(client, tenant, real_kafka, caplog, username, password) -> None:
