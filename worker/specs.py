@@ -9,7 +9,7 @@ from api.connections.models import Connection
 from api.connections.service import client_config
 from api.core.config import Settings
 from api.pipelines.models import Pipeline
-from api.pipelines.service import target_uri
+from api.pipelines.service import spec_of, target_uri
 from api.runs.models import Run
 from api.runs.planning import Plan
 from api.secrets.store import SecretStore
@@ -26,14 +26,14 @@ def build_spec(session: Session, run: Run, pipeline: Pipeline, *, settings: Sett
     plan = Plan.from_json(run.plan or {"partitions": []})
     source_conn = session.get(Connection, pipeline.connection_id)
     assert source_conn is not None  # a pipeline's connection cannot be deleted (FK RESTRICT)
-    source = pipeline.source
+    source = spec_of(pipeline).source  # the stored source holds only what its author wrote
     spec_source = KafkaSource(
         kafka_config=client_config(source_conn, secrets, version=run.source_credentials_version).librdkafka_config(),
         ranges=plan.ranges(),
-        value_format=source["value_format"],
-        schema=source.get("schema"),
-        include_headers=source["include_headers"],
-        on_data_loss=source["on_data_loss"],
+        value_format=source.value_format,
+        schema=source.schema_,
+        include_headers=source.include_headers,
+        on_data_loss=source.on_data_loss,
     )
     target: DeltaTarget | KafkaTarget
     if pipeline.target["type"] == "delta":

@@ -12,7 +12,17 @@ from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadDateError, croniter
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from api.pipelines.ddl import ddl_field_names
 
@@ -28,7 +38,23 @@ def _check_topic(name: str) -> str:
     return name
 
 
-class KafkaSource(BaseModel):
+class AsWritten(BaseModel):
+    """A part of a pipeline that is stored and read back as the client wrote it.
+
+    Fields the client left out stay out (they take their documented defaults), so a client that
+    compares what it sent with what it reads, Terraform first of all, sees no difference; a field
+    someone else writes later shows up as a real change."""
+
+    # No return annotation: pydantic then documents the model's own schema in the OpenAPI document.
+    @model_serializer(mode="wrap")
+    def _as_written(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo):
+        data = handler(self)
+        fields = type(self).model_fields
+        written = {(fields[name].alias or name) if info.by_alias else name for name in self.model_fields_set}
+        return {key: value for key, value in data.items() if key in written}
+
+
+class KafkaSource(AsWritten):
     model_config = ConfigDict(extra="forbid")
 
     connection_id: uuid.UUID
@@ -120,7 +146,7 @@ class KafkaSource(BaseModel):
         return self
 
 
-class DeltaTarget(BaseModel):
+class DeltaTarget(AsWritten):
     model_config = ConfigDict(extra="forbid")
 
     type: Literal["delta"]
@@ -128,7 +154,7 @@ class DeltaTarget(BaseModel):
     partition_by: list[ColumnName] = Field(default_factory=list, max_length=8)
 
 
-class TopicCreation(BaseModel):
+class TopicCreation(AsWritten):
     """How Inlet creates a Kafka target's topic that does not exist (the admin API's CreateTopics)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -149,7 +175,7 @@ class TopicCreation(BaseModel):
         return value
 
 
-class KafkaTarget(BaseModel):
+class KafkaTarget(AsWritten):
     model_config = ConfigDict(extra="forbid")
 
     type: Literal["kafka"]
@@ -167,7 +193,7 @@ class KafkaTarget(BaseModel):
 Target = Annotated[DeltaTarget | KafkaTarget, Field(discriminator="type")]
 
 
-class CronSchedule(BaseModel):
+class CronSchedule(AsWritten):
     model_config = ConfigDict(extra="forbid")
 
     cron: str = Field(min_length=9, max_length=200, examples=["*/5 * * * *"])
@@ -194,7 +220,7 @@ class CronSchedule(BaseModel):
         return zone
 
 
-class IntervalSchedule(BaseModel):
+class IntervalSchedule(AsWritten):
     model_config = ConfigDict(extra="forbid")
 
     interval_seconds: int = Field(ge=10, le=31 * 86_400)

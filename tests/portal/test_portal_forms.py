@@ -181,7 +181,7 @@ def test_new_pipeline_form_shows_the_schemas_messages_beside_their_fields(client
     pipeline_id = made.headers["location"].split("/")[3].split("?")[0]
     api = client.get(f"/pipelines/{pipeline_id}", headers=tenant.viewer).json()
     assert api["source"]["topics"] == ["orders", "refunds"] and api["schedule"] == {"interval_seconds": 60}
-    assert api["state"] == "paused" and api["target"] == {"type": "delta", "path": "bronze/fresh", "partition_by": []}
+    assert api["state"] == "paused" and api["target"] == {"type": "delta", "path": "bronze/fresh"}
 
 
 def test_connection_form_keeps_credentials_write_only(client: TestClient, tenant) -> None:
