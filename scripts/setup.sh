@@ -26,11 +26,11 @@ if [[ ! -x .venv/bin/python ]]; then
     "$PYTHON" -m venv .venv
 fi
 
-# Reinstall only when the dependency list changed.
+# Reinstall only when a dependency list changed (Inlet's, or its Terraform provider's in terraform/).
 stamp=.venv/.inlet-installed
-want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+want=$(cat pyproject.toml terraform/pyproject.toml | sha256sum | cut -d' ' -f1)
 if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
     echo "setup: installing Python dependencies into .venv"
-    .venv/bin/pip install -q --disable-pip-version-check -e '.[dev]' 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+    .venv/bin/pip install -q --disable-pip-version-check -e '.[dev]' -e ./terraform 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
     echo "$want" > "$stamp"
 fi

@@ -1,0 +1,1 @@
+"""Terraform provider for Inlet, written with PyPI's ``tf`` (plugin protocol 6)."""

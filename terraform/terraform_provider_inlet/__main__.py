@@ -1,0 +1,3 @@
+from terraform_provider_inlet.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,134 @@
+"""Data sources: a connection, a pipeline and a pipeline's offsets, read-only, by id or by name."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tf.iface import DataSource, ReadDataContext
+from tf.schema import Attribute
+from tf.types import Bool, Map, Number, String
+from tf.utils import Diagnostics
+
+from terraform_provider_inlet.base import Declared
+from terraform_provider_inlet.client import InletClient, NotFound
+from terraform_provider_inlet.values import complete, reported
+
+
+def _lookup(diags: Diagnostics, client: InletClient, collection: str, config: dict[str, Any]) -> dict[str, Any] | None:
+    """One object by ``id``, or by exact ``name`` (the list endpoints filter by it)."""
+    kind = collection.rstrip("s")
+    if (config.get("id") is None) == (config.get("name") is None):
+        diags.add_error(f"Give the {kind}'s id or its name (one of them)")
+        return None
+    if config.get("id") is not None:
+        try:
+            return client.get(f"/{collection}/{config['id']}").body
+        except NotFound:
+            diags.add_error(f"No {kind} {config['id']}", f"The API key's tenant has no {kind} with this id.")
+            return None
+    items = client.get(f"/{collection}", params={"name": config["name"], "limit": 2}).body["items"]
+    if len(items) != 1:
+        diags.add_error(f"No {kind} named {config['name']!r}", f"The API key's tenant has no {kind} with this name.")
+        return None
+    return items[0]
+
+
+CONNECTION_ATTRIBUTES = [
+    Attribute("id", String(), optional=True, computed=True),
+    Attribute("name", String(), optional=True, computed=True),
+    Attribute("bootstrap_servers", String(), computed=True),
+    Attribute("security_protocol", String(), computed=True),
+    Attribute("sasl_mechanism", String(), computed=True),
+    Attribute("ssl_ca_pem", String(), computed=True),
+    Attribute("ssl_certificate_pem", String(), computed=True),
+    Attribute("ssl_endpoint_identification", String(), computed=True),
+    Attribute("options", Map(String()), computed=True),
+    Attribute("has_credentials", Bool(), computed=True),
+    Attribute("credentials_version", Number(), computed=True),
+    Attribute("credentials_status", String(), computed=True),
+]
+
+
+class ConnectionDataSource(Declared, DataSource):
+    name = "connection"
+    attributes = CONNECTION_ATTRIBUTES
+    description = "A connection, by id or name"
+
+    def read(self, ctx: ReadDataContext, config: dict[str, Any]) -> dict[str, Any] | None:
+        with reported(ctx.diagnostics, "Reading the connection"):
+            found = _lookup(ctx.diagnostics, self.provider.client, "connections", config)
+            if found is None:
+                return None
+            ssl = found.get("ssl") or {}
+            return complete(CONNECTION_ATTRIBUTES, {
+                **{k: found.get(k) for k in ("id", "name", "bootstrap_servers", "security_protocol",
+                                             "sasl_mechanism", "has_credentials", "credentials_version",
+                                             "credentials_status")},
+                "ssl_ca_pem": ssl.get("ca_pem"), "ssl_certificate_pem": ssl.get("certificate_pem"),
+                "ssl_endpoint_identification": ssl.get("endpoint_identification"),
+                "options": {k: json.dumps(v) if isinstance(v, bool) else str(v) for k, v in found["options"].items()},
+            })
+        return None
+
+
+PIPELINE_ATTRIBUTES = [
+    Attribute("id", String(), optional=True, computed=True),
+    Attribute("name", String(), optional=True, computed=True),
+    Attribute("source", String(), computed=True, description="JSON; jsondecode() it"),
+    Attribute("target", String(), computed=True, description="JSON; jsondecode() it"),
+    Attribute("schedule", String(), computed=True, description="JSON or null"),
+    Attribute("state", String(), computed=True),
+    Attribute("target_uri", String(), computed=True),
+    Attribute("next_run_at", String(), computed=True),
+]
+
+
+class PipelineDataSource(Declared, DataSource):
+    name = "pipeline"
+    attributes = PIPELINE_ATTRIBUTES
+    description = "A pipeline, by id or name"
+
+    def read(self, ctx: ReadDataContext, config: dict[str, Any]) -> dict[str, Any] | None:
+        with reported(ctx.diagnostics, "Reading the pipeline"):
+            found = _lookup(ctx.diagnostics, self.provider.client, "pipelines", config)
+            if found is None:
+                return None
+            status = found.get("status") or {}
+            return complete(PIPELINE_ATTRIBUTES, {
+                "id": found["id"], "name": found["name"], "state": found["state"],
+                "source": json.dumps(found["source"], sort_keys=True),
+                "target": json.dumps(found["target"], sort_keys=True),
+                "schedule": None if found.get("schedule") is None else json.dumps(found["schedule"], sort_keys=True),
+                "target_uri": status.get("target_uri"), "next_run_at": status.get("next_run_at"),
+            })
+        return None
+
+
+OFFSETS_ATTRIBUTES = [
+    Attribute("pipeline_id", String(), required=True),
+    Attribute("committed", Map(Number()), computed=True,
+              description='Next offset to read, keyed "topic:partition" (partitions never read are absent)'),
+    Attribute("earliest", Map(Number()), computed=True, description="Log start offsets (empty if the cluster "
+                                                                     "was not reached)"),
+    Attribute("latest", Map(Number()), computed=True, description="Last stable offsets"),
+    Attribute("lag", Map(Number()), computed=True, description="Records between where the pipeline stands and latest"),
+    Attribute("total_lag", Number(), computed=True),
+    Attribute("cluster_status", String(), computed=True, description="ok, unreachable or error"),
+]
+
+
+class PipelineOffsetsDataSource(Declared, DataSource):
+    name = "pipeline_offsets"
+    attributes = OFFSETS_ATTRIBUTES
+    description = "A pipeline's per-partition committed offsets, watermarks and lag"
+
+    def read(self, ctx: ReadDataContext, config: dict[str, Any]) -> dict[str, Any] | None:
+        with reported(ctx.diagnostics, "Reading the pipeline's offsets"):
+            body = self.provider.client.get(f"/pipelines/{config['pipeline_id']}/offsets").body
+            per = {name: {f"{p['topic']}:{p['partition']}": p[name] for p in body["partitions"] if p[name] is not None}
+                   for name in ("committed", "earliest", "latest", "lag")}
+            return complete(OFFSETS_ATTRIBUTES, {"pipeline_id": config["pipeline_id"], **per,
+                                                 "total_lag": body.get("total_lag"),
+                                                 "cluster_status": body["cluster"]["status"]})
+        return None

@@ -1,0 +1,1 @@
+"""One module per resource type: its schema, how it maps to Inlet's API, and its lifecycle."""

@@ -1,0 +1,77 @@
+"""The provider's own rules, without Terraform: what it sends for write-only values, how it compares
+JSON documents, and what it refuses before asking Inlet."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from tf.utils import Diagnostics
+
+from terraform_provider_inlet.resources import connection, pipeline_offsets
+from terraform_provider_inlet.values import JsonDocument
+
+STATE = {"name": "c", "bootstrap_servers": "b:9093", "security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN",
+         "sasl_username": "u", "sasl_password": "p", "ssl_ca_pem": "CA", "ssl_key_pem": "KEY"}
+
+
+def test_unchanged_write_only_values_are_not_sent_so_nothing_rotates() -> None:
+    body = connection.request_body(STATE | {"name": "renamed"}, STATE)
+    assert "credentials" not in body
+    assert body["ssl"] == {"ca_pem": "CA"}  # key omitted: Inlet keeps it
+
+
+def test_changed_or_removed_write_only_values_are_sent() -> None:
+    assert connection.request_body(STATE | {"sasl_password": "q"}, STATE)["credentials"] == {
+        "username": "u", "password": "q"}
+    removed = connection.request_body(STATE | {"sasl_username": None, "sasl_password": None, "ssl_key_pem": None},
+                                      STATE)
+    assert removed["credentials"] is None and removed["ssl"] == {"ca_pem": "CA", "key_pem": None,
+                                                                  "key_password": None}
+
+
+def test_a_rotation_outside_terraform_forgets_the_known_credentials() -> None:
+    answer = {"id": "i", "name": "c", "bootstrap_servers": "b:9093", "security_protocol": "SASL_SSL",
+              "sasl_mechanism": "PLAIN", "ssl": None, "options": {}, "has_credentials": True,
+              "credentials_version": 3, "credentials_status": "ok"}
+    known = STATE | {"credentials_version": 3}
+    assert connection.state_from(answer, '"e"', known)["sasl_password"] == "p"
+    assert connection.state_from(answer | {"credentials_version": 4}, '"e"', known)["sasl_password"] is None
+    assert connection.state_from(answer | {"has_credentials": False}, '"e"', known)["sasl_username"] is None
+
+
+@pytest.mark.parametrize(("written", "read", "same"), [
+    ({"a": 1, "b": [1, 2]}, {"b": [1, 2], "a": 1}, True),
+    ({"t": "2026-01-01T00:00:00+00:00"}, {"t": "2026-01-01T00:00:00Z"}, True),
+    ({"t": "2026-01-01T01:00:00+01:00"}, {"t": "2026-01-01T00:00:00Z"}, True),
+    ({"t": "2026-01-01T00:00:01Z"}, {"t": "2026-01-01T00:00:00Z"}, False),
+    ({"a": 1}, {"a": 1, "max_offsets_per_run": 5}, False),
+])
+def test_json_documents_compare_by_meaning(written: dict[str, Any], read: dict[str, Any], same: bool) -> None:
+    assert JsonDocument().semantically_equal(written, read) is same
+
+
+def test_json_documents_are_written_like_jsonencode() -> None:
+    assert JsonDocument().encode({"b": "<&>", "a": ["é"]}) == '{"a":["é"],"b":"\\u003c\\u0026\\u003e"}'
+
+
+@pytest.mark.parametrize(("config", "error"), [
+    ({"offsets": {"t:0": 1}, "reset": "earliest"}, "exactly one"),
+    ({}, "exactly one"),
+    ({"reset": "newest"}, "reset must be"),
+    ({"offsets": {"t:0": 1}, "topics": ["t"]}, "topics limits"),
+    ({"reset": "starting_offsets", "topics": ["t"]}, "every partition"),
+    ({"to_timestamp": "2026-01-01T00:00:00Z", "replay_mode": "overwrite"}, "replay_mode"),
+])
+def test_offsets_changes_are_checked_before_inlet_is_asked(config: dict[str, Any], error: str) -> None:
+    diags = Diagnostics()
+    full = dict.fromkeys(a.name for a in pipeline_offsets.ATTRIBUTES) | config
+    pipeline_offsets.check_config(diags, full)
+    assert diags.has_errors() and error in str(diags)
+
+
+def test_offsets_keys_are_topic_colon_partition() -> None:
+    diags = Diagnostics()
+    assert pipeline_offsets.partition_entries(diags, {"orders.v2:3": 7}) == [{"topic": "orders.v2", "partition": 3, "offset": 7}]
+    pipeline_offsets.partition_entries(diags, {"orders": 7, "orders:1": 1.5})
+    assert 'is not "topic:partition"' in str(diags) and "whole number" in str(diags)
