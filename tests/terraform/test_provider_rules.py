@@ -75,3 +75,12 @@ def test_offsets_keys_are_topic_colon_partition() -> None:
     assert pipeline_offsets.partition_entries(diags, {"orders.v2:3": 7}) == [{"topic": "orders.v2", "partition": 3, "offset": 7}]
     pipeline_offsets.partition_entries(diags, {"orders": 7, "orders:1": 1.5})
     assert 'is not "topic:partition"' in str(diags) and "whole number" in str(diags)
+
+
+def test_oauth_credentials_go_out_in_inlets_shape() -> None:
+    oauth = {"name": "c", "bootstrap_servers": "b:9093", "security_protocol": "SASL_SSL",
+             "sasl_mechanism": "OAUTHBEARER", "oauth_client_id": "id", "oauth_client_secret": "s",
+             "oauth_token_endpoint_url": "https://idp.example.com/token", "oauth_scope": None}
+    assert connection.request_body(oauth, None)["credentials"] == {
+        "client_id": "id", "client_secret": "s", "token_endpoint_url": "https://idp.example.com/token"}
+    assert connection.request_body(oauth | {"oauth_scope": "kafka"}, oauth)["credentials"]["scope"] == "kafka"

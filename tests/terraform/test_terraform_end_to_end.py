@@ -78,13 +78,21 @@ output "reader_key" {{
 output "sandbox_servers" {{
   value = data.inlet_connection.by_name.bootstrap_servers
 }}
+
+data "inlet_pipeline" "orders" {{
+  id = inlet_pipeline.orders.id
+}}
+
+output "orders_target" {{
+  value = jsondecode(data.inlet_pipeline.orders.target).path
+}}
 {extra}"""
 
 
 REPLAY = """
 resource "inlet_pipeline_offsets" "replay" {{
   pipeline_id = inlet_pipeline.orders.id
-  offsets     = {{ "{topic}:0" = 2, "{topic}:1" = 0 }}
+  {change}
   depends_on  = [inlet_pipeline.orders]
 }}
 
@@ -136,6 +144,7 @@ def test_terraform_lifecycle(
     assert vault.read(f"tenants/{tenant.id}/connections/{secure['id']}") == {
         "credentials": {"username": "ingest", "password": PASSWORD}}
     assert terraform.output("sandbox_servers") == sandbox_kafka.bootstrap_servers
+    assert terraform.output("orders_target") == "bronze/orders"
     reader = client.get("/me", headers={"Authorization": f"Bearer {terraform.output('reader_key')}"})
     assert reader.status_code == 200 and reader.json()["role"] == "viewer"
 
@@ -180,32 +189,46 @@ def test_terraform_lifecycle(
     assert terraform.resource("inlet_pipeline.orders")["id"] == pipeline["id"]
 
     # import by id round-trips with no changes, write-only credentials included
-    terraform.run("state", "rm", "inlet_pipeline.orders", "inlet_connection.secure")
+    key_id = terraform.resource("inlet_api_key.reader")["id"]
+    terraform.run("state", "rm", "inlet_pipeline.orders", "inlet_connection.secure", "inlet_api_key.reader")
     terraform.run("import", "inlet_pipeline.orders", pipeline["id"])
+    terraform.run("import", "inlet_api_key.reader", key_id)
     terraform.run("import", "inlet_connection.secure", secure["id"], env={
         "INLET_IMPORT_CREDENTIALS": json.dumps({"sasl_username": "ingest", "sasl_password": ROTATED})})
     terraform.assert_no_changes()
     assert len(_only(client, tenant, "pipelines")) == 1 and len(_only(client, tenant, "connections")) == 2
 
     # a replay is refused while the pipeline runs, with Inlet's own words
-    write(password=ROTATED, extra=REPLAY.format(topic=topic))
+    replay = REPLAY.format(change=f'offsets = {{ "{topic}:0" = 2, "{topic}:1" = 0 }}')
+    write(password=ROTATED, extra=replay)
     refused = terraform.run("apply", "-auto-approve", check=False)
     assert refused.code == 1 and "409" in refused.output and "paused" in refused.output
 
     # ... and applied once the pipeline is paused (explicit offsets, under If-Match)
-    write(password=ROTATED, state="paused", extra=REPLAY.format(topic=topic))
+    write(password=ROTATED, state="paused", extra=replay)
     terraform.apply()
     offsets = client.get(f"/pipelines/{pipeline['id']}/offsets", headers=tenant.viewer).json()
     committed = {(p["topic"], p["partition"]): p["committed"] for p in offsets["partitions"]}
     assert committed == {(topic, 0): 2, (topic, 1): 0}
     assert terraform.resource("inlet_pipeline_offsets.replay")["committed"] == {f"{topic}:0": 2, f"{topic}:1": 0}
     assert terraform.output("lag") == offsets["total_lag"] > 0
-    history = client.get(f"/pipelines/{pipeline['id']}/offsets/history", headers=tenant.viewer).json()
-    assert history["total"] >= 1
     terraform.assert_no_changes()
 
+    # another change to the resource is another move: to latest (a skip), then back to the start
+    latest = {(p["topic"], p["partition"]): p["latest"] for p in offsets["partitions"]}
+    assert sum(latest.values()) == 20
+    for change, expected in (('reset = "latest"', latest), ('reset = "starting_offsets"', {(topic, 0): 0, (topic, 1): 0})):
+        write(password=ROTATED, state="paused", extra=REPLAY.format(change=change))
+        terraform.apply()
+        now = client.get(f"/pipelines/{pipeline['id']}/offsets", headers=tenant.viewer).json()
+        assert {(p["topic"], p["partition"]): p["committed"] for p in now["partitions"]} == expected, change
+        terraform.assert_no_changes()
+    history = client.get(f"/pipelines/{pipeline['id']}/offsets/history", headers=tenant.viewer).json()
+    assert history["total"] == 3
+    replay = REPLAY.format(change='reset = "starting_offsets"')
+
     # a plan made before someone else's change is refused at apply (412), not applied over it
-    write(password=ROTATED, state="paused", schedule="{ interval_seconds = 600 }", extra=REPLAY.format(topic=topic))
+    write(password=ROTATED, state="paused", schedule="{ interval_seconds = 600 }", extra=replay)
     terraform.run("plan", "-out", "stale.plan")
     renamed = client.patch(f"/pipelines/{pipeline['id']}", json={"schedule": {"interval_seconds": 900}},
                            headers={**tenant.editor, "Content-Type": "application/merge-patch+json"})
