@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from tf.utils import Diagnostics
 
+from terraform_provider_inlet.provider import InletProvider
 from terraform_provider_inlet.resources import connection, pipeline_offsets
 from terraform_provider_inlet.values import JsonDocument
 
@@ -84,3 +85,23 @@ def test_oauth_credentials_go_out_in_inlets_shape() -> None:
     assert connection.request_body(oauth, None)["credentials"] == {
         "client_id": "id", "client_secret": "s", "token_endpoint_url": "https://idp.example.com/token"}
     assert connection.request_body(oauth | {"oauth_scope": "kafka"}, oauth)["credentials"]["scope"] == "kafka"
+
+
+def test_the_provider_block_wins_over_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("INLET_ENDPOINT", "http://from-env:8000")
+    monkeypatch.setenv("INLET_API_KEY", "env-key")
+    provider, diags = InletProvider(), Diagnostics()
+    provider.configure_provider(diags, {"endpoint": "https://inlet.example.com/", "api_key": "block-key",
+                                        "timeout_seconds": 5})
+    assert not diags.has_errors()
+    assert str(provider.client._http.base_url) == "https://inlet.example.com"
+    assert provider.client._http.headers["Authorization"] == "Bearer block-key"
+    assert provider.client._http.timeout.read == 5
+
+
+def test_a_provider_without_endpoint_or_key_says_which(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("INLET_ENDPOINT", raising=False)
+    monkeypatch.delenv("INLET_API_KEY", raising=False)
+    diags = Diagnostics()
+    InletProvider().configure_provider(diags, {"endpoint": None, "api_key": None, "timeout_seconds": None})
+    assert "INLET_ENDPOINT" in str(diags) and "INLET_API_KEY" in str(diags)
