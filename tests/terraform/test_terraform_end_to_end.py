@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from tests.factories import Tenant
 from tests.fixtures.kafka import SandboxKafka
 from tests.fixtures.vault import TestVault
-from tests.terraform.harness import Terraform
+from tests.fixtures.terraform import Terraform
 
 pytestmark = [pytest.mark.slow]
 
