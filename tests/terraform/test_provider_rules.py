@@ -63,6 +63,7 @@ def test_json_documents_are_written_like_jsonencode() -> None:
     ({"offsets": {"t:0": 1}, "topics": ["t"]}, "topics limits"),
     ({"reset": "starting_offsets", "topics": ["t"]}, "every partition"),
     ({"to_timestamp": "2026-01-01T00:00:00Z", "replay_mode": "overwrite"}, "replay_mode"),
+    ({"reset": "starting_offsets", "replay_mode": "replace"}, "append mode"),
 ])
 def test_offsets_changes_are_checked_before_inlet_is_asked(config: dict[str, Any], error: str) -> None:
     diags = Diagnostics()
@@ -105,3 +106,17 @@ def test_a_provider_without_endpoint_or_key_says_which(monkeypatch: pytest.Monke
     diags = Diagnostics()
     InletProvider().configure_provider(diags, {"endpoint": None, "api_key": None, "timeout_seconds": None})
     assert "INLET_ENDPOINT" in str(diags) and "INLET_API_KEY" in str(diags)
+
+
+@pytest.mark.parametrize(("planned", "expected"), [
+    ({"offsets": {"t:1": 4}}, ("PATCH", {"replay_mode": "append", "clamp": False,
+                                          "offsets": [{"topic": "t", "partition": 1, "offset": 4}]})),
+    ({"reset": "latest", "topics": ["t"], "clamp": True}, ("PATCH", {"replay_mode": "append", "clamp": True,
+                                                                     "reset": "latest", "topics": ["t"]})),
+    ({"to_timestamp": "2026-01-01T00:00:00Z", "replay_mode": "replace"},
+     ("PATCH", {"replay_mode": "replace", "clamp": False, "to_timestamp": "2026-01-01T00:00:00Z"})),
+    ({"reset": "starting_offsets"}, ("DELETE", {})),
+])
+def test_each_offsets_change_becomes_one_request(planned: dict[str, Any], expected: tuple[str, dict[str, Any]]) -> None:
+    full = dict.fromkeys(a.name for a in pipeline_offsets.ATTRIBUTES) | planned
+    assert pipeline_offsets.change_request(Diagnostics(), full) == expected

@@ -214,17 +214,21 @@ def test_terraform_lifecycle(
     assert terraform.output("lag") == offsets["total_lag"] > 0
     terraform.assert_no_changes()
 
-    # another change to the resource is another move: to latest (a skip), then back to the start
+    # another change to the resource is another move: back to earliest (replacing what was written),
+    # to latest (a skip), then to the starting offsets; a move to a point in time needs a real broker
+    # (test_terraform_real_broker.py)
     latest = {(p["topic"], p["partition"]): p["latest"] for p in offsets["partitions"]}
     assert sum(latest.values()) == 20
-    for change, expected in (('reset = "latest"', latest), ('reset = "starting_offsets"', {(topic, 0): 0, (topic, 1): 0})):
+    start = {(topic, 0): 0, (topic, 1): 0}
+    back = f'reset = "earliest"\n  topics = ["{topic}"]\n  replay_mode = "replace"'
+    for change, expected in ((back, start), ('reset = "latest"', latest), ('reset = "starting_offsets"', start)):
         write(password=ROTATED, state="paused", extra=REPLAY.format(change=change))
         terraform.apply()
         now = client.get(f"/pipelines/{pipeline['id']}/offsets", headers=tenant.viewer).json()
         assert {(p["topic"], p["partition"]): p["committed"] for p in now["partitions"]} == expected, change
         terraform.assert_no_changes()
     history = client.get(f"/pipelines/{pipeline['id']}/offsets/history", headers=tenant.viewer).json()
-    assert history["total"] == 3
+    assert history["total"] == 4
     replay = REPLAY.format(change='reset = "starting_offsets"')
 
     # a plan made before someone else's change is refused at apply (412), not applied over it

@@ -77,8 +77,28 @@ def check_config(diags: Diagnostics, config: dict[str, Any]) -> None:
     if config.get("topics") is not None and config.get("offsets") is not None:
         diags.add_error("topics limits reset or to_timestamp; explicit offsets name their partitions",
                         path=["topics"])
-    if config.get("reset") == "starting_offsets" and (config.get("topics") is not None or config.get("clamp")):
-        diags.add_error("reset = starting_offsets applies to every partition: it takes no topics or clamp")
+    if config.get("reset") == "starting_offsets" and (
+            config.get("topics") is not None or config.get("clamp") or config.get("replay_mode") == "replace"):
+        diags.add_error("reset = starting_offsets applies to every partition in append mode: "
+                        "it takes no topics, clamp or replay_mode = replace")
+
+
+def change_request(diags: Diagnostics, planned: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """How Inlet's offsets API takes the change: DELETE (back to the starting offsets) or a PATCH body."""
+    if planned.get("reset") == "starting_offsets":
+        return "DELETE", {}
+    body: dict[str, Any] = {"replay_mode": planned.get("replay_mode") or "append", "clamp": bool(planned.get("clamp"))}
+    if planned.get("offsets") is not None:
+        body["offsets"] = partition_entries(diags, planned["offsets"])
+        if diags.has_errors():
+            return None
+    elif planned.get("reset") is not None:
+        body["reset"] = planned["reset"]
+    else:
+        body["to_timestamp"] = planned["to_timestamp"]
+    if planned.get("topics") is not None:
+        body["topics"] = planned["topics"]
+    return "PATCH", body
 
 
 class PipelineOffsetsResource(Declared, Resource):
@@ -96,26 +116,18 @@ class PipelineOffsetsResource(Declared, Resource):
 
     def _apply(self, diags: Diagnostics, planned: dict[str, Any]) -> dict[str, Any] | None:
         """Read the offsets' ETag, then make the change under If-Match."""
+        request = change_request(diags, planned)
+        if request is None:
+            return None
+        method, body = request
         client = self.provider.client
         path = _path(planned["pipeline_id"])
         with reported(diags, "Moving the pipeline's offsets"):
             etag = client.get(path).etag
-            if planned.get("reset") == "starting_offsets":
+            if method == "DELETE":
                 answer = client.delete(path, etag=etag, missing_ok=False)
                 assert answer is not None
             else:
-                body: dict[str, Any] = {"replay_mode": planned.get("replay_mode") or "append",
-                                        "clamp": bool(planned.get("clamp"))}
-                if planned.get("offsets") is not None:
-                    body["offsets"] = partition_entries(diags, planned["offsets"])
-                    if diags.has_errors():
-                        return None
-                elif planned.get("reset") is not None:
-                    body["reset"] = planned["reset"]
-                else:
-                    body["to_timestamp"] = planned["to_timestamp"]
-                if planned.get("topics") is not None:
-                    body["topics"] = planned["topics"]
                 answer = client.patch(path, body, etag=etag)
             committed = {_key(row["topic"], row["partition"]): row["after"] for row in answer.body["rows"]}
             return complete(ATTRIBUTES, planned | {"id": planned["pipeline_id"], "committed": committed,
