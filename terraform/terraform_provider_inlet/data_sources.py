@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from tf.iface import DataSource, ReadDataContext
@@ -12,7 +11,9 @@ from tf.utils import Diagnostics
 
 from terraform_provider_inlet.base import Declared
 from terraform_provider_inlet.client import InletClient, NotFound
-from terraform_provider_inlet.values import complete, reported
+from terraform_provider_inlet.values import JsonDocument, complete, option_texts, reported
+
+_JSON = JsonDocument()
 
 
 def _lookup(diags: Diagnostics, client: InletClient, collection: str, config: dict[str, Any]) -> dict[str, Any] | None:
@@ -67,7 +68,7 @@ class ConnectionDataSource(Declared, DataSource):
                                              "credentials_status")},
                 "ssl_ca_pem": ssl.get("ca_pem"), "ssl_certificate_pem": ssl.get("certificate_pem"),
                 "ssl_endpoint_identification": ssl.get("endpoint_identification"),
-                "options": {k: json.dumps(v) if isinstance(v, bool) else str(v) for k, v in found["options"].items()},
+                "options": option_texts(found["options"]),
             })
         return None
 
@@ -97,9 +98,8 @@ class PipelineDataSource(Declared, DataSource):
             status = found.get("status") or {}
             return complete(PIPELINE_ATTRIBUTES, {
                 "id": found["id"], "name": found["name"], "state": found["state"],
-                "source": json.dumps(found["source"], sort_keys=True),
-                "target": json.dumps(found["target"], sort_keys=True),
-                "schedule": None if found.get("schedule") is None else json.dumps(found["schedule"], sort_keys=True),
+                "source": _JSON.encode(found["source"]), "target": _JSON.encode(found["target"]),
+                "schedule": _JSON.encode(found.get("schedule")),
                 "target_uri": status.get("target_uri"), "next_run_at": status.get("next_run_at"),
             })
         return None

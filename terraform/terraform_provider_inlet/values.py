@@ -73,6 +73,12 @@ def parse_document(diags: Diagnostics, name: str, value: Any) -> dict[str, Any] 
     return value
 
 
+def option_texts(options: dict[str, Any] | None) -> dict[str, str]:
+    """Client options as Terraform's map(string) holds them (``true``, ``5000``), whatever JSON type
+    Inlet stored them with."""
+    return {k: ("true" if v else "false") if isinstance(v, bool) else str(v) for k, v in (options or {}).items()}
+
+
 def complete(attributes: list[Attribute], state: dict[str, Any]) -> dict[str, Any]:
     """``state`` with every attribute of the schema present (null where nothing is known)."""
     return {a.name: state.get(a.name) for a in attributes}

@@ -10,7 +10,7 @@ from tf.utils import Diagnostics
 
 from terraform_provider_inlet.provider import InletProvider
 from terraform_provider_inlet.resources import connection, pipeline_offsets
-from terraform_provider_inlet.values import JsonDocument
+from terraform_provider_inlet.values import JsonDocument, option_texts
 
 STATE = {"name": "c", "bootstrap_servers": "b:9093", "security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN",
          "sasl_username": "u", "sasl_password": "p", "ssl_ca_pem": "CA", "ssl_key_pem": "KEY"}
@@ -50,6 +50,11 @@ def test_a_rotation_outside_terraform_forgets_the_known_credentials() -> None:
 ])
 def test_json_documents_compare_by_meaning(written: dict[str, Any], read: dict[str, Any], same: bool) -> None:
     assert JsonDocument().semantically_equal(written, read) is same
+
+
+def test_client_options_read_as_terraform_strings() -> None:
+    assert option_texts({"linger.ms": 5, "enable.idempotence": True, "client.id": "x"}) == {
+        "linger.ms": "5", "enable.idempotence": "true", "client.id": "x"}
 
 
 def test_json_documents_are_written_like_jsonencode() -> None:

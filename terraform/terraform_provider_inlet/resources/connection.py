@@ -16,7 +16,7 @@ from tf.schema import Attribute
 from tf.types import Map, Number, String
 
 from terraform_provider_inlet.base import Declared
-from terraform_provider_inlet.values import complete, not_found, reported, unknown_when_changed
+from terraform_provider_inlet.values import complete, not_found, option_texts, reported, unknown_when_changed
 
 IMPORT_CREDENTIALS_ENV = "INLET_IMPORT_CREDENTIALS"
 
@@ -110,7 +110,7 @@ def state_from(answer: Any, etag: str | None, known: dict[str, Any]) -> dict[str
         "security_protocol": answer["security_protocol"], "sasl_mechanism": answer.get("sasl_mechanism"),
         "ssl_ca_pem": ssl.get("ca_pem"), "ssl_certificate_pem": ssl.get("certificate_pem"),
         "ssl_endpoint_identification": ssl.get("endpoint_identification"),
-        "options": {k: _option_text(v) for k, v in (answer.get("options") or {}).items()} or None,
+        "options": option_texts(answer.get("options")) or None,
         "credentials_version": answer.get("credentials_version"),
         "credentials_status": answer.get("credentials_status"), "etag": etag,
     }
@@ -122,12 +122,6 @@ def state_from(answer: Any, etag: str | None, known: dict[str, Any]) -> dict[str
     for name in SSL_KEY:
         state[name] = known.get(name) if same_secret and ssl.get("has_key") else None
     return state
-
-
-def _option_text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 class ConnectionResource(Declared, Resource):
