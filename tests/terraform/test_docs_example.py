@@ -1,0 +1,23 @@
+"""docs/terraform.md's complete example is valid for the provider's schema (``terraform validate``)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tests.fixtures.terraform import Terraform
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "terraform.md"
+
+
+def test_the_documented_example_validates(tmp_path: Path) -> None:
+    section = DOC.read_text().split("## A complete example", 1)[1].split("\n## ", 1)[0]
+    [example] = re.findall(r"```hcl\n(.*?)```", section, flags=re.S)
+    terraform = Terraform.prepare(tmp_path, endpoint="http://127.0.0.1:1", api_key="unused")
+    terraform.write(example)
+    terraform.run("init")
+    result = terraform.run("validate")
+    assert "The configuration is valid" in result.stdout
+    terraform.write(example.replace("replay_mode = \"replace\"", "replay_mode = \"rewrite\""))
+    refused = terraform.run("validate", check=False)
+    assert refused.code == 1 and "replay_mode must be append or replace" in refused.output
