@@ -129,7 +129,10 @@ def test_a_create_while_vault_stalls_leaves_no_secret_behind(settings, tenant, v
         with TestClient(app, raise_server_exceptions=False) as client:
             for attempt in range(tries):
                 vault.server.freeze()
-                thaw = threading.Timer(rng.uniform(0.55, 1.5), vault.server.thaw)  # after the write timed out
+                # Thawed after the write timed out: 0.5 s from when the request reaches Vault, which on
+                # a loaded machine can be a few tens of milliseconds after the POST starts (at 0.55 s a
+                # write once landed in time and answered 201), hence the 0.25 s margin.
+                thaw = threading.Timer(rng.uniform(0.75, 1.5), vault.server.thaw)
                 thaw.start()
                 response = client.post("/connections", json=connection_body(name=f"stalled-{attempt}"),
                                        headers=tenant.editor)
