@@ -9,6 +9,7 @@ from api.audit.router import router as audit_router
 from api.connections.router import router as connections_router
 from api.core.config import Settings, get_settings
 from api.core.db import make_engine
+from api.core.dispatch import CeleryDispatcher, Dispatcher
 from api.core.errors import install_error_handlers
 from api.core.middleware import AccessLog, RequestGuard
 from api.health.router import router as health_router
@@ -16,9 +17,9 @@ from api.metrics.router import router as metrics_router
 from api.offsets.router import router as offsets_router
 from api.pipelines.router import router as pipelines_router
 from api.portal.router import router as portal_router
-from api.runs.dispatch import CeleryDispatcher, Dispatcher
 from api.runs.router import router as runs_router
-from api.secrets.store import build_secret_store
+from api.secrets.backends import build_secret_store
+from api.tenancy.auth import authenticate_tenant
 from api.tenancy.router import router as tenancy_router
 
 API_VERSION = "0.1.0"
@@ -35,6 +36,7 @@ def create_app(settings: Settings | None = None, *, dispatcher: Dispatcher | Non
     app.state.settings = settings
     app.state.engine = make_engine(settings.resolved_database_url)
     app.state.secrets = build_secret_store(settings)
+    app.state.authenticate_tenant = authenticate_tenant
     app.state.dispatcher = dispatcher or CeleryDispatcher(settings.redis_url)
 
     install_error_handlers(app)

@@ -5,7 +5,7 @@ from sqlmodel import SQLModel
 from api.audit.models import AuditEvent
 from api.connections.models import Connection
 from api.core.models import IdempotencyRecord
-from api.offsets.models import OffsetReplay, PartitionOffset, RunRange
+from api.ledger.models import OffsetReplay, PartitionOffset, RunRange
 from api.pipelines.models import Pipeline
 from api.runs.models import Run, RunLogChunk
 from api.tenancy.models import ApiKey, Tenant

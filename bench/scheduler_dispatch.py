@@ -23,7 +23,7 @@ from api.core.config import Settings
 from api.core.db import make_engine, unit_of_work, utcnow
 from api.core.migrate import upgrade_to_head
 from api.models import Connection, Pipeline, Tenant
-from api.runs.dispatch import CeleryDispatcher
+from api.core.dispatch import CeleryDispatcher
 from worker.scheduler import tick
 
 

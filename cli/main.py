@@ -59,8 +59,8 @@ def _scheduler(args: argparse.Namespace) -> int:
 
     from api.core.config import get_settings
     from api.core.db import make_engine
-    from api.runs.dispatch import CeleryDispatcher
-    from api.secrets.store import build_secret_store
+    from api.core.dispatch import CeleryDispatcher
+    from api.secrets.backends import build_secret_store
     from worker.scheduler import run_forever
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -77,7 +77,7 @@ def _secrets_sweep(args: argparse.Namespace) -> int:
     from api.connections.orphans import sweep_orphaned_secrets
     from api.core.config import get_settings
     from api.core.db import make_engine, unit_of_work
-    from api.secrets.store import build_secret_store
+    from api.secrets.backends import build_secret_store
 
     settings = get_settings()
     grace_s = settings.secret_orphan_grace_s if args.grace_s is None else args.grace_s

@@ -7,7 +7,7 @@ from functools import lru_cache
 import api.models  # noqa: F401  (every table registered: foreign keys resolve across domains)
 from api.core.config import get_settings
 from api.core.db import make_engine
-from api.secrets.store import build_secret_store
+from api.secrets.backends import build_secret_store
 from worker.runner import RunExecutor
 
 

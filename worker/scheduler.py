@@ -19,8 +19,9 @@ from sqlalchemy import Engine
 from api.connections.orphans import sweep_orphaned_secrets
 from api.core.config import Settings
 from api.core.db import unit_of_work, utcnow
-from api.runs import lifecycle
-from api.runs.dispatch import Dispatcher, claim_due
+from api.core.dispatch import Dispatcher
+from api.pipelines.scheduling import claim_due
+from api.runs import repository
 from api.secrets.store import SecretStore
 
 log = logging.getLogger(__name__)
@@ -45,8 +46,8 @@ def tick(engine: Engine, dispatcher: Dispatcher, settings: Settings) -> TickRepo
         if len(due) < settings.scheduler_batch_size:
             break
     with unit_of_work(engine) as session:
-        resend = lifecycle.expired_leases(session, limit=settings.scheduler_batch_size)
-        resend += lifecycle.stale_queued(session, older_than_s=max(60.0, settings.run_lease_s),
+        resend = repository.expired_leases(session, limit=settings.scheduler_batch_size)
+        resend += repository.stale_queued(session, older_than_s=max(60.0, settings.run_lease_s),
                                          limit=settings.scheduler_batch_size)
     # Marked only once the broker took them: a run whose send failed (Redis down) stays due and is
     # sent again on the next tick, not a whole staleness period later. A crash in between only
@@ -54,7 +55,7 @@ def tick(engine: Engine, dispatcher: Dispatcher, settings: Settings) -> TickRepo
     sent = [run_id for run_id in resend if dispatcher.send_run(run_id) is not False]
     if sent:
         with unit_of_work(engine) as session:
-            lifecycle.mark_dispatched(session, sent)
+            repository.mark_dispatched(session, sent)
     return TickReport(fired=fired, resent=len(sent), seconds=time.perf_counter() - started)
 
 

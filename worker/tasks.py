@@ -6,9 +6,9 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from api.runs.execution import Outcome
 from worker.celery_app import app
 from worker.context import executor
-from worker.runner import Outcome
 
 # A failed consumer-group copy is tried again after 1, 2, 4 … base periods, at most an hour apart:
 # with the default base of 10 s, 30 tries span about a day.

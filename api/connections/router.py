@@ -10,10 +10,11 @@ from fastapi.responses import JSONResponse
 
 from api.connections import probe, service
 from api.connections.schemas import ConnectionRead, ConnectionSpec, ConnectionTestResult
-from api.core.deps import Editor, IfMatch, SecretsDep, SessionDep, SettingsDep, Viewer
+from api.core.deps import Editor, IfMatch, SessionDep, SettingsDep, Viewer
 from api.core.http import resource_response
 from api.core.idempotency import IdempotencyDep
 from api.core.pagination import Page, PageParams, page_params
+from api.secrets.deps import SecretsDep
 from api.secrets.store import SecretStore
 
 router = APIRouter(prefix="/connections", tags=["connections"])

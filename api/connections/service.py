@@ -19,21 +19,21 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import or_
 from sqlmodel import Session
 
 from api.audit.service import record_by
 from api.connections.models import Connection
 from api.connections.schemas import ConnectionRead, ConnectionSpec, CredentialsStatus, SslRead
 from api.core.db import after_commit, on_rollback, utcnow
-from api.core.errors import Conflict, DomainError, ValidationFailed, validation_errors
+from api.core.errors import Conflict, DomainError, NotFound, ValidationFailed
 from api.core.etag import check_if_match, etag_for
 from api.core.merge_patch import merge_patch
 from api.core.pagination import PageParams, paginate
+from api.core.references import restricting_references
 from api.core.scoping import get_scoped, scoped_select
 from api.core.security import TenantContext
+from api.kafka.client import KafkaClient
 from api.kafka.config import KafkaClientConfig
-from api.pipelines.models import Pipeline
 from api.secrets.store import (
     SecretBackendRefused,
     SecretBackendUnavailable,
@@ -58,6 +58,10 @@ class CredentialsMissing(DomainError):
             f"({conn.secret_path}); send new credentials with PUT or PATCH",
             connection_id=str(conn.id),
         )
+
+
+class ConnectionGone(NotFound):
+    """A connection a pipeline refers to is gone (only a deleted pipeline's leftover work sees this)."""
 
 
 def etag(conn: Connection) -> str:
@@ -315,7 +319,7 @@ def patch_connection(
     try:
         spec = ConnectionSpec.model_validate(merged)
     except ValidationError as exc:
-        raise ValidationFailed("The patched connection is not valid", errors=validation_errors(exc.errors())) from None
+        raise ValidationFailed.of(exc, "The patched connection is not valid") from None
     return replace_connection(session=session, ctx=ctx, secrets=secrets, connection_id=connection_id,
                               spec=spec, if_match=if_match)
 
@@ -325,15 +329,11 @@ def delete_connection(
 ) -> None:
     conn = get_connection(session=session, ctx=ctx, connection_id=connection_id, lock=True)
     check_if_match(if_match, etag(conn))
-    users = session.exec(
-        scoped_select(Pipeline, ctx.tenant_id).where(
-            or_(Pipeline.connection_id == conn.id, Pipeline.target_connection_id == conn.id)
-        ).limit(20)
-    ).all()
+    users = restricting_references(session, Connection, conn.id).get("pipelines", [])
     if users:
         raise Conflict(
             f"Connection {conn.id} is used by {len(users)} pipeline(s); delete or repoint them first",
-            pipeline_ids=[str(p.id) for p in users],
+            pipeline_ids=[str(p) for p in users],
         )
     before = _audit_view(conn)
     path = conn.secret_path
@@ -361,6 +361,24 @@ def client_config(conn: Connection, secrets: SecretStore, *, version: int | None
         sasl_mechanism=conn.sasl_mechanism, credentials=secret.get("credentials"),  # type: ignore[arg-type]
         ssl=ssl, options=conn.options,
     )
+
+
+def referenced_connection(session: Session, connection_id: uuid.UUID) -> Connection:
+    """A connection a pipeline refers to. The pipeline was found in its caller's tenant, and a
+    connection in use cannot be deleted (a RESTRICT foreign key), so it is there."""
+    conn = session.get(Connection, connection_id)
+    if conn is None:
+        raise ConnectionGone("Connection", str(connection_id))
+    return conn
+
+
+def kafka_client(
+    session: Session, connection_id: uuid.UUID, secrets: SecretStore, *, timeout_s: float,
+    client_id: str = "inlet", version: int | None = None,
+) -> KafkaClient:
+    """A client of the connection's cluster, with its credentials (``version``: a planned run's)."""
+    conn = referenced_connection(session, connection_id)
+    return KafkaClient(client_config(conn, secrets, version=version), timeout_s=timeout_s, client_id=client_id)
 
 
 def spec_client_config(spec: ConnectionSpec) -> KafkaClientConfig:

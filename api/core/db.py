@@ -11,8 +11,9 @@ import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from typing import Any
 
-from sqlalchemy import DateTime, Engine, event
+from sqlalchemy import Connection, CursorResult, DateTime, Engine, Executable, event
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Session, create_engine
 
@@ -47,7 +48,7 @@ def make_engine(url: str) -> Engine:
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
 
         @event.listens_for(engine, "connect")
-        def _sqlite_pragmas(dbapi_conn, _record):  # type: ignore[no-untyped-def]
+        def _sqlite_pragmas(dbapi_conn: Any, _record: object) -> None:
             # pysqlite's own transaction handling breaks SAVEPOINTs; SQLAlchemy's documented fix is
             # to turn it off and emit BEGIN ourselves.
             dbapi_conn.isolation_level = None
@@ -58,7 +59,7 @@ def make_engine(url: str) -> Engine:
             cursor.close()
 
         @event.listens_for(engine, "begin")
-        def _begin_immediate(conn):  # type: ignore[no-untyped-def]
+        def _begin_immediate(conn: Connection) -> None:
             # Take the write lock up front: a deferred transaction that reads and then writes fails
             # at once under concurrency instead of waiting for the lock.
             conn.exec_driver_sql("BEGIN IMMEDIATE")
@@ -67,7 +68,13 @@ def make_engine(url: str) -> Engine:
     return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
 
 
-def after_commit(session: Session, action: Callable[[], None]) -> None:
+def rows_changed(session: Session, statement: Executable) -> int:
+    """Execute an UPDATE or DELETE and say how many rows it changed (the compare-and-set's answer)."""
+    result: CursorResult[Any] = session.execute(statement)  # type: ignore[assignment]  # DML returns a CursorResult; the stubs say Result
+    return result.rowcount
+
+
+def after_commit(session: Session, action: Callable[[], object]) -> None:
     """Run ``action`` once the unit of work has committed (e.g. destroy a deleted secret)."""
     session.info.setdefault("after_commit", []).append(action)
 

@@ -1,9 +1,12 @@
-"""Request dependencies shared by every router: the unit of work, settings, the caller."""
+"""Request dependencies shared by every router: the unit of work, settings, If-Match, the caller.
+
+A tenant's API key is checked by the app's ``authenticate_tenant`` (``api.tenancy.auth``, wired in
+``api.main``): API keys are tenancy's table, and core knows no domain."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Annotated
+from typing import Annotated, Protocol
 
 from fastapi import Depends, Header, Request
 from sqlmodel import Session
@@ -15,10 +18,8 @@ from api.core.security import (
     Role,
     TenantContext,
     authenticate_operator,
-    authenticate_tenant,
     bearer_token,
 )
-from api.secrets.store import SecretStore
 
 
 def _session(request: Request) -> Iterator[Session]:
@@ -30,29 +31,30 @@ def _settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
-def _secrets(request: Request) -> SecretStore:
-    return request.app.state.secrets
-
-
 # scope="function": the commit happens before the response is sent, so a failed commit is an error
 # response, never a success the database did not keep.
 SessionDep = Annotated[Session, Depends(_session, scope="function")]
 SettingsDep = Annotated[Settings, Depends(_settings)]
-SecretsDep = Annotated[SecretStore, Depends(_secrets)]
 IfMatch = Annotated[str | None, Header(alias="If-Match", description="ETag from a previous read")]
 
 
-def _admin_token(settings: Settings) -> str | None:
+def operator_token(settings: Settings) -> str | None:
     return settings.admin_token.get_secret_value() if settings.admin_token else None
+
+
+class TenantAuthenticator(Protocol):
+    def __call__(self, session: Session, token: str, operator_token: str | None) -> TenantContext: ...
 
 
 def tenant_caller(role: Role) -> Callable[..., TenantContext]:
     def dependency(
+        request: Request,
         session: SessionDep,
         settings: SettingsDep,
         authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
     ) -> TenantContext:
-        ctx = authenticate_tenant(session, bearer_token(authorization), _admin_token(settings))
+        authenticate: TenantAuthenticator = request.app.state.authenticate_tenant
+        ctx = authenticate(session, bearer_token(authorization), operator_token(settings))
         ctx.require(role)
         return ctx
 
@@ -63,10 +65,10 @@ def _operator(
     settings: SettingsDep,
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> Operator:
-    return authenticate_operator(bearer_token(authorization), _admin_token(settings))
+    return authenticate_operator(bearer_token(authorization), operator_token(settings))
 
 
+OperatorDep = Annotated[Operator, Depends(_operator)]
 Viewer = Annotated[TenantContext, Depends(tenant_caller(Role.viewer))]
 Editor = Annotated[TenantContext, Depends(tenant_caller(Role.editor))]
 Admin = Annotated[TenantContext, Depends(tenant_caller(Role.admin))]
-OperatorDep = Annotated[Operator, Depends(_operator)]

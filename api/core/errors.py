@@ -9,12 +9,14 @@ or a submitted value.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 log = logging.getLogger(__name__)
@@ -88,6 +90,11 @@ class ValidationFailed(DomainError):
     def field(cls, loc: str, message: str, *, type_: str = "value_error") -> ValidationFailed:
         return cls(message, errors=[{"field": loc, "message": message, "type": type_}])
 
+    @classmethod
+    def of(cls, exc: ValidationError, detail: str) -> ValidationFailed:
+        """A pydantic validation failure, each field's error named (submitted values left out)."""
+        return cls(detail, errors=validation_errors(exc.errors()))
+
 
 class ServiceUnavailable(DomainError):
     status, code, title = 503, "dependency-unavailable", "A dependency is unavailable"
@@ -134,7 +141,7 @@ def _loc(parts: tuple[Any, ...]) -> str:
     return out
 
 
-def validation_errors(raw: list[dict[str, Any]], *, strip_body: bool = False) -> list[dict[str, Any]]:
+def validation_errors(raw: Sequence[Mapping[str, Any]], *, strip_body: bool = False) -> list[dict[str, Any]]:
     """Pydantic errors without the submitted values (they may be secrets).
 
     ``strip_body``: name body fields as the body does (``source.topics``, not ``body.source.topics``), the

@@ -13,8 +13,6 @@ import uuid
 from dataclasses import dataclass
 from enum import StrEnum
 
-from sqlmodel import Session, select
-
 from api.core.errors import Forbidden, Unauthorized
 
 KEY_PREFIX = "inlet_"
@@ -72,19 +70,6 @@ def bearer_token(authorization: str | None) -> str:
 
 def is_operator_token(token: str, admin_token: str | None) -> bool:
     return admin_token is not None and hmac.compare_digest(token.encode(), admin_token.encode())
-
-
-def authenticate_tenant(session: Session, token: str, admin_token: str | None) -> TenantContext:
-    from api.tenancy.models import ApiKey  # tenancy's table; imported late to keep core free of domains
-
-    if is_operator_token(token, admin_token):
-        raise Forbidden("The operator token manages tenants; use a tenant API key for tenant resources")
-    key = session.exec(
-        select(ApiKey).where(ApiKey.key_hash == hash_key(token), ApiKey.revoked_at.is_(None))  # type: ignore[union-attr]
-    ).first()
-    if key is None:
-        raise Unauthorized("The API key is unknown or revoked")
-    return TenantContext(tenant_id=key.tenant_id, key_id=key.id, role=Role(key.role), actor=f"key:{key.id}")
 
 
 def authenticate_operator(token: str, admin_token: str | None) -> Operator:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-import re
 import threading
 import time
 from collections.abc import Iterable
@@ -20,7 +19,8 @@ from types import TracebackType
 from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, ClusterMetadata as _RawMetadata, NewTopic, OffsetSpec
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka.admin import ClusterMetadata as _RawMetadata
 
 from api.kafka.config import KafkaClientConfig
 from api.kafka.errors import (
@@ -126,30 +126,6 @@ class KafkaClient:
             if topic.error is None and not _is_internal(name)
         }
 
-    def partitions_for(self, topics: Iterable[str] | None = None, *, pattern: str | None = None) -> list[Partition]:
-        """The partitions of named ``topics``, or of every topic whose whole name matches ``pattern``.
-
-        The pattern must match the whole name, as Kafka's Java consumer and Spark's
-        ``subscribePattern`` do. A named topic that is missing raises ``TopicNotFound``.
-        """
-        if (topics is None) == (pattern is None):
-            raise ValueError("give either topics or pattern")
-        regex = None
-        if pattern is not None:
-            try:
-                regex = re.compile(pattern)
-            except re.error as exc:
-                raise KafkaLookupError(f"invalid topic pattern: {exc}", kind="config") from None
-        visible = self.list_topics()
-        if regex is not None:
-            chosen = [name for name in visible if regex.fullmatch(name)]
-        else:
-            chosen = sorted(set(topics or ()))
-            missing = [name for name in chosen if name not in visible]
-            if missing:
-                raise TopicNotFound(missing)
-        return [(name, p) for name in chosen for p in range(visible[name])]
-
     def watermarks(self, partitions: Iterable[Partition]) -> dict[Partition, tuple[int, int]]:
         """``(earliest, latest)`` offsets per partition: log start offset and last stable offset.
 
@@ -196,7 +172,7 @@ class KafkaClient:
         return ClusterMetadata(
             cluster_id=metadata.cluster_id,
             controller_id=metadata.controller_id,
-            brokers=sorted((BrokerInfo(b.id, b.host, b.port) for b in metadata.brokers.values()), key=lambda b: b.id),
+            brokers=sorted((BrokerInfo(b.id, str(b.host), b.port) for b in metadata.brokers.values()), key=lambda b: b.id),
             topic_count=sum(1 for name, t in metadata.topics.items() if t.error is None and not _is_internal(name)),
             latency_ms=round(latency_ms, 2),
         )
@@ -278,7 +254,7 @@ class KafkaClient:
                 "log.connection.close": False,
             }
             try:
-                self._admin = AdminClient(conf)
+                self._admin = AdminClient(conf)  # type: ignore[arg-type]  # the stubs leave out the callables it takes (error_cb, logger)
             except KafkaException as exc:
                 raise KafkaClientError(self._scrub(f"invalid client configuration: {exc.args[0].str()}"), kind="config") from None
         return self._admin

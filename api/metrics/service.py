@@ -8,11 +8,13 @@ figures and nothing is lost when a process restarts.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import Engine, case, func, literal_column
-from sqlmodel import Session, select
+from sqlalchemy import ColumnElement, Engine, case, func, literal_column
+from sqlalchemy import select as sa_select
+from sqlmodel import Session, col, select
 
 from api.pipelines.models import Pipeline
 from api.runs.models import Run
@@ -20,22 +22,23 @@ from api.runs.models import Run
 DURATION_BUCKETS = (10.0, 30.0, 60.0, 120.0, 300.0, 900.0, 3600.0)
 
 
-def _duration_seconds(dialect: str):  # type: ignore[no-untyped-def]
+def _duration_seconds(dialect: str) -> ColumnElement[Any]:
+    finished, started = col(Run.finished_at), col(Run.started_at)
     if dialect == "postgresql":
-        return func.extract("epoch", Run.finished_at - Run.started_at)
-    return (func.julianday(Run.finished_at) - func.julianday(Run.started_at)) * literal_column("86400.0")
+        return func.extract("epoch", finished - started)
+    return (func.julianday(finished) - func.julianday(started)) * literal_column("86400.0")
 
 
 class InletCollector(Collector):
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    def collect(self) -> Iterator[object]:
+    def collect(self) -> Iterator[Metric]:
         with Session(self.engine) as session:
             yield from self._runs(session)
             yield from self._lag(session)
 
-    def _runs(self, session: Session) -> Iterator[object]:
+    def _runs(self, session: Session) -> Iterator[Metric]:
         by_state = GaugeMetricFamily("inlet_runs", "Runs by state", labels=["state"])
         for state, count in session.exec(select(Run.state, func.count()).group_by(Run.state)).all():
             by_state.add_metric([state], count)
@@ -44,20 +47,21 @@ class InletCollector(Collector):
         records = CounterMetricFamily("inlet_records_ingested", "Records read by succeeded runs")
         written = CounterMetricFamily("inlet_rows_written", "Rows written to targets by succeeded runs")
         read_bytes = CounterMetricFamily("inlet_bytes_ingested", "Bytes read by succeeded runs")
-        totals = session.exec(
-            select(func.coalesce(func.sum(Run.records_read), 0), func.coalesce(func.sum(Run.rows_written), 0),
-                   func.coalesce(func.sum(Run.bytes_read), 0)).where(Run.state == "succeeded")
+        totals = session.execute(
+            sa_select(*(func.coalesce(func.sum(col(c)), 0) for c in (Run.records_read, Run.rows_written, Run.bytes_read)))
+            .where(col(Run.state) == "succeeded")
         ).one()
-        records.add_metric([], totals[0])
-        written.add_metric([], totals[1])
-        read_bytes.add_metric([], totals[2])
+        records.add_metric([], float(totals[0]))
+        written.add_metric([], float(totals[1]))
+        read_bytes.add_metric([], float(totals[2]))
         yield from (records, written, read_bytes)
 
         seconds = _duration_seconds(session.get_bind().dialect.name)
         columns = [func.count(), func.coalesce(func.sum(seconds), 0)] + [
             func.sum(case((seconds <= bound, 1), else_=0)) for bound in DURATION_BUCKETS
         ]
-        row = session.exec(select(*columns).where(Run.finished_at.is_not(None), Run.started_at.is_not(None))).one()  # type: ignore[union-attr]
+        row = session.execute(sa_select(*columns).where(col(Run.finished_at).is_not(None),
+                                                        col(Run.started_at).is_not(None))).one()
         count, total, *cumulative = row
         buckets = [(str(bound), int(n or 0)) for bound, n in zip(DURATION_BUCKETS, cumulative, strict=True)]
         buckets.append(("+Inf", int(count)))
@@ -65,11 +69,11 @@ class InletCollector(Collector):
         duration.add_metric([], buckets, sum_value=float(total))
         yield duration
 
-    def _lag(self, session: Session) -> Iterator[object]:
+    def _lag(self, session: Session) -> Iterator[Metric]:
         lag = GaugeMetricFamily("inlet_pipeline_lag_records", "Consumer lag per pipeline as last observed",
                                 labels=["tenant_id", "pipeline_id", "pipeline"])
-        rows = session.exec(select(Pipeline.tenant_id, Pipeline.id, Pipeline.name, Pipeline.observed_lag)
-                            .where(Pipeline.observed_lag.is_not(None))).all()  # type: ignore[union-attr]
+        rows = session.exec(select(Pipeline.tenant_id, Pipeline.id, Pipeline.name, col(Pipeline.observed_lag))
+                            .where(col(Pipeline.observed_lag).is_not(None))).all()
         for tenant_id, pipeline_id, name, observed in rows:
-            lag.add_metric([str(tenant_id), str(pipeline_id), name], observed)
+            lag.add_metric([str(tenant_id), str(pipeline_id), name], observed or 0)
         yield lag

@@ -14,15 +14,13 @@ import logging
 import uuid
 from typing import Any
 
-from sqlmodel import Session, select
+from sqlmodel import Session
 
-from api.connections.models import Connection
-from api.connections.service import client_config
+from api.connections.service import ConnectionGone, kafka_client
 from api.core.db import utcnow
 from api.core.errors import DomainError
-from api.kafka.client import KafkaClient
 from api.kafka.errors import KafkaClientError
-from api.offsets.models import PartitionOffset
+from api.ledger import service as ledger
 from api.pipelines.models import Pipeline
 from api.pipelines.service import record_group_mirror
 from api.secrets.store import SecretStore
@@ -36,14 +34,12 @@ def mirror_committed_offsets(*, session: Session, secrets: SecretStore, pipeline
     group = (pipeline.source.get("commit_to_group") if pipeline else None)
     if pipeline is None or not group:
         return "off"
-    rows = session.exec(select(PartitionOffset).where(PartitionOffset.pipeline_id == pipeline.id)).all()
-    offsets = {(r.topic, r.partition): r.committed for r in rows}
+    offsets = ledger.committed(session, pipeline.id)
     previous: dict[str, Any] = pipeline.group_mirror or {}
     outcome: dict[str, Any] = {"group": group, "partitions": len(offsets), "at": utcnow().isoformat()}
     try:
-        conn = session.get(Connection, pipeline.connection_id)
-        assert conn is not None
-        with KafkaClient(client_config(conn, secrets), timeout_s=timeout_s, client_id="inlet-group-mirror") as client:
+        with kafka_client(session, pipeline.connection_id, secrets, timeout_s=timeout_s,
+                          client_id="inlet-group-mirror") as client:
             client.commit_group_offsets(group, offsets)
     except (KafkaClientError, DomainError) as exc:
         message = exc.message if isinstance(exc, KafkaClientError) else exc.detail
@@ -61,16 +57,19 @@ def delete_mirrored_group(
     *, session: Session, secrets: SecretStore, connection_id: uuid.UUID, group: str, timeout_s: float
 ) -> bool:
     """Delete a deleted pipeline's group; True when done (or already gone), False to retry."""
-    conn = session.get(Connection, connection_id)
-    if conn is None:
+    try:
+        client = kafka_client(session, connection_id, secrets, timeout_s=timeout_s, client_id="inlet-group-mirror")
+    except ConnectionGone:
         log.warning("consumer group %s not deleted: connection %s is gone", group, connection_id)
         return True
+    except DomainError as exc:
+        log.warning("consumer group %s not deleted: %s", group, exc.detail)
+        return False
     try:
-        with KafkaClient(client_config(conn, secrets), timeout_s=timeout_s, client_id="inlet-group-mirror") as client:
+        with client:
             client.delete_group(group)
-    except (KafkaClientError, DomainError) as exc:
-        log.warning("consumer group %s not deleted: %s", group,
-                    exc.message if isinstance(exc, KafkaClientError) else exc.detail)
+    except KafkaClientError as exc:
+        log.warning("consumer group %s not deleted: %s", group, exc.message)
         return False
     log.info("consumer group %s deleted with its pipeline", group)
     return True

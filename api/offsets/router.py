@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
 from api.audit.schemas import AuditEventRead
-from api.core.deps import Editor, IfMatch, SecretsDep, SessionDep, SettingsDep, Viewer
+from api.core.deps import Editor, IfMatch, SessionDep, SettingsDep, Viewer
 from api.core.http import resource_response
 from api.core.pagination import Page, PageParams, page_params
 from api.offsets import service
@@ -20,6 +20,7 @@ from api.offsets.schemas import (
     OffsetsRead,
 )
 from api.pipelines.schemas import TOPIC_PATTERN
+from api.secrets.deps import SecretsDep
 
 router = APIRouter(prefix="/pipelines/{pipeline_id}/offsets", tags=["offsets"])
 

@@ -2,31 +2,29 @@
 offsets API and ``kafka-consumer-groups --reset-offsets``, only while the pipeline is stopped), and
 say which run wrote a given offset.
 
-A move in ``replace`` replay mode leaves a window per partition moved backwards: the next runs
-replace the rows already written for those offsets instead of appending them again (see
-``api.runs.lifecycle.replace_ranges_for``). Windows never reach below the committed offset.
+What to move and whether it may move is decided here; the move itself, and the replay windows a
+``replace``-mode move leaves for the next runs, are the offsets ledger's (``api.ledger.service``).
 """
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from sqlmodel import Session, select
+from sqlmodel import Session
 
 from api.audit.models import AuditEvent
 from api.audit.service import list_events, record_by
 from api.connections.models import Connection
-from api.connections.service import client_config
+from api.connections.service import client_config, referenced_connection
 from api.core.db import after_commit, utcnow
+from api.core.dispatch import Dispatcher
 from api.core.errors import Conflict, DomainError, ValidationFailed
 from api.core.etag import check_if_match, etag_for
 from api.core.pagination import PageParams
-from api.core.scoping import scoped_select
 from api.core.security import TenantContext
 from api.kafka.client import KafkaClient, Partition
 from api.kafka.errors import (
@@ -35,7 +33,9 @@ from api.kafka.errors import (
     KafkaUnavailable,
     TimestampNotResolvable,
 )
-from api.offsets.models import OffsetReplay, PartitionOffset, RunRange
+from api.ledger import service as ledger
+from api.ledger.models import PartitionOffset
+from api.ledger.positions import reads_topic, select_partitions, starting_positions
 from api.offsets.schemas import (
     ClusterStatus,
     OffsetChange,
@@ -48,9 +48,7 @@ from api.offsets.schemas import (
 )
 from api.pipelines.models import Pipeline
 from api.pipelines.service import get_pipeline
-from api.runs.dispatch import Dispatcher
-from api.runs.models import ACTIVE_STATES, Run
-from api.runs.planning import starting_positions
+from api.runs.repository import active_run, runs_by_id
 from api.secrets.store import SecretStore
 
 RESOURCE_TYPE = "offsets"
@@ -106,46 +104,13 @@ def offsets_etag(stored: Iterable[PartitionOffset]) -> str:
     return etag_for("offsets", *sorted(f"{r.topic}/{r.partition}={r.committed}" for r in stored))
 
 
-def _stored(session: Session, pipeline: Pipeline) -> dict[Partition, PartitionOffset]:
-    rows = session.exec(scoped_select(PartitionOffset, pipeline.tenant_id)
-                        .where(PartitionOffset.pipeline_id == pipeline.id)).all()
-    return {(r.topic, r.partition): r for r in rows}
-
-
-def _windows(session: Session, pipeline: Pipeline) -> dict[Partition, OffsetReplay]:
-    rows = session.exec(scoped_select(OffsetReplay, pipeline.tenant_id)
-                        .where(OffsetReplay.pipeline_id == pipeline.id)).all()
-    return {(r.topic, r.partition): r for r in rows}
-
-
 def default_client_factory(secrets: SecretStore, timeout_s: float) -> ClientFactory:
     """Bounded lookups (``timeout_s``) against the pipeline's source cluster."""
     return lambda conn: KafkaClient(client_config(conn, secrets), timeout_s=timeout_s, client_id="inlet-offsets")
 
 
 def _open(session: Session, pipeline: Pipeline, factory: ClientFactory) -> OffsetsClient:
-    conn = session.get(Connection, pipeline.connection_id)
-    assert conn is not None  # a pipeline's connection cannot be deleted (FK RESTRICT)
-    return factory(conn)
-
-
-def _source_partitions(client: OffsetsClient, source: dict[str, Any]) -> tuple[list[Partition], list[str]]:
-    """The pipeline's partitions as the cluster shows them now (patterns resolved now), and the named
-    topics the cluster does not show."""
-    visible = client.list_topics()
-    if source.get("topic_pattern"):
-        regex = re.compile(source["topic_pattern"])
-        topics, missing = [t for t in visible if regex.fullmatch(t)], []
-    else:
-        topics = [t for t in source["topics"] if t in visible]
-        missing = [t for t in source["topics"] if t not in visible]
-    return [(t, p) for t in sorted(topics) for p in range(visible[t])], missing
-
-
-def _belongs(source: dict[str, Any], topic: str) -> bool:
-    if source.get("topic_pattern"):
-        return re.fullmatch(source["topic_pattern"], topic) is not None
-    return topic in source["topics"]
+    return factory(referenced_connection(session, pipeline.connection_id))
 
 
 def read_offsets(
@@ -154,15 +119,15 @@ def read_offsets(
     """Every partition's committed offset beside the cluster's watermarks and the lag; when the cluster
     cannot be asked, the committed offsets alone, with the reason under ``cluster``."""
     pipeline = get_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id)
-    stored = _stored(session, pipeline)
-    windows = _windows(session, pipeline)
+    stored = ledger.positions(session, pipeline)
+    windows = ledger.replay_windows(session, pipeline)
     source = pipeline.source
     watermarks: dict[Partition, tuple[int, int]] | None = None
     starts: dict[Partition, int] = {}
     cluster = ClusterStatus(status="ok")
     try:
         client = _open(session, pipeline, client_factory)
-        partitions, missing = _source_partitions(client, source)
+        partitions, missing = select_partitions(client.list_topics(), source)
         watermarks = client.watermarks(partitions)
         try:
             starts = starting_positions(client, source, [tp for tp in partitions if tp not in stored], watermarks)
@@ -177,7 +142,7 @@ def read_offsets(
         cluster = ClusterStatus(status="error", kind=exc.kind, detail=exc.message)
     except DomainError as exc:  # the secret backend, say: the committed offsets are still worth showing
         cluster = ClusterStatus(status="unreachable", kind=exc.code, detail=exc.detail)
-    keys = set(watermarks or {}) | {tp for tp in stored if _belongs(source, tp[0])}
+    keys = set(watermarks or {}) | {tp for tp in stored if reads_topic(source, tp[0])}
     rows = []
     for tp in sorted(keys):
         row = stored.get(tp)
@@ -317,8 +282,7 @@ def check_ranges(targets: list[Target], *, clamp: bool) -> list[OffsetChange]:
 # Changing.
 
 def _require_stopped(session: Session, pipeline: Pipeline) -> None:
-    active = session.exec(select(Run).where(Run.pipeline_id == pipeline.id,
-                                            Run.state.in_(ACTIVE_STATES))).first()  # type: ignore[attr-defined]
+    active = active_run(session, pipeline.id)
     reasons = []
     if pipeline.state != "paused":
         reasons.append(f"the pipeline is {pipeline.state}")
@@ -333,31 +297,8 @@ def _require_stopped(session: Session, pipeline: Pipeline) -> None:
         )
 
 
-def _move_window(session: Session, pipeline: Pipeline, window: OffsetReplay | None, row: OffsetChange,
-                 replace: bool) -> None:
-    """Keep the partition's replay window at or above the new position; in replace mode, add what a
-    backward move will read again. Windows of one partition are kept as one span: a gap between two
-    (only when append and replace moves mix before a run) is replaced too, read again by the same run."""
-    start = end = None
-    if window is not None and window.end > max(window.start, row.after):
-        start, end = max(window.start, row.after), window.end
-    if replace and row.before is not None and row.after < row.before:
-        start = row.after if start is None else min(start, row.after)
-        end = row.before if end is None else max(end, row.before)
-    if start is None or end is None:
-        if window is not None:
-            session.delete(window)
-        return
-    if window is None:
-        session.add(OffsetReplay(pipeline_id=pipeline.id, tenant_id=pipeline.tenant_id, topic=row.topic,
-                                 partition=row.partition, start=start, end=end))
-    elif (window.start, window.end) != (start, end):
-        window.start, window.end, window.created_at = start, end, utcnow()
-        session.add(window)
-
-
-def _snapshot(rows: list[OffsetChange], key: str) -> list[dict[str, Any]]:
-    return [{"topic": r.topic, "partition": r.partition, "committed": getattr(r, key)} for r in rows]
+def _snapshot(moves: list[ledger.Move], key: str) -> list[dict[str, Any]]:
+    return [{"topic": m.topic, "partition": m.partition, "committed": getattr(m, key)} for m in moves]
 
 
 def change_offsets(
@@ -381,12 +322,12 @@ def change_offsets(
     if replay_mode == "replace" and pipeline.target.get("type") != "delta":
         raise ValidationFailed.field("replay_mode", "replace needs a Delta target: a Kafka target cannot take "
                                      "back records it has written; use append")
-    stored = _stored(session, pipeline)
+    stored = ledger.positions(session, pipeline)
     check_if_match(if_match, offsets_etag(stored.values()))
     _require_stopped(session, pipeline)
     try:
         client = _open(session, pipeline, client_factory)
-        partitions, _ = _source_partitions(client, pipeline.source)
+        partitions, _ = select_partitions(client.list_topics(), pipeline.source)
         watermarks = client.watermarks(partitions)
         targets = resolve_targets(body, source=pipeline.source, watermarks=watermarks,
                                   committed={tp: r.committed for tp, r in stored.items()}, client=client, now=utcnow())
@@ -396,28 +337,18 @@ def change_offsets(
     mode = body.mode if body else "starting_offsets"
     changed = [r for r in rows if r.after != r.before]
     if not dry and changed:
-        windows = _windows(session, pipeline)
-        now = utcnow()
-        for row in changed:
-            tp = (row.topic, row.partition)
-            if tp in stored:
-                stored[tp].committed, stored[tp].updated_at = row.after, now
-                session.add(stored[tp])
-            else:
-                stored[tp] = PartitionOffset(pipeline_id=pipeline.id, tenant_id=pipeline.tenant_id, topic=row.topic,
-                                             partition=row.partition, committed=row.after, updated_at=now)
-                session.add(stored[tp])
-            _move_window(session, pipeline, windows.get(tp), row, replay_mode == "replace")
-        session.flush()
+        moves = [ledger.Move(topic=r.topic, partition=r.partition, before=r.before, after=r.after) for r in changed]
+        ledger.move(session, pipeline, moves, replace=replay_mode == "replace")
         record_by(session, ctx, resource_type=RESOURCE_TYPE, resource_id=pipeline.id,
                   action="patch" if body is not None else "reset",
-                  before={"offsets": _snapshot(changed, "before")},
-                  after={"mode": mode, "replay_mode": replay_mode, "offsets": _snapshot(changed, "after"),
+                  before={"offsets": _snapshot(moves, "before")},
+                  after={"mode": mode, "replay_mode": replay_mode, "offsets": _snapshot(moves, "after"),
                          "clamped": [{"topic": r.topic, "partition": r.partition} for r in changed if r.clamped]})
         if pipeline.source.get("commit_to_group"):
             after_commit(session, lambda: dispatcher.send_group_mirror(pipeline.id))
-    return OffsetsChangeResult(dry_run=dry, mode=mode, replay_mode=replay_mode, rows=rows,  # type: ignore[arg-type]
-                               etag=offsets_etag(stored.values()))
+    after = ledger.positions(session, pipeline) if not dry and changed else stored
+    return OffsetsChangeResult(dry_run=dry, mode=mode, replay_mode=replay_mode, rows=rows,
+                               etag=offsets_etag(after.values()))
 
 
 # History and lookup.
@@ -434,13 +365,11 @@ def lookup(
 ) -> OffsetLookup:
     """The succeeded runs whose committed range [start, end) holds ``offset``, newest first."""
     get_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id)
-    found = session.exec(
-        select(RunRange, Run).join(Run, Run.id == RunRange.run_id).where(  # type: ignore[arg-type]
-            RunRange.tenant_id == ctx.tenant_id, RunRange.pipeline_id == pipeline_id, RunRange.topic == topic,
-            RunRange.partition == partition, RunRange.start <= offset, RunRange.end > offset,
-            Run.state == "succeeded",
-        ).order_by(Run.seq.desc())  # type: ignore[attr-defined]
-    ).all()
+    ranges = ledger.ranges_holding(session, tenant_id=ctx.tenant_id, pipeline_id=pipeline_id, topic=topic,
+                                   partition=partition, offset=offset)
+    runs = runs_by_id(session, ctx.tenant_id, (r.run_id for r in ranges))
+    found = sorted(((r, runs[r.run_id]) for r in ranges if runs.get(r.run_id) and runs[r.run_id].state == "succeeded"),
+                   key=lambda pair: pair[1].seq, reverse=True)
     return OffsetLookup(topic=topic, partition=partition, offset=offset, runs=[
         RunRangeRead(run_id=run.id, seq=run.seq, start=rr.start, end=rr.end, finished_at=run.finished_at)
         for rr, run in found

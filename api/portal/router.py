@@ -41,7 +41,8 @@ from api.core.errors import (
     validation_errors,
 )
 from api.core.pagination import PageParams
-from api.core.security import Role, TenantContext, authenticate_tenant
+from api.core.security import Role, TenantContext
+from api.tenancy.auth import authenticate_tenant
 from api.offsets import service as offsets
 from api.offsets.schemas import OffsetsPatch
 from api.pipelines import service as pipelines

@@ -1,4 +1,5 @@
-"""Runs (one offset-bounded batch of a pipeline) and their logs."""
+"""Runs (one offset-bounded batch of a pipeline) and their logs, and the rule that a pipeline with an
+active run is not deleted."""
 
 from __future__ import annotations
 
@@ -6,13 +7,15 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, ForeignKey, Index, String, Text, UniqueConstraint, text
-from sqlmodel import Field, SQLModel
+from sqlalchemy import JSON, BigInteger, Column, ForeignKey, Index, String, Text, UniqueConstraint, event, select, text
+from sqlmodel import Field, SQLModel, col
 
 from api.core.db import UTCDateTime, utcnow
+from api.core.errors import Conflict
+from api.pipelines.models import Pipeline
+from api.runs.states import ACTIVE_STATES, RunState, RunTrigger
 
-ACTIVE_STATES = ("queued", "running")
-_ACTIVE_SQL = "state IN ('queued', 'running')"
+_ACTIVE_SQL = "state IN ({})".format(", ".join(f"'{state}'" for state in ACTIVE_STATES))
 
 
 class Run(SQLModel, table=True):
@@ -32,8 +35,8 @@ class Run(SQLModel, table=True):
     tenant_id: uuid.UUID = Field(sa_column=Column(ForeignKey("tenants.id", ondelete="CASCADE"), nullable=False, index=True))
     pipeline_id: uuid.UUID = Field(sa_column=Column(ForeignKey("pipelines.id", ondelete="CASCADE"), nullable=False))
     seq: int = Field(description="The pipeline's run sequence: the Delta transaction version of this run")
-    state: str = Field(sa_column=Column(String(16), nullable=False))
-    trigger: str = Field(sa_column=Column(String(16), nullable=False))
+    state: RunState = Field(sa_column=Column(String(16), nullable=False))
+    trigger: RunTrigger = Field(sa_column=Column(String(16), nullable=False))
     scheduled_for: datetime | None = Field(default=None, sa_type=UTCDateTime)
     plan: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
     replace_ranges: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
@@ -66,3 +69,14 @@ class RunLogChunk(SQLModel, table=True):
     chunk: int = Field(sa_column=Column(BigInteger, primary_key=True, autoincrement=False))
     text: str = Field(sa_column=Column(Text, nullable=False))
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+
+
+@event.listens_for(Pipeline, "before_delete")
+def _refuse_deleting_a_busy_pipeline(_mapper: object, connection: Any, pipeline: Pipeline) -> None:
+    """Its worker would go on writing offsets for a pipeline that is gone. Checked here, at the
+    delete itself, because runs sit above pipelines: the pipelines domain does not know runs."""
+    active = connection.execute(select(col(Run.id), col(Run.state)).where(
+        col(Run.pipeline_id) == pipeline.id, col(Run.state).in_(ACTIVE_STATES))).first()
+    if active is not None:
+        raise Conflict(f"Pipeline {pipeline.id} has run {active.id} {active.state}; cancel it or let it finish first",
+                       run_id=str(active.id))

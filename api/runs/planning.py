@@ -3,26 +3,23 @@ broker's watermarks, capped like Spark's ``maxOffsetsPerTrigger``.
 
 ``compute_plan`` is pure (all inputs given) so that its rules are tested without a broker;
 ``plan_pipeline`` gathers the inputs from Kafka and the database. A partition never read before
-starts where the source says: ``starting_offsets`` (earliest, latest, or per partition), or
-``starting_timestamp``, which only the broker can turn into offsets (``starting_positions``). Either
-way the position found on the first plan is kept (``lifecycle.initialize_positions``).
+starts where the source says (``api.ledger.positions``), and the position found on its first plan is
+kept (``api.ledger.service.record_starts``).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
-from sqlmodel import Session, select
+from sqlmodel import Session
 
 from api.kafka.client import KafkaClient, Partition
-from api.kafka.errors import TimestampNotResolvable
-from api.offsets.models import PartitionOffset
+from api.ledger import service as ledger
+from api.ledger.positions import partitions_to_read, starting_offset, starting_positions
+from api.ledger.service import RangesByTopic
 from api.pipelines.models import Pipeline
-
-EARLIEST, LATEST = -2, -1
 
 
 @dataclass(frozen=True)
@@ -53,9 +50,9 @@ class Plan:
         """Records between where the pipeline stands and the end of each partition."""
         return sum(max(p.latest - (p.committed if p.committed is not None else p.start), 0) for p in self.partitions)
 
-    def ranges(self) -> dict[str, dict[str, list[int]]]:
+    def ranges(self) -> RangesByTopic:
         """The non-empty ranges as the Spark job takes them: ``{topic: {"partition": [start, end]}}``."""
-        out: dict[str, dict[str, list[int]]] = {}
+        out: RangesByTopic = {}
         for p in self.partitions:
             if p.size > 0:
                 out.setdefault(p.topic, {})[str(p.partition)] = [p.start, p.end]
@@ -67,46 +64,6 @@ class Plan:
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Plan:
         return cls(partitions=[PartitionPlan(**p) for p in doc["partitions"]])
-
-
-def starting_offset(starting: Any, tp: Partition, earliest: int, latest: int) -> int:
-    """Where a never-read partition starts: Spark's startingOffsets rules (unlisted partitions: earliest)."""
-    wanted: int = EARLIEST
-    if starting == "latest":
-        wanted = LATEST
-    elif isinstance(starting, dict):
-        wanted = int(starting.get(tp[0], {}).get(str(tp[1]), EARLIEST))
-    if wanted == EARLIEST:
-        return earliest
-    if wanted == LATEST:
-        return latest
-    return wanted
-
-
-class TimestampLookup(Protocol):
-    def offsets_for_timestamp(self, partitions: list[Partition], timestamp_ms: int) -> dict[Partition, int]: ...
-
-
-def starting_positions(
-    client: TimestampLookup, source: dict[str, Any], partitions: list[Partition],
-    watermarks: dict[Partition, tuple[int, int]],
-) -> dict[Partition, int]:
-    """Where each of ``partitions`` starts if never read. With ``starting_timestamp`` the broker says
-    (one lookup); a partition with no record at or after it raises ``TimestampNotResolvable``, or
-    with ``starting_timestamp_strategy: latest`` starts at its latest offset."""
-    if not source.get("starting_timestamp") or not partitions:
-        starting = source.get("starting_offsets", "earliest")
-        return {tp: starting_offset(starting, tp, *watermarks[tp]) for tp in partitions}
-    timestamp_ms = int(datetime.fromisoformat(source["starting_timestamp"]).timestamp() * 1000)
-    try:
-        return dict(client.offsets_for_timestamp(partitions, timestamp_ms))
-    except TimestampNotResolvable as exc:
-        if source.get("starting_timestamp_strategy", "error") != "latest":
-            raise
-        unresolved = set(exc.partitions)
-    resolvable = [tp for tp in partitions if tp not in unresolved]
-    found = dict(client.offsets_for_timestamp(resolvable, timestamp_ms)) if resolvable else {}
-    return found | {tp: watermarks[tp][1] for tp in unresolved}
 
 
 def compute_plan(
@@ -144,20 +101,10 @@ def compute_plan(
     ])
 
 
-def committed_offsets(session: Session, pipeline_id: Any) -> dict[Partition, int]:
-    rows = session.exec(select(PartitionOffset).where(PartitionOffset.pipeline_id == pipeline_id)).all()
-    return {(r.topic, r.partition): r.committed for r in rows}
-
-
-def source_partitions(client: KafkaClient, source: dict[str, Any]) -> list[Partition]:
-    if source.get("topic_pattern"):
-        return client.partitions_for(pattern=source["topic_pattern"])
-    return client.partitions_for(source["topics"])
-
-
 def plan_pipeline(session: Session, pipeline: Pipeline, client: KafkaClient) -> Plan:
-    partitions = source_partitions(client, pipeline.source)
-    committed = committed_offsets(session, pipeline.id)
+    """The next run's ranges: from the ledger's committed offsets to the cluster's watermarks now."""
+    partitions = partitions_to_read(client.list_topics(), pipeline.source)
+    committed = ledger.committed(session, pipeline.id)
     watermarks = client.watermarks(partitions)
     never_read = [tp for tp in partitions if tp not in committed]
     return compute_plan(

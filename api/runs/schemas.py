@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field
 
-RunState = Literal["queued", "running", "succeeded", "failed", "cancelled", "skipped"]
+from api.runs.states import RunState, RunTrigger
 
 
 class RunPartition(BaseModel):
@@ -36,7 +36,7 @@ class RunRead(BaseModel):
     pipeline_id: uuid.UUID
     seq: int = Field(description="The pipeline's run number, also the Delta transaction version")
     state: RunState
-    trigger: Literal["manual", "schedule"]
+    trigger: RunTrigger
     scheduled_for: datetime | None
     attempt: int
     cancel_requested: bool

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import uuid
 
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from api.audit.service import record_by
 from api.core.db import after_commit
+from api.core.dispatch import Dispatcher
 from api.core.errors import InvalidTransition
 from api.core.pagination import PageParams, paginate
 from api.core.scoping import get_scoped, scoped_select
 from api.core.security import TenantContext
 from api.pipelines.service import get_pipeline
 from api.runs import lifecycle
-from api.runs.dispatch import Dispatcher
 from api.runs.models import Run, RunLogChunk
 from api.runs.schemas import RunPartition, RunRead
 from api.runs.states import TERMINAL_STATES
@@ -65,7 +65,8 @@ def cancel_run(*, session: Session, ctx: TenantContext, run_id: uuid.UUID) -> Ru
 
 
 def log_text(session: Session, run_id: uuid.UUID) -> str:
-    chunks = session.exec(select(RunLogChunk.text).where(RunLogChunk.run_id == run_id).order_by(RunLogChunk.chunk)).all()
+    chunks = session.exec(select(RunLogChunk.text).where(RunLogChunk.run_id == run_id)
+                          .order_by(col(RunLogChunk.chunk))).all()
     return "".join(chunks)
 
 
@@ -82,11 +83,11 @@ def to_read(run: Run, *, log: str | None = None) -> RunRead:
         ]
     duration = (run.finished_at - run.started_at).total_seconds() if run.finished_at and run.started_at else None
     return RunRead(
-        id=run.id, pipeline_id=run.pipeline_id, seq=run.seq, state=run.state, trigger=run.trigger,  # type: ignore[arg-type]
+        id=run.id, pipeline_id=run.pipeline_id, seq=run.seq, state=run.state, trigger=run.trigger,
         scheduled_for=run.scheduled_for, attempt=run.attempt, cancel_requested=run.cancel_requested,
         partitions=partitions, replace_ranges=run.replace_ranges, records_read=run.records_read,
         rows_written=run.rows_written, rows_quarantined=run.rows_quarantined, bytes_read=run.bytes_read,
         delta_version=run.delta_version, already_committed=result.get("already_committed"),
-        error=run.error, created_at=run.created_at, started_at=run.started_at, finished_at=run.finished_at,  # type: ignore[arg-type]
+        error=run.error, created_at=run.created_at, started_at=run.started_at, finished_at=run.finished_at,
         duration_s=duration, log_tail=log.splitlines()[-LOG_TAIL_LINES:] if log is not None else None,
     )

@@ -1,4 +1,4 @@
-"""The ``SecretStore`` interface behind which Kafka credentials live, and the choice of backend.
+"""The ``SecretStore`` interface behind which Kafka credentials live (backends: ``api.secrets.backends``).
 
 Paths are per tenant (``tenants/<tenant>/connections/<connection>``) so a backend policy can confine
 each tenant. Every write makes a new version; the database keeps only the path and the version.
@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from api.core.config import Settings
 from api.core.errors import DomainError, NotFound, ServiceUnavailable
 
 
@@ -72,13 +71,3 @@ CONNECTIONS_ROOT = "tenants"
 
 def connection_secret_path(tenant_id: uuid.UUID, connection_id: uuid.UUID) -> str:
     return f"{CONNECTIONS_ROOT}/{tenant_id}/connections/{connection_id}"
-
-
-def build_secret_store(settings: Settings) -> SecretStore:
-    if settings.secret_backend == "vault":
-        from api.secrets.vault import VaultSecretStore
-
-        return VaultSecretStore.from_settings(settings)
-    from api.secrets.local import LocalSecretStore
-
-    return LocalSecretStore(root=settings.data_dir / "secrets", key_file=settings.resolved_secret_key_file)

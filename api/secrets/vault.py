@@ -248,7 +248,7 @@ class VaultSecretStore:
             except SecretNotFound:
                 pass  # the read was allowed (nothing is there): the token works
             return None  # a secret at the probe path (never written by Inlet) proves reading as well
-        missing = []
+        missing: list[str] = []
         for path, wanted in needed.items():
             have = set(granted.get(path) or granted.get("data", {}).get(path) or [])
             if "root" in have:

@@ -21,7 +21,7 @@ from sqlmodel import Session
 
 from api.connections.orphans import sweep_orphaned_secrets
 from api.models import metadata
-from api.secrets.store import build_secret_store
+from api.secrets.backends import build_secret_store
 from tests.factories import PASSWORD, connection_body, create_connection
 from tests.fixtures.vault import vault_backed, vault_env
 from worker.scheduler import run_forever

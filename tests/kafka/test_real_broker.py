@@ -12,6 +12,7 @@ from confluent_kafka import Producer
 from api.kafka.client import KafkaClient
 from api.kafka.config import KafkaClientConfig
 from api.kafka.errors import KafkaAuthError, KafkaUnavailable, TimestampNotResolvable
+from api.ledger.positions import partitions_to_read
 from tests.fixtures.kafka import produce_keyed
 from tests.fixtures.kafka_broker import PASSWORD, USER
 
@@ -32,7 +33,7 @@ def _produce_at(bootstrap: str, topic: str, partition: int, timestamps_ms: list[
 def test_watermarks_follow_produce_and_delete_records(client, real_kafka, real_topic) -> None:
     topic = real_topic(partitions=4)
     placed = produce_keyed(real_kafka.bootstrap_servers, topic, 400)
-    partitions = client.partitions_for([topic])
+    partitions = partitions_to_read(client.list_topics(), {"topics": [topic]})
     assert partitions == [(topic, p) for p in range(4)]
     assert client.watermarks(partitions) == {(topic, p): (0, len(placed.get(p, []))) for p in range(4)}
 
@@ -83,7 +84,7 @@ def test_every_security_protocol_reads_metadata(real_kafka, real_topic, listener
         ssl={"ca_pem": real_kafka.ca.pem} if tls else None,
     )
     with KafkaClient(config, timeout_s=5) as kafka:
-        assert kafka.partitions_for([topic]) == [(topic, 0), (topic, 1)]
+        assert partitions_to_read(kafka.list_topics(), {"topics": [topic]}) == [(topic, 0), (topic, 1)]
         assert kafka.cluster_metadata().brokers[0].port == real_kafka.ports[listener]
 
 

@@ -1,8 +1,9 @@
 """Helpers for offsets tests: runs completed through the real lifecycle and planning, without Spark.
 
-A run here is triggered over HTTP, then claimed, planned against the sandbox Kafka and committed
-with ``api.runs.lifecycle`` exactly as the worker does, minus the spark-submit in between: enough to
-test what offsets changes do to the next runs (windows, ranges) in milliseconds."""
+A run here is triggered over HTTP, then claimed, planned against the sandbox Kafka and its result
+recorded through ``api.runs.execution`` exactly as the worker does, minus the spark-submit in
+between (the job's result is made up: every planned record read): enough to test what offsets
+changes do to the next runs (windows, ranges) in milliseconds."""
 
 from __future__ import annotations
 
@@ -12,15 +13,12 @@ from typing import Any
 from fastapi.testclient import TestClient
 from sqlmodel import select
 
-from api.connections.models import Connection
-from api.connections.service import client_config
-from api.core.db import unit_of_work
-from api.kafka.client import KafkaClient
-from api.offsets.models import OffsetReplay
-from api.pipelines.models import Pipeline
-from api.runs import lifecycle
+from api.core.db import unit_of_work, utcnow
+from api.ledger.models import OffsetReplay
+from api.runs import execution
 from api.runs.models import Run
-from api.runs.planning import plan_pipeline
+from api.runs.planning import Plan
+from spark_jobs.spec import PartitionResult, RunResult, Timings
 from tests.factories import Tenant
 
 
@@ -30,16 +28,20 @@ def run_without_spark(client: TestClient, tenant: Tenant, pipeline_id: str) -> d
     assert triggered.status_code == 202, triggered.text
     run_id = uuid.UUID(triggered.json()["id"])
     app = client.app
+    services = execution.Services(settings=app.state.settings, secrets=app.state.secrets)  # type: ignore[attr-defined]
     with unit_of_work(app.state.engine) as session:  # type: ignore[attr-defined]
-        run = lifecycle.claim(session, run_id, worker="tests", lease_s=60)
-        assert run is not None
-        pipeline = session.get(Pipeline, run.pipeline_id)
-        conn = session.get(Connection, pipeline.connection_id)
-        with KafkaClient(client_config(conn, app.state.secrets), timeout_s=5) as kafka:  # type: ignore[attr-defined]
-            plan = plan_pipeline(session, pipeline, kafka)
-        lifecycle.store_plan(session, run, plan, source_version=None, target_version=None,
-                             replace_ranges=lifecycle.replace_ranges_for(session, pipeline, plan))
-        assert lifecycle.commit_succeeded(session, run, summary={"error": None})
+        assert execution.claim(session=session, run_id=run_id, worker="tests", lease_s=60) is not None
+    with unit_of_work(app.state.engine) as session:  # type: ignore[attr-defined]
+        assert execution.plan(session=session, run_id=run_id, services=services) is None
+        plan = Plan.from_json(session.get(Run, run_id).plan)
+    now = utcnow()
+    result = RunResult(run_id=str(run_id), status="succeeded", timings=Timings(started_at=now, finished_at=now),
+                       partitions=[PartitionResult(topic=p.topic, partition=p.partition, start=p.start, end=p.end,
+                                                   records_read=p.size) for p in plan.partitions])
+    with unit_of_work(app.state.engine) as session:  # type: ignore[attr-defined]
+        outcome = execution.record_result(session=session, run_id=run_id, worker="tests", result=result,
+                                          retry=services.retry)
+    assert outcome.state == "succeeded", outcome
     body = client.get(f"/runs/{run_id}", headers=tenant.viewer).json()
     assert body["state"] == "succeeded", body
     return body

@@ -15,6 +15,7 @@ import pytest
 
 from api.kafka.client import Partition
 from api.kafka.errors import TimestampNotResolvable
+from api.ledger.positions import starting_positions
 from api.offsets.schemas import OffsetsPatch
 from api.offsets.service import (
     OffsetsOutOfRange,
@@ -24,7 +25,7 @@ from api.offsets.service import (
     check_ranges,
     resolve_targets,
 )
-from api.runs.planning import compute_plan, starting_positions
+from api.runs.planning import compute_plan
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 T0 = int((NOW - timedelta(hours=3)).timestamp() * 1000)

@@ -55,7 +55,7 @@ def spark_job_pgids(run_id: str) -> set[int]:
 
 
 def delta_txn_version(uri: str, pipeline_id: str) -> int | None:
-    from worker.delta_state import committed_txn_version
+    from api.runs.delta_state import committed_txn_version
 
     try:
         return committed_txn_version(uri, pipeline_id)

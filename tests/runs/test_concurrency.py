@@ -15,9 +15,9 @@ from sqlalchemy import update
 from sqlmodel import Session
 
 from api.core.db import unit_of_work, utcnow
+from api.core.dispatch import QUEUE, CeleryDispatcher
 from api.pipelines.models import Pipeline
 from api.runs import lifecycle
-from api.runs.dispatch import QUEUE, CeleryDispatcher
 from api.runs.models import Run
 from tests.factories import create_pipeline, make_tenant
 from worker.scheduler import tick

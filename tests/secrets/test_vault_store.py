@@ -9,7 +9,8 @@ import uuid
 
 import pytest
 
-from api.secrets.store import SecretBackendRefused, SecretBackendUnavailable, SecretNotFound, build_secret_store
+from api.secrets.backends import build_secret_store
+from api.secrets.store import SecretBackendRefused, SecretBackendUnavailable, SecretNotFound
 from api.secrets.vault import VaultSecretStore
 from tests.factories import PASSWORD
 from tests.fixtures.openbao import bao_version

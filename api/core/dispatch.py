@@ -1,4 +1,4 @@
-"""Handing work to the Celery workers, and choosing which scheduled pipelines are due.
+"""Handing work to the Celery workers.
 
 The API and the scheduler only send task names and ids (``send_task``), so neither imports the
 worker's code; a send that fails leaves the run queued, and the scheduler sends it again later.
@@ -12,11 +12,6 @@ from datetime import datetime
 from typing import Protocol
 
 from celery import Celery
-from sqlalchemy import bindparam
-from sqlmodel import Session, select
-
-from api.pipelines.models import Pipeline
-from api.pipelines.scheduling import next_fire
 
 log = logging.getLogger(__name__)
 
@@ -64,30 +59,3 @@ class CeleryDispatcher:
 
     def send_group_delete(self, connection_id: uuid.UUID, group: str) -> bool:
         return self._send(DELETE_GROUP, [str(connection_id), group])
-
-
-def claim_due(session: Session, *, now: datetime, limit: int) -> list[tuple[uuid.UUID, datetime]]:
-    """Pipelines whose slot has come, each moved on to its next slot. After downtime a pipeline
-    fires once, not once per missed slot.
-
-    Two schedulers never fire the same slot: the due rows are locked as they are selected
-    (``FOR UPDATE SKIP LOCKED`` on PostgreSQL, which hands each scheduler different rows; SQLite
-    transactions take the write lock when they begin), and the update is also a compare-and-set
-    on the slot that was read.
-    """
-    stmt = (
-        select(Pipeline.id, Pipeline.next_run_at, Pipeline.schedule)
-        .where(Pipeline.state == "active", Pipeline.next_run_at <= now)  # type: ignore[operator]
-        .order_by(Pipeline.next_run_at).limit(limit)
-    )
-    if session.get_bind().dialect.name == "postgresql":
-        stmt = stmt.with_for_update(skip_locked=True)
-    due = [(pipeline_id, slot, next_fire(schedule, now)) for pipeline_id, slot, schedule in session.exec(stmt).all()]
-    if due:
-        table = Pipeline.__table__  # a Core executemany: one round trip for the whole batch
-        session.execute(
-            table.update().where(table.c.id == bindparam("b_id"), table.c.next_run_at == bindparam("b_slot"))
-            .values(next_run_at=bindparam("b_next")),
-            [{"b_id": pid, "b_slot": slot, "b_next": nxt} for pid, slot, nxt in due],
-        )
-    return [(pipeline_id, slot) for pipeline_id, slot, _ in due]

@@ -1,20 +1,19 @@
-"""Building the Spark job's ``RunSpec`` from a planned run: the one place where the worker turns
-database rows and stored secrets into the job's contract."""
+"""Building the Spark job's ``RunSpec`` from a planned run: the one place where database rows and
+stored secrets become the job's contract."""
 
 from __future__ import annotations
 
 from sqlmodel import Session
 
-from api.connections.models import Connection
-from api.connections.service import client_config
+from api.connections.service import client_config, referenced_connection
 from api.core.config import Settings
 from api.pipelines.models import Pipeline
 from api.pipelines.service import spec_of, target_uri
+from api.runs.delta_state import app_id
 from api.runs.models import Run
 from api.runs.planning import Plan
 from api.secrets.store import SecretStore
 from spark_jobs.spec import DeltaTarget, Engine, KafkaSource, KafkaTarget, RunSpec, Txn
-from worker.delta_state import app_id
 
 
 def quarantine_uri(table_uri: str) -> str:
@@ -24,14 +23,13 @@ def quarantine_uri(table_uri: str) -> str:
 
 def build_spec(session: Session, run: Run, pipeline: Pipeline, *, settings: Settings, secrets: SecretStore) -> RunSpec:
     plan = Plan.from_json(run.plan or {"partitions": []})
-    source_conn = session.get(Connection, pipeline.connection_id)
-    assert source_conn is not None  # a pipeline's connection cannot be deleted (FK RESTRICT)
+    source_conn = referenced_connection(session, pipeline.connection_id)
     source = spec_of(pipeline).source  # the stored source holds only what its author wrote
     spec_source = KafkaSource(
         kafka_config=client_config(source_conn, secrets, version=run.source_credentials_version).librdkafka_config(),
         ranges=plan.ranges(),
         value_format=source.value_format,
-        schema=source.schema_,
+        schema_=source.schema_,
         include_headers=source.include_headers,
         on_data_loss=source.on_data_loss,
     )
@@ -42,8 +40,8 @@ def build_spec(session: Session, run: Run, pipeline: Pipeline, *, settings: Sett
         target = DeltaTarget(uri=uri, partition_by=pipeline.target.get("partition_by", []),
                              quarantine_uri=quarantine_uri(uri), replace_ranges=run.replace_ranges)
     else:
-        target_conn = session.get(Connection, pipeline.target_connection_id)
-        assert target_conn is not None
+        assert pipeline.target_connection_id is not None  # a Kafka target names its connection (validated)
+        target_conn = referenced_connection(session, pipeline.target_connection_id)
         target = KafkaTarget(
             kafka_config=client_config(target_conn, secrets, version=run.target_credentials_version).librdkafka_config(),
             topic=pipeline.target["topic"],

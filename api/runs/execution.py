@@ -1,0 +1,201 @@
+"""Executing a run, step by step, as the worker calls it: claim, plan, recover, prepare the job's
+spec, record its result; and firing a schedule slot.
+
+Every step takes the caller's session (the worker opens one unit of work per step) and is safe to
+run twice: only one worker can claim a run, and a run whose data already reached Delta (its
+transaction version is there) gets its offsets committed instead of being written again. The
+worker itself only launches ``spark-submit`` and keeps the lease alive (``worker.runner``).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlmodel import Session, select
+
+from api.connections.service import kafka_client
+from api.core.config import Settings
+from api.kafka.client import KafkaClient
+from api.kafka.errors import KafkaClientError
+from api.pipelines.models import Pipeline
+from api.pipelines.service import target_uri
+from api.runs import lifecycle, repository
+from api.runs.delta_state import committed_txn_version
+from api.runs.job_spec import build_spec
+from api.runs.models import Run
+from api.runs.planning import plan_pipeline
+from api.runs.retry import RetryPolicy, error_of
+from api.secrets.store import SecretStore
+from spark_jobs.spec import RunResult, RunSpec
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Where a step left the run (or the schedule slot), and what the worker should do next."""
+
+    state: str
+    run_id: uuid.UUID | None = None
+    retry_in_s: float | None = None  # send the run again after this long
+    mirror_group_of: uuid.UUID | None = None  # a pipeline whose consumer group should get the new offsets
+
+
+@dataclass(frozen=True)
+class Services:
+    """What the steps reach beyond the database."""
+
+    settings: Settings
+    secrets: SecretStore
+
+    @property
+    def retry(self) -> RetryPolicy:
+        return RetryPolicy(max_attempts=self.settings.run_max_attempts, backoff_s=self.settings.run_retry_backoff_s)
+
+    def source_client(self, session: Session, pipeline: Pipeline) -> KafkaClient:
+        return kafka_client(session, pipeline.connection_id, self.secrets, timeout_s=self.settings.kafka_timeout_s)
+
+
+# Steps.
+
+def claim(*, session: Session, run_id: uuid.UUID, worker: str, lease_s: float) -> Run | None:
+    """Take the run for ``worker``; None when it is not claimable now (taken, finished, not due)."""
+    return lifecycle.claim(session, run_id, worker=worker, lease_s=lease_s)
+
+
+def plan(*, session: Session, run_id: uuid.UUID, services: Services) -> Outcome | None:
+    """Plan a claimed run that has no plan yet; an Outcome when the run ends here (nothing to read,
+    or planning failed), None when it goes on to its launch."""
+    run, pipeline = _load(session, run_id)
+    try:
+        with services.source_client(session, pipeline) as client:
+            planned = plan_pipeline(session, pipeline, client)
+    except Exception as exc:  # every planning failure is recorded on the run
+        return _failed(session, run, error_of(exc), services.retry)
+    if planned.total == 0:
+        lifecycle.skip(session, run, planned, "no new records in any partition")
+        return Outcome("skipped", run_id)
+    lifecycle.store_plan(session, run, pipeline, planned)
+    return None
+
+
+def recover_committed(*, session: Session, run_id: uuid.UUID, settings: Settings) -> Outcome | None:
+    """After a crash between the Delta commit and the offsets commit: commit the offsets only.
+    None when the run's data is not in Delta (it must be written)."""
+    run = session.get(Run, run_id)
+    pipeline = session.get(Pipeline, run.pipeline_id) if run else None
+    if run is None or pipeline is None or pipeline.target["type"] != "delta":
+        return None
+    uri = target_uri(pipeline, settings.resolved_storage_root)
+    version = committed_txn_version(uri, pipeline.id) if uri else None
+    if version is None or version < run.seq:
+        return None
+    lifecycle.commit_succeeded(session, run, summary={"result": {"already_committed": True, "recovered": True}})
+    log.info("run %s was already committed to Delta (version %s); offsets committed", run_id, version)
+    return Outcome(run.state, run_id, mirror_group_of=_mirrored(pipeline))
+
+
+def prepare_launch(*, session: Session, run_id: uuid.UUID, services: Services) -> RunSpec | Outcome:
+    """The job's spec, with the credentials of the versions the plan recorded; an Outcome when the
+    run cannot be launched (e.g. the secret backend is down: retried like any transient failure)."""
+    run, pipeline = _load(session, run_id)
+    try:
+        _ensure_kafka_target(session, pipeline, services)
+        return build_spec(session, run, pipeline, settings=services.settings, secrets=services.secrets)
+    except Exception as exc:
+        return _failed(session, run, error_of(exc), services.retry)
+
+
+def record_result(*, session: Session, run_id: uuid.UUID, worker: str, result: RunResult,
+                  retry: RetryPolicy) -> Outcome:
+    """The job's result: offsets committed on success, else the run cancelled, retried or failed.
+    ``lost-lease`` when another worker took the run over meanwhile (its result is not ours to record)."""
+    run = session.get(Run, run_id)
+    if run is None or run.state != "running" or run.worker != worker:
+        return Outcome("lost-lease", run_id)
+    if result.status == "succeeded":
+        lifecycle.commit_succeeded(session, run, summary=_summary(result))
+        return Outcome(run.state, run_id, mirror_group_of=_mirrored(session.get(Pipeline, run.pipeline_id)))
+    error = result.error.model_dump() if result.error else {"kind": "internal", "message": "no error given"}
+    if error["kind"] == "cancelled":
+        lifecycle.finish(session, run, "cancelled", error=error, result=result.model_dump(mode="json"))
+        return Outcome("cancelled", run_id)
+    return _failed(session, run, error, retry, result=result.model_dump(mode="json"))
+
+
+def fire_schedule(*, session: Session, pipeline_id: uuid.UUID, slot: datetime, services: Services) -> uuid.UUID | Outcome:
+    """A schedule slot: plan first, and create a run (returned, planned) only when there is
+    something to read. A failed plan is not a run: the next slot tries again."""
+    pipeline = session.exec(select(Pipeline).where(Pipeline.id == pipeline_id).with_for_update()).first()
+    if pipeline is None or pipeline.state != "active":
+        return Outcome("paused")
+    if repository.active_run(session, pipeline_id) is not None:
+        return Outcome("busy")
+    try:
+        with services.source_client(session, pipeline) as client:
+            planned = plan_pipeline(session, pipeline, client)
+    except Exception as exc:
+        log.warning("schedule of pipeline %s: planning failed: %s", pipeline_id, error_of(exc)["message"])
+        return Outcome("plan-failed")
+    if planned.total == 0:
+        lifecycle.initialize_positions(session, pipeline, planned)
+        return Outcome("nothing-new")
+    run = lifecycle.create_run(session, pipeline, trigger="schedule", scheduled_for=slot)
+    lifecycle.store_plan(session, run, pipeline, planned)
+    return run.id
+
+
+# Helpers.
+
+def _load(session: Session, run_id: uuid.UUID) -> tuple[Run, Pipeline]:
+    run = session.get(Run, run_id)
+    assert run is not None, f"run {run_id} vanished while claimed"  # runs are deleted only with their pipeline
+    pipeline = session.get(Pipeline, run.pipeline_id)
+    assert pipeline is not None  # a pipeline with an active run is not deleted (api.runs.models)
+    return run, pipeline
+
+
+def _ensure_kafka_target(session: Session, pipeline: Pipeline, services: Services) -> None:
+    """A Kafka target's topic exists before anything is read, or is created if the pipeline asks.
+
+    Only a definite answer stops the run here (the topic is missing, or creating it was refused):
+    a cluster that cannot be asked now fails the job the same way, with the job's own diagnosis."""
+    if pipeline.target["type"] != "kafka" or pipeline.target_connection_id is None:
+        return
+    try:
+        with kafka_client(session, pipeline.target_connection_id, services.secrets,
+                          timeout_s=services.settings.kafka_timeout_s) as client:
+            client.ensure_topic(pipeline.target["topic"], pipeline.target.get("create_topic"))
+    except KafkaClientError as exc:
+        if exc.kind in ("target_missing", "target_refused"):
+            raise
+        log.info("target topic of pipeline %s not checked (%s); the job will say", pipeline.id, exc.kind)
+
+
+def _failed(session: Session, run: Run, error: dict[str, Any], retry: RetryPolicy, **values: Any) -> Outcome:
+    delay = retry.retry_in(error["kind"], run.attempt)
+    if delay is not None:
+        lifecycle.requeue(session, run, error=error, delay_s=delay)
+        return Outcome("queued", run.id, retry_in_s=delay)
+    lifecycle.finish(session, run, "failed", error=error, **values)
+    return Outcome("failed", run.id)
+
+
+def _mirrored(pipeline: Pipeline | None) -> uuid.UUID | None:
+    return pipeline.id if pipeline is not None and pipeline.source.get("commit_to_group") else None
+
+
+def _summary(result: RunResult) -> dict[str, Any]:
+    return {
+        "result": result.model_dump(mode="json"),
+        "rows_written": result.rows_written,
+        "rows_quarantined": result.rows_quarantined,
+        "records_read": sum(p.records_read for p in result.partitions),
+        "bytes_read": result.bytes_read,
+        "delta_version": result.delta_version,
+        "error": None,
+    }
