@@ -11,6 +11,7 @@ from sqlalchemy import JSON, Column, ForeignKey, String, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from api.core.db import UTCDateTime, utcnow
+from api.kafka.config import SaslMechanism, SecurityProtocol
 
 
 class Connection(SQLModel, table=True):
@@ -23,8 +24,8 @@ class Connection(SQLModel, table=True):
     )
     name: str = Field(sa_column=Column(String(100), nullable=False))
     bootstrap_servers: str = Field(sa_column=Column(String(2048), nullable=False))
-    security_protocol: str = Field(sa_column=Column(String(16), nullable=False))
-    sasl_mechanism: str | None = Field(default=None, sa_column=Column(String(16)))
+    security_protocol: SecurityProtocol = Field(sa_column=Column(String(16), nullable=False))
+    sasl_mechanism: SaslMechanism | None = Field(default=None, sa_column=Column(String(16)))
     ssl: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
     options: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     secret_path: str | None = Field(default=None, sa_column=Column(String(512)))

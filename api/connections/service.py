@@ -357,8 +357,8 @@ def client_config(conn: Connection, secrets: SecretStore, *, version: int | None
     if conn.ssl is not None:
         ssl = {k: v for k, v in conn.ssl.items() if k != "has_key" and v is not None} | secret.get("ssl_key", {})
     return KafkaClientConfig(
-        bootstrap_servers=conn.bootstrap_servers, security_protocol=conn.security_protocol,  # type: ignore[arg-type]
-        sasl_mechanism=conn.sasl_mechanism, credentials=secret.get("credentials"),  # type: ignore[arg-type]
+        bootstrap_servers=conn.bootstrap_servers, security_protocol=conn.security_protocol,
+        sasl_mechanism=conn.sasl_mechanism, credentials=secret.get("credentials"),
         ssl=ssl, options=conn.options,
     )
 

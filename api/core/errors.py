@@ -198,7 +198,7 @@ def _document_problems(app: FastAPI) -> None:
         components["schemas"] = dict(sorted(schemas.items()))
         return schema
 
-    app.openapi = openapi  # type: ignore[method-assign]
+    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to customise the schema
 
 
 def install_error_handlers(app: FastAPI) -> None:

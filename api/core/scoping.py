@@ -17,13 +17,13 @@ M = TypeVar("M")
 
 
 def scoped_select(model: type[M], tenant_id: uuid.UUID) -> SelectOfScalar[M]:
-    return select(model).where(model.tenant_id == tenant_id)  # type: ignore[attr-defined]
+    return select(model).where(model.tenant_id == tenant_id)  # type: ignore[attr-defined]  # M: a tenant-owned table, all have tenant_id
 
 
 def get_scoped(
     session: Session, model: type[M], tenant_id: uuid.UUID, ident: uuid.UUID, *, resource: str, lock: bool = False
 ) -> M:
-    stmt: Any = scoped_select(model, tenant_id).where(model.id == ident)  # type: ignore[attr-defined]
+    stmt: Any = scoped_select(model, tenant_id).where(model.id == ident)  # type: ignore[attr-defined]  # and an id primary key
     if lock:
         stmt = stmt.with_for_update()
     found = session.exec(stmt).first()

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from api.kafka.errors import KafkaConfigError
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
 
-SECURITY_PROTOCOLS: frozenset[str] = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
-SASL_MECHANISMS: frozenset[str] = frozenset({"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"})
+SECURITY_PROTOCOLS: frozenset[str] = frozenset(get_args(SecurityProtocol))
+SASL_MECHANISMS: frozenset[str] = frozenset(get_args(SaslMechanism))
 
 ALLOWED_CLIENT_OPTIONS: frozenset[str] = frozenset(
     {

@@ -232,13 +232,13 @@ def resolve_targets(
         wanted = {tp: start_of(tp) for tp in scope}
     elif body.offsets is not None:
         given = {(e.topic, e.partition): e.offset for e in body.offsets}
-        wanted = {tp: start_of(tp) if given[tp] is None else given[tp] for tp in scope}  # type: ignore[misc]
+        wanted = {tp: start_of(tp) if (offset := given[tp]) is None else offset for tp in scope}
     elif body.reset is not None:
         wanted = {tp: watermarks[tp][0 if body.reset == "earliest" else 1] for tp in scope}
     elif body.shift_by is not None:
         wanted = {tp: committed.get(tp, start_of(tp)) + body.shift_by for tp in scope}
     else:
-        moment = body.to_timestamp if body.to_timestamp is not None else now - body.duration  # type: ignore[operator]
+        moment = body.to_timestamp if body.to_timestamp is not None else now - body.duration  # type: ignore[operator]  # OffsetsPatch requires by_duration when to_timestamp is absent here
         timestamp_ms = int(moment.timestamp() * 1000)
         try:
             wanted = dict(client.offsets_for_timestamp(scope, timestamp_ms))

@@ -6,7 +6,7 @@ import uuid
 from typing import Any
 
 from pydantic import ValidationError
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from api.audit.service import record_by
 from api.connections.models import Connection
@@ -134,7 +134,7 @@ def list_pipelines(
     if name:
         stmt = stmt.where(Pipeline.name == name)
     if name_contains:
-        stmt = stmt.where(Pipeline.name.contains(name_contains, autoescape=True))  # type: ignore[attr-defined]
+        stmt = stmt.where(col(Pipeline.name).contains(name_contains, autoescape=True))
     if state:
         stmt = stmt.where(Pipeline.state == state)
     if connection_id:

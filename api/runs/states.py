@@ -15,7 +15,7 @@ TERMINAL_STATES = frozenset(get_args(RunState)) - frozenset(ACTIVE_STATES)
 RUN_STATES = TransitionTable(
     "run",
     {
-        "queued": frozenset({"running", "cancelled", "skipped", "failed"}),
+        "queued": frozenset({"running", "cancelled"}),  # a run is planned, skipped or failed once claimed
         # running → queued: a retry of the same plan (transient failure, or the worker's lease expired).
         "running": frozenset({"succeeded", "failed", "cancelled", "skipped", "queued"}),
     },

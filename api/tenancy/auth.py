@@ -3,7 +3,7 @@ which ``api.core.deps`` calls for every tenant route)."""
 
 from __future__ import annotations
 
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from api.core.errors import Forbidden, Unauthorized
 from api.core.security import Role, TenantContext, hash_key, is_operator_token
@@ -14,7 +14,7 @@ def authenticate_tenant(session: Session, token: str, operator_token: str | None
     if is_operator_token(token, operator_token):
         raise Forbidden("The operator token manages tenants; use a tenant API key for tenant resources")
     key = session.exec(
-        select(ApiKey).where(ApiKey.key_hash == hash_key(token), ApiKey.revoked_at.is_(None))  # type: ignore[union-attr]
+        select(ApiKey).where(ApiKey.key_hash == hash_key(token), col(ApiKey.revoked_at).is_(None))
     ).first()
     if key is None:
         raise Unauthorized("The API key is unknown or revoked")
