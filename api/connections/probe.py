@@ -21,9 +21,10 @@ from sqlmodel import Session
 
 from api.connections import service
 from api.connections.schemas import BrokerRead, ConnectionSpec, ConnectionTestResult
-from api.core.errors import DomainError, ValidationFailed
+from api.core.errors import ValidationFailed
 from api.core.security import TenantContext
 from api.kafka import KafkaClient, KafkaClientConfig, KafkaClientError, KafkaConfigError
+from api.kafka.problems import KafkaProblem
 from api.kafka.tls import TlsDiagnosis, diagnose
 from api.secrets.store import SecretStore
 
@@ -46,21 +47,21 @@ _TLS_TITLES = {
 }
 
 
-class ConnectionTestFailed(DomainError):
+class ConnectionTestFailed(KafkaProblem):
     """The cluster could not be reached or refused the connection; ``kind`` says how."""
 
-    status, code, title = 502, "connection-test-failed", "The Kafka cluster could not be used"
+    code = "connection-test-failed"
 
     def __init__(self, error: KafkaClientError, tls: TlsDiagnosis | None = None) -> None:
-        kind = error.kind if error.kind in _TITLES else "unknown"
+        if error.kind not in _TITLES:
+            error.kind = "unknown"
+        kind = error.kind
         if tls is None:
-            super().__init__(f"Connection test failed ({kind}): {error.message}", kind=kind)
+            super().__init__(f"Connection test failed ({kind}): {error.message}", error)
         else:
-            super().__init__(f"Connection test failed (tls): {tls.message}", kind=kind, reason=tls.reason)
+            super().__init__(f"Connection test failed (tls): {tls.message}", error, reason=tls.reason)
         self.title = _TLS_TITLES.get(tls.reason, _TITLES["tls"]) if tls else _TITLES.get(kind, self.title)
         self.code = f"kafka-{kind.replace('_', '-')}"
-        if kind == "timeout":
-            self.status = 504
 
 
 def probe_connection(

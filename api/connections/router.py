@@ -9,9 +9,10 @@ from fastapi import APIRouter, Body, Depends, Query, Response
 from fastapi.responses import JSONResponse
 
 from api.connections import probe, service
+from api.connections.models import Connection
 from api.connections.schemas import ConnectionRead, ConnectionSpec, ConnectionTestResult
 from api.core.deps import Editor, IfMatch, SessionDep, SettingsDep, Viewer
-from api.core.http import resource_response
+from api.core.http import resource_headers
 from api.core.idempotency import IdempotencyDep
 from api.core.pagination import Page, PageParams, page_params
 from api.secrets.deps import SecretsDep
@@ -26,20 +27,21 @@ PatchBody = Annotated[dict[str, Any], Body(
 )]
 
 
-def _respond(conn: Any, secrets: SecretStore, status_code: int = 200) -> JSONResponse:
-    location = f"/connections/{conn.id}" if status_code == 201 else None
-    return resource_response(service.read_with_status(conn, secrets), etag=service.etag(conn),
-                             status_code=status_code, location=location)
+def _read(conn: Connection, secrets: SecretStore, response: Response, *, created: bool = False) -> ConnectionRead:
+    resource_headers(response, etag=service.etag(conn), location=f"/connections/{conn.id}" if created else None)
+    return service.read_with_status(conn, secrets)
 
 
 @router.post("", operation_id="create_connection", status_code=201, response_model=ConnectionRead)
 def create_connection(
-    body: ConnectionSpec, ctx: Editor, session: SessionDep, secrets: SecretsDep, idem: IdempotencyDep
-) -> JSONResponse:
+    body: ConnectionSpec, response: Response, ctx: Editor, session: SessionDep, secrets: SecretsDep,
+    idem: IdempotencyDep,
+) -> ConnectionRead | JSONResponse:
     """Register a Kafka connection; its credentials go to the secret store, never the database."""
-    return idem.respond(session, f"tenant:{ctx.tenant_id}", lambda: _respond(
-        service.create_connection(session=session, ctx=ctx, secrets=secrets, spec=body), secrets, 201
-    ))
+    return idem.respond(session, f"tenant:{ctx.tenant_id}", lambda: _read(
+        service.create_connection(session=session, ctx=ctx, secrets=secrets, spec=body), secrets, response,
+        created=True,
+    ), response=response, status_code=201)
 
 
 # Both tests are editor+: they make Inlet open outbound connections (to any host:port, for the body
@@ -73,31 +75,33 @@ def list_connections(
 
 
 @router.get("/{connection_id}", operation_id="get_connection", response_model=ConnectionRead)
-def get_connection(connection_id: uuid.UUID, ctx: Viewer, session: SessionDep, secrets: SecretsDep) -> JSONResponse:
+def get_connection(
+    connection_id: uuid.UUID, response: Response, ctx: Viewer, session: SessionDep, secrets: SecretsDep
+) -> ConnectionRead:
     """Read one connection (credentials are never shown: see has_credentials and credentials_status)."""
-    return _respond(service.get_connection(session=session, ctx=ctx, connection_id=connection_id), secrets)
+    return _read(service.get_connection(session=session, ctx=ctx, connection_id=connection_id), secrets, response)
 
 
 @router.put("/{connection_id}", operation_id="replace_connection", response_model=ConnectionRead)
 def replace_connection(
-    connection_id: uuid.UUID, body: ConnectionSpec, ctx: Editor, session: SessionDep, secrets: SecretsDep,
-    if_match: IfMatch = None,
-) -> JSONResponse:
+    connection_id: uuid.UUID, body: ConnectionSpec, response: Response, ctx: Editor, session: SessionDep,
+    secrets: SecretsDep, if_match: IfMatch = None,
+) -> ConnectionRead:
     """Replace a connection; sending credentials rotates them (a new secret version)."""
-    return _respond(service.replace_connection(
+    return _read(service.replace_connection(
         session=session, ctx=ctx, secrets=secrets, connection_id=connection_id, spec=body, if_match=if_match
-    ), secrets)
+    ), secrets, response)
 
 
 @router.patch("/{connection_id}", operation_id="patch_connection", response_model=ConnectionRead)
 def patch_connection(
-    connection_id: uuid.UUID, body: PatchBody, ctx: Editor, session: SessionDep, secrets: SecretsDep,
-    if_match: IfMatch = None,
-) -> JSONResponse:
+    connection_id: uuid.UUID, body: PatchBody, response: Response, ctx: Editor, session: SessionDep,
+    secrets: SecretsDep, if_match: IfMatch = None,
+) -> ConnectionRead:
     """Change some fields of a connection (JSON Merge Patch)."""
-    return _respond(service.patch_connection(
+    return _read(service.patch_connection(
         session=session, ctx=ctx, secrets=secrets, connection_id=connection_id, patch=body, if_match=if_match
-    ), secrets)
+    ), secrets, response)
 
 
 @router.post("/{connection_id}/test", operation_id="test_connection", response_model=ConnectionTestResult,

@@ -1,17 +1,12 @@
-"""Response helpers shared by routers: a resource with its ``ETag`` (and ``Location`` when created)."""
+"""Response headers shared by routers: a resource's ``ETag``, and its ``Location`` when created."""
 
 from __future__ import annotations
 
-from fastapi.responses import JSONResponse
-from pydantic import BaseModel
+from fastapi import Response
 
 
-def resource_response(
-    body: BaseModel, *, etag: str | None = None, status_code: int = 200, location: str | None = None
-) -> JSONResponse:
-    headers: dict[str, str] = {}
+def resource_headers(response: Response, *, etag: str | None = None, location: str | None = None) -> None:
     if etag is not None:
-        headers["ETag"] = etag
+        response.headers["ETag"] = etag
     if location is not None:
-        headers["Location"] = location
-    return JSONResponse(body.model_dump(mode="json", by_alias=True), status_code=status_code, headers=headers)
+        response.headers["Location"] = location

@@ -8,10 +8,11 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
-from fastapi import Depends, Request
+from fastapi import Depends, Request, Response
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
@@ -19,6 +20,7 @@ from api.core.errors import Conflict, ValidationFailed
 from api.core.models import IdempotencyRecord
 
 HEADER = "Idempotency-Key"
+M = TypeVar("M", bound=BaseModel)
 _REPLAYED_HEADERS = ("etag", "location")
 
 
@@ -28,12 +30,14 @@ class IdempotentRequest:
     fingerprint: str
 
     def respond(
-        self, session: Session, scope: str, produce: Callable[[], JSONResponse], *, withhold: tuple[str, ...] = ()
-    ) -> JSONResponse:
+        self, session: Session, scope: str, produce: Callable[[], M], *, response: Response, status_code: int,
+        withhold: tuple[str, ...] = (),
+    ) -> M | JSONResponse:
         """Replay the stored response for this key, or produce one and store it with the change.
 
-        ``withhold`` names top-level body fields shown once and never stored (a new API key): a
-        replay shows them as null."""
+        ``produce`` returns the body and sets its headers on ``response``; ``status_code`` is the
+        route's. ``withhold`` names top-level body fields shown once and never stored (a new API
+        key): a replay shows them as null."""
         if self.key is None:
             return produce()
         stored = session.get(IdempotencyRecord, (scope, self.key))
@@ -43,24 +47,23 @@ class IdempotentRequest:
                     "header.Idempotency-Key",
                     "This Idempotency-Key was already used with a different request; use a new key",
                 )
+            # The first response as it was sent, not built again from objects that may have changed since.
             return JSONResponse(
                 json.loads(stored.body), status_code=stored.status_code,
                 headers={**stored.headers, "Idempotent-Replayed": "true"},
             )
-        response = produce()
-        body = bytes(response.body).decode()
-        if withhold:
-            body = json.dumps(json.loads(body) | dict.fromkeys(withhold))
+        body = produce()
+        sent = body.model_dump(mode="json", by_alias=True)  # as FastAPI serialises the route's response model
         session.add(IdempotencyRecord(
-            scope=scope, key=self.key, fingerprint=self.fingerprint, status_code=response.status_code,
-            body=body,
+            scope=scope, key=self.key, fingerprint=self.fingerprint, status_code=status_code,
+            body=json.dumps(sent | dict.fromkeys(withhold)),
             headers={k: v for k, v in response.headers.items() if k in _REPLAYED_HEADERS},
         ))
         try:
             session.flush()
         except IntegrityError as exc:
             raise Conflict("Another request with this Idempotency-Key is in progress; retry it shortly") from exc
-        return response
+        return body
 
 
 # Write-only values leave the fingerprint: a stored digest of a password could be brute-forced.

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
 
 from api.health.service import readiness
 
@@ -17,7 +18,8 @@ def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz", operation_id="get_readiness")
-def readyz(request: Request) -> JSONResponse:
+def readyz(request: Request, response: Response) -> dict[str, Any]:
     """Readiness: the database, Redis and the secret backend, each reported; 503 if one is down."""
     report = readiness(request.app.state.engine, request.app.state.secrets, request.app.state.settings)
-    return JSONResponse(report, status_code=200 if report["status"] == "ok" else 503)
+    response.status_code = 200 if report["status"] == "ok" else 503
+    return report

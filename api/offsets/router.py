@@ -5,12 +5,11 @@ from __future__ import annotations
 import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Depends, Query, Request, Response
 
 from api.audit.schemas import AuditEventRead
 from api.core.deps import Editor, IfMatch, SessionDep, SettingsDep, Viewer
-from api.core.http import resource_response
+from api.core.http import resource_headers
 from api.core.pagination import Page, PageParams, page_params
 from api.offsets import service
 from api.offsets.schemas import (
@@ -44,32 +43,37 @@ _CHANGE_RESPONSES: dict[int | str, dict[str, str]] = {
 
 
 @router.get("", operation_id="get_offsets", response_model=OffsetsRead)
-def get_offsets(pipeline_id: uuid.UUID, ctx: Viewer, session: SessionDep, kafka: KafkaDep) -> JSONResponse:
+def get_offsets(
+    pipeline_id: uuid.UUID, response: Response, ctx: Viewer, session: SessionDep, kafka: KafkaDep
+) -> OffsetsRead:
     """Each partition's committed offset, watermarks and lag; the committed offsets alone if the cluster is down."""
     body, etag = service.read_offsets(session=session, ctx=ctx, pipeline_id=pipeline_id, client_factory=kafka)
-    return resource_response(body, etag=etag)
+    resource_headers(response, etag=etag)
+    return body
 
 
 @router.patch("", operation_id="patch_offsets", response_model=OffsetsChangeResult, responses=_CHANGE_RESPONSES)
 def patch_offsets(
-    pipeline_id: uuid.UUID, body: OffsetsPatch, request: Request, ctx: Editor, session: SessionDep, kafka: KafkaDep,
-    if_match: IfMatch = None,
-) -> JSONResponse:
+    pipeline_id: uuid.UUID, body: OffsetsPatch, request: Request, response: Response, ctx: Editor,
+    session: SessionDep, kafka: KafkaDep, if_match: IfMatch = None,
+) -> OffsetsChangeResult:
     """Move offsets of a paused pipeline: explicit offsets, or earliest/latest/to_timestamp/by_duration/shift_by."""
     result = service.change_offsets(session=session, ctx=ctx, pipeline_id=pipeline_id, body=body, if_match=if_match,
                                     client_factory=kafka, dispatcher=request.app.state.dispatcher)
-    return resource_response(result, etag=result.etag)
+    resource_headers(response, etag=result.etag)
+    return result
 
 
 @router.delete("", operation_id="reset_offsets", response_model=OffsetsChangeResult, responses=_CHANGE_RESPONSES)
 def reset_offsets(
-    pipeline_id: uuid.UUID, request: Request, ctx: Editor, session: SessionDep, kafka: KafkaDep,
+    pipeline_id: uuid.UUID, request: Request, response: Response, ctx: Editor, session: SessionDep, kafka: KafkaDep,
     if_match: IfMatch = None, dry_run: Annotated[bool, Query(description="Show the change; change nothing")] = False,
-) -> JSONResponse:
+) -> OffsetsChangeResult:
     """Reset every partition of a paused pipeline to its starting_offsets."""
     result = service.change_offsets(session=session, ctx=ctx, pipeline_id=pipeline_id, body=None, if_match=if_match,
                                     client_factory=kafka, dispatcher=request.app.state.dispatcher, dry_run=dry_run)
-    return resource_response(result, etag=result.etag)
+    resource_headers(response, etag=result.etag)
+    return result
 
 
 @router.get("/history", operation_id="list_offsets_history", response_model=Page[AuditEventRead])

@@ -33,6 +33,7 @@ from api.kafka.errors import (
     KafkaUnavailable,
     TimestampNotResolvable,
 )
+from api.kafka.problems import KafkaProblem
 from api.ledger import service as ledger
 from api.ledger.models import PartitionOffset
 from api.ledger.positions import reads_topic, select_partitions, starting_positions
@@ -85,16 +86,13 @@ class TimestampUnresolved(ValidationFailed):
     code, title = "timestamp-not-resolvable", "The cluster gave no offset for that time"
 
 
-class KafkaLookupFailed(DomainError):
+class KafkaLookupFailed(KafkaProblem):
     """The cluster could not be asked for the offsets a change needs; nothing was changed."""
 
-    status, code, title = 502, "kafka-lookup-failed", "The Kafka cluster could not be used"
+    code = "kafka-lookup-failed"
 
     def __init__(self, error: KafkaClientError) -> None:
-        super().__init__(f"Looking up offsets failed ({error.kind}): {error.message}; nothing was changed",
-                         kind=error.kind)
-        if isinstance(error, KafkaTimeout):
-            self.status = 504
+        super().__init__(f"Looking up offsets failed ({error.kind}): {error.message}; nothing was changed", error)
 
 
 # Reading.

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Body, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from api.core.deps import Editor, IfMatch, SessionDep, SettingsDep, Viewer
-from api.core.http import resource_response
+from api.core.http import resource_headers
 from api.core.idempotency import IdempotencyDep
 from api.core.pagination import Page, PageParams, page_params
 from api.pipelines import service
@@ -24,21 +24,21 @@ PatchBody = Annotated[dict[str, Any], Body(
 )]
 
 
-def _respond(pipeline: Pipeline, storage_root: str, status_code: int = 200) -> JSONResponse:
-    location = f"/pipelines/{pipeline.id}" if status_code == 201 else None
-    return resource_response(service.to_read(pipeline, storage_root), etag=service.etag(pipeline),
-                             status_code=status_code, location=location)
+def _read(pipeline: Pipeline, storage_root: str, response: Response, *, created: bool = False) -> PipelineRead:
+    resource_headers(response, etag=service.etag(pipeline), location=f"/pipelines/{pipeline.id}" if created else None)
+    return service.to_read(pipeline, storage_root)
 
 
 @router.post("", operation_id="create_pipeline", status_code=201, response_model=PipelineRead)
 def create_pipeline(
-    body: PipelineSpec, ctx: Editor, session: SessionDep, settings: SettingsDep, idem: IdempotencyDep
-) -> JSONResponse:
+    body: PipelineSpec, response: Response, ctx: Editor, session: SessionDep, settings: SettingsDep,
+    idem: IdempotencyDep,
+) -> PipelineRead | JSONResponse:
     """Define a pipeline: a Kafka source, a Delta or Kafka target and an optional schedule."""
     root = settings.resolved_storage_root
-    return idem.respond(session, f"tenant:{ctx.tenant_id}", lambda: _respond(
-        service.create_pipeline(session=session, ctx=ctx, spec=body, storage_root=root), root, 201
-    ))
+    return idem.respond(session, f"tenant:{ctx.tenant_id}", lambda: _read(
+        service.create_pipeline(session=session, ctx=ctx, spec=body, storage_root=root), root, response, created=True
+    ), response=response, status_code=201)
 
 
 @router.get("", operation_id="list_pipelines", response_model=Page[PipelineRead])
@@ -57,32 +57,34 @@ def list_pipelines(
 
 
 @router.get("/{pipeline_id}", operation_id="get_pipeline", response_model=PipelineRead)
-def get_pipeline(pipeline_id: uuid.UUID, ctx: Viewer, session: SessionDep, settings: SettingsDep) -> JSONResponse:
+def get_pipeline(
+    pipeline_id: uuid.UUID, response: Response, ctx: Viewer, session: SessionDep, settings: SettingsDep
+) -> PipelineRead:
     """Read one pipeline."""
-    return _respond(service.get_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id),
-                    settings.resolved_storage_root)
+    return _read(service.get_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id),
+                 settings.resolved_storage_root, response)
 
 
 @router.put("/{pipeline_id}", operation_id="replace_pipeline", response_model=PipelineRead)
 def replace_pipeline(
-    pipeline_id: uuid.UUID, body: PipelineSpec, ctx: Editor, session: SessionDep, settings: SettingsDep,
-    if_match: IfMatch = None,
-) -> JSONResponse:
+    pipeline_id: uuid.UUID, body: PipelineSpec, response: Response, ctx: Editor, session: SessionDep,
+    settings: SettingsDep, if_match: IfMatch = None,
+) -> PipelineRead:
     """Replace a pipeline's whole definition; the same body twice changes nothing the second time."""
     root = settings.resolved_storage_root
-    return _respond(service.replace_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id, spec=body,
-                                             if_match=if_match, storage_root=root), root)
+    return _read(service.replace_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id, spec=body,
+                                          if_match=if_match, storage_root=root), root, response)
 
 
 @router.patch("/{pipeline_id}", operation_id="patch_pipeline", response_model=PipelineRead)
 def patch_pipeline(
-    pipeline_id: uuid.UUID, body: PatchBody, ctx: Editor, session: SessionDep, settings: SettingsDep,
-    if_match: IfMatch = None,
-) -> JSONResponse:
+    pipeline_id: uuid.UUID, body: PatchBody, response: Response, ctx: Editor, session: SessionDep,
+    settings: SettingsDep, if_match: IfMatch = None,
+) -> PipelineRead:
     """Change some fields of a pipeline (JSON Merge Patch)."""
     root = settings.resolved_storage_root
-    return _respond(service.patch_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id, patch=body,
-                                           if_match=if_match, storage_root=root), root)
+    return _read(service.patch_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id, patch=body,
+                                        if_match=if_match, storage_root=root), root, response)
 
 
 @router.delete("/{pipeline_id}", operation_id="delete_pipeline", status_code=204)
@@ -97,17 +99,19 @@ def delete_pipeline(
 
 @router.post("/{pipeline_id}/pause", operation_id="pause_pipeline", response_model=PipelineRead)
 def pause_pipeline(
-    pipeline_id: uuid.UUID, ctx: Editor, session: SessionDep, settings: SettingsDep, if_match: IfMatch = None
-) -> JSONResponse:
+    pipeline_id: uuid.UUID, response: Response, ctx: Editor, session: SessionDep, settings: SettingsDep,
+    if_match: IfMatch = None,
+) -> PipelineRead:
     """Pause a pipeline: its schedule stops firing; pausing a paused pipeline changes nothing."""
-    return _respond(service.set_state(session=session, ctx=ctx, pipeline_id=pipeline_id, state="paused",
-                                      if_match=if_match), settings.resolved_storage_root)
+    return _read(service.set_state(session=session, ctx=ctx, pipeline_id=pipeline_id, state="paused",
+                                   if_match=if_match), settings.resolved_storage_root, response)
 
 
 @router.post("/{pipeline_id}/resume", operation_id="resume_pipeline", response_model=PipelineRead)
 def resume_pipeline(
-    pipeline_id: uuid.UUID, ctx: Editor, session: SessionDep, settings: SettingsDep, if_match: IfMatch = None
-) -> JSONResponse:
+    pipeline_id: uuid.UUID, response: Response, ctx: Editor, session: SessionDep, settings: SettingsDep,
+    if_match: IfMatch = None,
+) -> PipelineRead:
     """Resume a paused pipeline; its schedule fires again from now."""
-    return _respond(service.set_state(session=session, ctx=ctx, pipeline_id=pipeline_id, state="active",
-                                      if_match=if_match), settings.resolved_storage_root)
+    return _read(service.set_state(session=session, ctx=ctx, pipeline_id=pipeline_id, state="active",
+                                   if_match=if_match), settings.resolved_storage_root, response)

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Response
 from fastapi.responses import JSONResponse
 
 from api.core.deps import Admin, IfMatch, OperatorDep, SessionDep, Viewer
-from api.core.http import resource_response
+from api.core.http import resource_headers
 from api.core.idempotency import IdempotencyDep
 from api.core.pagination import Page, PageParams, page_params
 from api.tenancy import service
@@ -22,27 +22,31 @@ TenantPage = Annotated[PageParams, Depends(page_params(("created_at", "name")))]
 KeyPage = Annotated[PageParams, Depends(page_params(("created_at", "name")))]
 
 
-def _tenant_response(tenant: Tenant, status_code: int = 200) -> JSONResponse:
-    location = f"/tenants/{tenant.id}" if status_code == 201 else None
-    return resource_response(TenantRead.model_validate(tenant), etag=service.tenant_etag(tenant),
-                             status_code=status_code, location=location)
+def _tenant_read(tenant: Tenant, response: Response, *, created: bool = False) -> TenantRead:
+    resource_headers(response, etag=service.tenant_etag(tenant), location=f"/tenants/{tenant.id}" if created else None)
+    return TenantRead.model_validate(tenant)
 
 
-def _key_response(api_key: ApiKey, key: str | None = None) -> JSONResponse:
-    read = ApiKeyRead.model_validate(api_key)
-    if key is None:
-        return resource_response(read, etag=service.key_etag(api_key))
-    return resource_response(ApiKeyCreated(**read.model_dump(), key=key), etag=service.key_etag(api_key),
-                             status_code=201, location=f"/api-keys/{api_key.id}")
+def _key_read(api_key: ApiKey, response: Response) -> ApiKeyRead:
+    resource_headers(response, etag=service.key_etag(api_key))
+    return ApiKeyRead.model_validate(api_key)
+
+
+def _key_created(created: tuple[ApiKey, str], response: Response) -> ApiKeyCreated:
+    api_key, key = created
+    resource_headers(response, etag=service.key_etag(api_key), location=f"/api-keys/{api_key.id}")
+    return ApiKeyCreated(**ApiKeyRead.model_validate(api_key).model_dump(), key=key)
 
 
 @router.post("/tenants", tags=["tenancy"], operation_id="create_tenant", status_code=201,
              response_model=TenantRead)
-def create_tenant(body: TenantCreate, operator: OperatorDep, session: SessionDep, idem: IdempotencyDep) -> JSONResponse:
+def create_tenant(
+    body: TenantCreate, response: Response, operator: OperatorDep, session: SessionDep, idem: IdempotencyDep
+) -> TenantRead | JSONResponse:
     """Create a tenant (operator only)."""
-    return idem.respond(session, "operator", lambda: _tenant_response(
-        service.create_tenant(session=session, operator=operator, name=body.name), status_code=201
-    ))
+    return idem.respond(session, "operator", lambda: _tenant_read(
+        service.create_tenant(session=session, operator=operator, name=body.name), response, created=True
+    ), response=response, status_code=201)
 
 
 @router.get("/tenants", tags=["tenancy"], operation_id="list_tenants", response_model=Page[TenantRead])
@@ -53,23 +57,21 @@ def list_tenants(operator: OperatorDep, session: SessionDep, page: TenantPage) -
 
 
 @router.get("/tenants/{tenant_id}", tags=["tenancy"], operation_id="get_tenant", response_model=TenantRead)
-def get_tenant(tenant_id: uuid.UUID, operator: OperatorDep, session: SessionDep) -> JSONResponse:
+def get_tenant(tenant_id: uuid.UUID, response: Response, operator: OperatorDep, session: SessionDep) -> TenantRead:
     """Read one tenant (operator only)."""
-    return _tenant_response(service.get_tenant(session=session, tenant_id=tenant_id))
+    return _tenant_read(service.get_tenant(session=session, tenant_id=tenant_id), response)
 
 
 @router.post("/tenants/{tenant_id}/api-keys", tags=["tenancy"], operation_id="create_tenant_api_key",
              status_code=201, response_model=ApiKeyCreated)
 def create_tenant_api_key(
-    tenant_id: uuid.UUID, body: ApiKeyCreate, operator: OperatorDep, session: SessionDep, idem: IdempotencyDep
-) -> JSONResponse:
+    tenant_id: uuid.UUID, body: ApiKeyCreate, response: Response, operator: OperatorDep, session: SessionDep,
+    idem: IdempotencyDep,
+) -> ApiKeyCreated | JSONResponse:
     """Issue an API key for a tenant (operator only); the key is shown once."""
-    def produce() -> JSONResponse:
-        return _key_response(*service.create_key_as_operator(
-            session=session, operator=operator, tenant_id=tenant_id, name=body.name, role=body.role
-        ))
-
-    return idem.respond(session, f"operator:{tenant_id}", produce, withhold=("key",))
+    return idem.respond(session, f"operator:{tenant_id}", lambda: _key_created(service.create_key_as_operator(
+        session=session, operator=operator, tenant_id=tenant_id, name=body.name, role=body.role
+    ), response), response=response, status_code=201, withhold=("key",))
 
 
 @router.get("/me", tags=["tenancy"], operation_id="get_caller", response_model=CallerRead)
@@ -80,12 +82,13 @@ def get_caller(ctx: Viewer) -> CallerRead:
 
 @router.post("/api-keys", tags=["tenancy"], operation_id="create_api_key", status_code=201,
              response_model=ApiKeyCreated)
-def create_api_key(body: ApiKeyCreate, ctx: Admin, session: SessionDep, idem: IdempotencyDep) -> JSONResponse:
+def create_api_key(
+    body: ApiKeyCreate, response: Response, ctx: Admin, session: SessionDep, idem: IdempotencyDep
+) -> ApiKeyCreated | JSONResponse:
     """Issue another API key for the caller's tenant (admin role); the key is shown once."""
-    def produce() -> JSONResponse:
-        return _key_response(*service.create_key(session=session, ctx=ctx, name=body.name, role=body.role))
-
-    return idem.respond(session, f"tenant:{ctx.tenant_id}", produce, withhold=("key",))
+    return idem.respond(session, f"tenant:{ctx.tenant_id}", lambda: _key_created(
+        service.create_key(session=session, ctx=ctx, name=body.name, role=body.role), response
+    ), response=response, status_code=201, withhold=("key",))
 
 
 @router.get("/api-keys", tags=["tenancy"], operation_id="list_api_keys", response_model=Page[ApiKeyRead])
@@ -96,9 +99,9 @@ def list_api_keys(ctx: Admin, session: SessionDep, page: KeyPage) -> Page[ApiKey
 
 
 @router.get("/api-keys/{key_id}", tags=["tenancy"], operation_id="get_api_key", response_model=ApiKeyRead)
-def get_api_key(key_id: uuid.UUID, ctx: Admin, session: SessionDep) -> JSONResponse:
+def get_api_key(key_id: uuid.UUID, response: Response, ctx: Admin, session: SessionDep) -> ApiKeyRead:
     """Read one API key's metadata (admin role)."""
-    return _key_response(service.get_key(session=session, ctx=ctx, key_id=key_id))
+    return _key_read(service.get_key(session=session, ctx=ctx, key_id=key_id), response)
 
 
 @router.delete("/api-keys/{key_id}", tags=["tenancy"], operation_id="revoke_api_key", status_code=204)
