@@ -1,14 +1,15 @@
 """What the portal's templates need beyond the services' own objects: ages and durations in words,
-chart geometry for inline SVG, and validation errors sorted to the form field they concern."""
+chart geometry for inline SVG, and a form's validation messages by input."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from api.core.db import utcnow
+from api.runs.schemas import RunRead
 
 STATE_SYMBOLS = {
     "active": "▶", "paused": "‖", "queued": "…", "running": "↻", "succeeded": "✓", "failed": "✗",
@@ -71,6 +72,13 @@ def bars(values: Iterable[tuple[str, float | None, str]], *, height: float = 60,
             for i, (label, v, title) in enumerate(rows)]
 
 
+def run_charts(runs: Sequence[RunRead]) -> tuple[list[Bar], list[Bar]]:
+    """Records read and duration of ``runs`` (newest first) as bars, oldest left."""
+    chronological = list(reversed(runs))
+    return (bars((f"#{r.seq}", r.records_read, f"run {r.seq}: {number(r.records_read)} records") for r in chronological),
+            bars((f"#{r.seq}", r.duration_s, f"run {r.seq}: {duration(r.duration_s)}") for r in chronological))
+
+
 def share(value: int | None, largest: int | None) -> float:
     """``value`` as a percentage of ``largest`` (for lag bars)."""
     if not value or not largest:
@@ -93,23 +101,3 @@ class FormErrors:
 
     def __bool__(self) -> bool:
         return bool(self.fields or self.general)
-
-
-def sort_errors(errors: Iterable[Mapping[str, Any]], routes: Mapping[str, str], *, drop: Iterable[str] = (),
-                strip: Iterable[str] = ()) -> FormErrors:
-    """Problem ``errors`` (``{field, message}``) → form fields via ``routes`` (error field prefix → form
-    field; the longest matching prefix wins). ``drop``: error fields containing one of these are ignored
-    (the other members of a union the form did not choose); ``strip``: segments removed first."""
-    out = FormErrors()
-    dropped = tuple(drop)
-    for error in errors:
-        name = str(error.get("field", ""))
-        if any(d in name for d in dropped):
-            continue
-        for segment in strip:
-            name = name.replace(f".{segment}", "")
-        message = str(error.get("message", "invalid")).removeprefix("Value error, ")
-        best = max((prefix for prefix in routes if name == prefix or name.startswith((prefix + ".", prefix + "["))),
-                   key=len, default=None)
-        out.add(routes[best] if best is not None else None, message)
-    return out

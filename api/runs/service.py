@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 
+from sqlalchemy import and_
 from sqlmodel import Session, col, select
 
 from api.audit.service import record_by
@@ -13,6 +15,7 @@ from api.core.errors import InvalidTransition
 from api.core.pagination import PageParams, paginate
 from api.core.scoping import get_scoped, scoped_select
 from api.core.security import TenantContext
+from api.pipelines.models import Pipeline
 from api.pipelines.service import get_pipeline
 from api.runs import lifecycle
 from api.runs.models import Run, RunLogChunk
@@ -45,6 +48,20 @@ def list_runs(
     if state:
         stmt = stmt.where(Run.state == state)
     return paginate(session, stmt, page, Run)
+
+
+def newest_runs(*, session: Session, ctx: TenantContext, pipelines: Sequence[Pipeline]) -> dict[uuid.UUID, Run]:
+    """The newest run of each of ``pipelines`` by pipeline id, in one query however many there are; a
+    pipeline never run has none.
+
+    A pipeline numbers its runs in the order they are created (``last_run_seq`` is the newest's
+    number, taken under the pipeline's row lock), so its newest run is the one with that number."""
+    ids = [p.id for p in pipelines if p.last_run_seq]
+    if not ids:
+        return {}
+    newest = and_(col(Pipeline.id) == col(Run.pipeline_id), col(Pipeline.last_run_seq) == col(Run.seq))
+    stmt = scoped_select(Run, ctx.tenant_id).join(Pipeline, newest).where(col(Run.pipeline_id).in_(ids))
+    return {run.pipeline_id: run for run in session.exec(stmt).all()}
 
 
 def cancel_run(*, session: Session, ctx: TenantContext, run_id: uuid.UUID) -> Run:

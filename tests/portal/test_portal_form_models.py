@@ -1,0 +1,130 @@
+"""The portal's form models on their own: the API body each form becomes, the errors it raises named
+as the API names fields (never after a member of a schema union), and where each error is shown."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import TypeVar
+
+import pytest
+
+from api.core.errors import Conflict, ValidationFailed
+from api.portal.forms import ConnectionForm, FormInvalid, PipelineFilters, PipelineForm, ReplayForm
+from api.portal.views import FormErrors
+
+CONNECTION_ID = str(uuid.UUID(int=7))
+E = TypeVar("E", bound=ValidationFailed)
+
+
+def _refusal(build: Callable[[], object], kind: type[E]) -> E:
+    with pytest.raises(kind) as caught:
+        build()
+    return caught.value
+
+
+def test_a_pipeline_form_becomes_the_body_the_api_stores() -> None:
+    form = PipelineForm.model_validate({
+        "name": " orders ", "connection_id": CONNECTION_ID, "topics": "orders, refunds\nreturns",
+        "value_format": "json", "schema": "id BIGINT", "starting_offsets": "latest", "max_offsets_per_run": "500",
+        "target_path": "bronze/orders", "schedule_kind": "cron", "cron": "*/5 * * * *", "timezone": "",
+        "interval_seconds": "60", "state": "paused",
+    })
+    assert form.spec().model_dump(mode="json", by_alias=True) == {
+        "name": "orders",
+        "source": {"connection_id": CONNECTION_ID, "topics": ["orders", "refunds", "returns"],
+                   "value_format": "json", "schema": "id BIGINT", "starting_offsets": "latest",
+                   "max_offsets_per_run": 500},
+        "target": {"type": "delta", "path": "bronze/orders"},
+        "schedule": {"cron": "*/5 * * * *", "timezone": "UTC"},
+        "state": "paused",
+    }
+
+
+def test_a_pipeline_forms_errors_name_api_fields_and_sit_beside_their_inputs() -> None:
+    form = PipelineForm(name="bad name", connection_id=CONNECTION_ID, topics="orders", target_path="",
+                        schedule_kind="cron", cron="every minute", timezone="Mars/Base", interval_seconds="5")
+    refused = _refusal(form.spec, ValidationFailed)
+    assert sorted(refused.errors or [], key=lambda e: e["field"]) == [
+        {"field": "name", "message": "String should match pattern '^[A-Za-z0-9][A-Za-z0-9._-]*$'",
+         "type": "string_pattern_mismatch"},
+        {"field": "schedule.cron", "message": "Value error, not a 5-field cron expression (minute hour "
+         "day-of-month month day-of-week)", "type": "value_error"},
+        {"field": "schedule.timezone", "message": "Value error, not an IANA timezone name such as Europe/Paris or UTC",
+         "type": "value_error"},
+        {"field": "target.path", "message": "String should have at least 1 character", "type": "string_too_short"},
+    ]
+    # The interval's input is not the chosen schedule's: nothing is said about it.
+    assert form.errors(refused) == FormErrors(fields={
+        "target_path": ["String should have at least 1 character"],
+        "cron": ["not a 5-field cron expression (minute hour day-of-month month day-of-week)"],
+        "timezone": ["not an IANA timezone name such as Europe/Paris or UTC"],
+        "name": ["String should match pattern '^[A-Za-z0-9][A-Za-z0-9._-]*$'"],
+    })
+
+
+def test_a_services_own_errors_on_a_form_are_shown_beside_the_input_or_above_the_form() -> None:
+    form = PipelineForm()
+    missing = ValidationFailed.field("source.connection_id", f"Connection {CONNECTION_ID} does not exist")
+    assert form.errors(missing) == FormErrors(fields={"connection_id": [f"Connection {CONNECTION_ID} does not exist"]})
+    taken = Conflict("A pipeline named 'orders' already exists")
+    assert form.errors(taken) == FormErrors(fields={"name": ["A pipeline named 'orders' already exists"]})
+    nowhere = ValidationFailed("The storage root is not configured")
+    assert form.errors(nowhere) == FormErrors(general=["The storage root is not configured"])
+
+
+def test_a_connection_forms_credentials_errors_name_the_credentials_fields() -> None:
+    form = ConnectionForm(name="secure", bootstrap_servers="broker-1:9093", security_protocol="SASL_SSL",
+                          sasl_mechanism="SCRAM-SHA-512", username="ingest", password="")
+    refused = _refusal(form.spec, ValidationFailed)
+    assert refused.errors == [{"field": "credentials.password",
+                               "message": "Value should have at least 1 item after validation, not 0",
+                               "type": "too_short"}]
+    assert form.errors(refused) == FormErrors(fields={
+        "password": ["Value should have at least 1 item after validation, not 0"]})
+    assert "password" not in ConnectionForm(password="s3cret").values()
+
+
+def test_a_connection_forms_whole_body_rules_are_shown_above_the_form() -> None:
+    form = ConnectionForm(name="plain", bootstrap_servers="broker-1:9092", security_protocol="PLAINTEXT",
+                          sasl_mechanism="PLAIN")
+    refused = _refusal(form.spec, ValidationFailed)
+    assert form.errors(refused) == FormErrors(general=[
+        "sasl_mechanism is only used with SASL_PLAINTEXT or SASL_SSL, not PLAINTEXT"])
+
+
+def test_the_replay_forms_own_rules_name_its_inputs() -> None:
+    refused = _refusal(ReplayForm(tp=["orders|0", "orders|x", "|1"], mode="").to_patch, FormInvalid)
+    assert refused.status == 422
+    assert refused.fields == FormErrors(fields={"mode": ["Choose how to move the offsets"]})
+    nothing = _refusal(ReplayForm(mode="shift", shift="1.5").to_patch, FormInvalid)
+    assert nothing.fields == FormErrors(fields={
+        "partitions": ["Choose at least one partition"],
+        "shift": ["Enter a whole number of offsets, negative to go back"]})
+    offsets = _refusal(ReplayForm.model_validate({"tp": ["orders|0", "orders|1"], "mode": "offset",
+                                                  "offset:orders|0": "12", "offset:orders|1": " "}).to_patch,
+                       FormInvalid)
+    assert offsets.fields == FormErrors(fields={"offset:orders|1": ["Enter the offset to move to"]})
+
+
+def test_the_replay_form_becomes_a_dry_run_and_its_confirmation_the_change_applied() -> None:
+    form = ReplayForm(tp=["refunds|1", "orders|1", "orders|1"], mode="timestamp", timestamp="2024-01-02T03:04",
+                      replay_mode="replace", clamp="on")
+    patch = form.to_patch()
+    assert patch.model_dump(mode="json", exclude_none=True) == {
+        "to_timestamp": "2024-01-02T03:04:00Z", "topics": ["orders", "refunds"], "partitions": [1],
+        "dry_run": True, "clamp": True, "replay_mode": "replace"}
+    confirmed = ReplayForm(action="apply", patch=ReplayForm.confirmation(patch), etag="W/\"abc\"")
+    assert confirmed.if_match == "W/\"abc\"" and form.if_match is None
+    assert confirmed.to_patch().model_dump(mode="json", exclude_none=True) == {
+        "to_timestamp": "2024-01-02T03:04:00Z", "topics": ["orders", "refunds"], "partitions": [1],
+        "dry_run": False, "clamp": True, "replay_mode": "replace"}
+    unreadable = _refusal(ReplayForm(action="apply", patch="[1, 2]").to_patch, FormInvalid)
+    assert unreadable.fields == FormErrors(general=["The change to apply could not be read; preview it again"])
+
+
+def test_the_pipeline_filters_ignore_what_they_do_not_know() -> None:
+    odd = PipelineFilters(name="  p-1 ", state="deleted", page="0")
+    assert (odd.number, odd.shown()) == (1, {"name": "p-1", "state": ""})
+    assert PipelineFilters(state="paused", page="3").shown() == {"name": "", "state": "paused"}
+    assert PipelineFilters(page="3").number == 3
