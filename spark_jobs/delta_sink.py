@@ -20,9 +20,11 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from datetime import datetime
+from datetime import time as time_of_day
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -41,9 +43,22 @@ from pyspark.sql.types import StructType
 
 from spark_jobs.decode import QUARANTINE_REASON, RAW_KEY, RAW_VALUE
 from spark_jobs.errors import JobError
+from spark_jobs.plans import (
+    DataFile,
+    PartitionKey,
+    PartitionStats,
+    TableRole,
+    TaskReport,
+    read_plan,
+    task_reports,
+    write_reports,
+)
 
-if TYPE_CHECKING:  # pydantic costs every Python worker ~1 s to import
-    from spark_jobs.spec import Ranges, Txn
+if TYPE_CHECKING:
+    from deltalake import DeltaTable, Schema
+    from deltalake.transaction import RemoveAction
+
+    from spark_jobs.spec import Ranges, Txn  # pydantic costs every Python worker ~1 s to import
 
 CARRIED = "_inlet_carried"  # set on rows rewritten from existing files, not read from Kafka
 INTERNAL = {QUARANTINE_REASON, RAW_KEY, RAW_VALUE, CARRIED}
@@ -53,39 +68,7 @@ _STATS_COLUMNS = ("topic", "partition", "offset")
 # --- executor side -------------------------------------------------------------------------------
 
 
-@dataclass
-class DataFile:
-    table: str  # "main" or "quarantine"
-    path: str  # relative to the table root, as in a Delta add action
-    size: int
-    partition_values: dict[str, str | None]
-    num_records: int
-    stats: str
-
-
-@dataclass
-class PartitionStats:
-    records: int = 0
-    first_offset: int | None = None
-    last_offset: int | None = None
-    bytes: int = 0
-
-    def merge(self, records: int, first_offset: int | None, last_offset: int | None, size: int) -> None:
-        if records:
-            self.first_offset = first_offset if self.first_offset is None else min(self.first_offset, first_offset)
-            self.last_offset = last_offset if self.last_offset is None else max(self.last_offset, last_offset)
-        self.records += records
-        self.bytes += size
-
-
-@dataclass
-class TaskReport(WriterCommitMessage):
-    files: list[DataFile] = field(default_factory=list)
-    partitions: dict[tuple[str, int], PartitionStats] = field(default_factory=dict)
-    quarantined: int = 0  # records of this run (not rewritten ones) sent to quarantine
-
-
-def collect_read_stats(batch: pa.RecordBatch, into: dict[tuple[str, int], PartitionStats]) -> pa.RecordBatch:
+def collect_read_stats(batch: pa.RecordBatch, into: dict[PartitionKey, PartitionStats]) -> pa.RecordBatch:
     """Add the batch's Kafka records to per-partition counts; returns the batch minus carried rows."""
     if CARRIED in batch.schema.names:
         carried = pc.fill_null(batch.column(CARRIED), False)
@@ -108,17 +91,29 @@ def collect_read_stats(batch: pa.RecordBatch, into: dict[tuple[str, int], Partit
     return batch
 
 
+@dataclass
+class _OpenFile:
+    """A Parquet file a task is still writing, with the Delta statistics of its rows so far."""
+
+    writer: pq.ParquetWriter
+    path: str  # relative to the table root
+    partition_values: dict[str, str | None]
+    rows: int = 0
+    min_values: dict[str, object] = field(default_factory=dict)
+    max_values: dict[str, object] = field(default_factory=dict)
+
+
 class _FileSet:
     """One open Parquet file per (table, partition values) for the life of a task."""
 
-    def __init__(self, table: str, root: str, schema: pa.Schema, partition_by: list[str], token: str = ""):
+    def __init__(self, table: TableRole, root: str, schema: pa.Schema, partition_by: list[str], token: str = ""):
         self.table, self.partition_by = table, partition_by
         self.prefix = f"part-{token}-" if token else "part-"
         self.fs, self.root = pafs.FileSystem.from_uri(root)
         self.schema = pa.schema([f for f in schema if f.name not in partition_by])
-        self.open: dict[tuple, tuple[pq.ParquetWriter, str, dict, dict]] = {}
+        self.open: dict[tuple[object, ...], _OpenFile] = {}
 
-    def write(self, table: pa.Table, group: tuple = ()) -> None:
+    def write(self, table: pa.Table, group: tuple[object, ...] = ()) -> None:
         """Append ``table``'s rows; rows of different ``group``s never share a file."""
         if table.num_rows == 0:
             return
@@ -132,7 +127,7 @@ class _FileSet:
                 mask = match if mask is None else pc.and_(mask, match)
             self._append((*group, *values.values()), values, table.filter(mask))
 
-    def _append(self, key: tuple, values: dict[str, Any], rows: pa.Table) -> None:
+    def _append(self, key: tuple[object, ...], values: dict[str, object], rows: pa.Table) -> None:
         if key not in self.open:
             folder = "/".join(f"{c}={_path_safe(v)}" for c, v in values.items())
             relative = f"{folder}/" if folder else ""
@@ -140,37 +135,47 @@ class _FileSet:
             full = f"{self.root}/{relative}"
             self.fs.create_dir(full.rsplit("/", 1)[0], recursive=True)
             writer = pq.ParquetWriter(full, self.schema, filesystem=self.fs, compression="snappy")
-            self.open[key] = (writer, relative, {c: _partition_string(v) for c, v in values.items()}, {"rows": 0, "min": {}, "max": {}})
-        writer, _, _, stats = self.open[key]
+            self.open[key] = _OpenFile(writer, relative, {c: _partition_string(v) for c, v in values.items()})
+        file = self.open[key]
         rows = rows.select(self.schema.names).cast(self.schema)
-        writer.write_table(rows)
-        stats["rows"] += rows.num_rows
+        file.writer.write_table(rows)
+        file.rows += rows.num_rows
         for column in _STATS_COLUMNS:
             if column in self.schema.names:
                 low, high = pc.min_max(rows[column]).values()
                 low, high = low.as_py(), high.as_py()
                 if low is not None:
-                    stats["min"][column] = min(low, stats["min"].get(column, low))
-                    stats["max"][column] = max(high, stats["max"].get(column, high))
+                    file.min_values[column] = min(low, file.min_values.get(column, low))
+                    file.max_values[column] = max(high, file.max_values.get(column, high))
 
     def close(self) -> list[DataFile]:
         files = []
-        for writer, relative, values, stats in self.open.values():
-            writer.close()
-            size = self.fs.get_file_info(f"{self.root}/{relative}").size
-            delta_stats = {"numRecords": stats["rows"], "minValues": stats["min"], "maxValues": stats["max"]}
-            files.append(DataFile(self.table, relative, size, values, stats["rows"], json.dumps(delta_stats)))
+        for file in self.open.values():
+            file.writer.close()
+            size = self.fs.get_file_info(f"{self.root}/{file.path}").size
+            delta_stats = {"numRecords": file.rows, "minValues": file.min_values, "maxValues": file.max_values}
+            files.append(DataFile(self.table, file.path, size, file.partition_values, file.rows, json.dumps(delta_stats)))
         self.open.clear()
         return files
 
     def discard(self) -> None:
-        for writer, relative, _, _ in self.open.values():
+        for file in self.open.values():
             try:
-                writer.close()
-                self.fs.delete_file(f"{self.root}/{relative}")
+                file.writer.close()
+                self.fs.delete_file(f"{self.root}/{file.path}")
             except OSError:
                 pass
         self.open.clear()
+
+
+@dataclass(frozen=True)
+class DeltaWritePlan:
+    """The ``inlet_delta`` sink's plan: the tables its tasks write into, and where their reports go."""
+
+    uri: str
+    quarantine_uri: str | None  # None: the rows have no quarantine material, or nowhere to put it
+    partition_by: list[str]
+    manifest: str  # the reports' file, for the driver program (``read_reports``)
 
 
 class InletDeltaDataSource(DataSource):
@@ -181,22 +186,21 @@ class InletDeltaDataSource(DataSource):
         return "inlet_delta"
 
     def writer(self, schema: StructType, overwrite: bool) -> _DeltaFilesWriter:
-        with open(self.options["plan"]) as f:
-            return _DeltaFilesWriter(json.load(f), schema)
+        return _DeltaFilesWriter(read_plan(self.options["plan"], DeltaWritePlan), schema)
 
 
 class _DeltaFilesWriter(DataSourceArrowWriter):
-    def __init__(self, plan: dict[str, Any], schema: StructType):
+    def __init__(self, plan: DeltaWritePlan, schema: StructType):
         self.plan = plan
         self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskReport:
         report = TaskReport()
         main_columns = [f for f in self.arrow_schema if f.name not in INTERNAL]
-        main = _FileSet("main", self.plan["uri"], pa.schema(main_columns), self.plan["partition_by"])
+        main = _FileSet("main", self.plan.uri, pa.schema(main_columns), self.plan.partition_by)
         quarantine = None
-        if self.plan.get("quarantine_uri") and QUARANTINE_REASON in self.arrow_schema.names:
-            quarantine = _FileSet("quarantine", self.plan["quarantine_uri"], quarantine_schema(self.arrow_schema), [])
+        if self.plan.quarantine_uri and QUARANTINE_REASON in self.arrow_schema.names:
+            quarantine = _FileSet("quarantine", self.plan.quarantine_uri, quarantine_schema(self.arrow_schema), [])
         try:
             for batch in iterator:
                 fresh = collect_read_stats(batch, report.partitions)
@@ -217,15 +221,13 @@ class _DeltaFilesWriter(DataSourceArrowWriter):
             raise
         return report
 
-    def commit(self, messages: list[TaskReport | None]) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         # Runs on the driver host: hand the reports to the driver program, which commits them.
-        with open(self.plan["manifest"], "wb") as f:
-            import pickle
+        write_reports(self.plan.manifest, messages)
 
-            pickle.dump(messages, f)
-
-    def abort(self, messages: list[TaskReport | None]) -> None:
-        delete_files(self.plan, [file for m in messages if m for file in m.files])
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        files = [file for report in task_reports(messages) for file in report.files]
+        delete_files(files, self.plan.uri, self.plan.quarantine_uri)
 
 
 def quarantine_schema(writer_schema: pa.Schema) -> pa.Schema:
@@ -239,9 +241,12 @@ def to_quarantine_rows(rows: pa.Table) -> pa.Table:
     return rows.rename_columns([{RAW_KEY: "key", RAW_VALUE: "value"}.get(c, c) for c in rows.column_names])
 
 
-def delete_files(plan: dict[str, Any], files: list[DataFile]) -> None:
+def delete_files(files: Iterable[DataFile], uri: str, quarantine_uri: str | None) -> None:
+    """Delete reported files of the main table at ``uri`` and of the quarantine table, if any."""
     for file in files:
-        root = plan["uri"] if file.table == "main" else plan["quarantine_uri"]
+        root = uri if file.table == "main" else quarantine_uri
+        if root is None:  # no quarantine table, so no file of it either
+            continue
         filesystem, base = pafs.FileSystem.from_uri(root)
         try:
             filesystem.delete_file(f"{base}/{file.path}")
@@ -268,14 +273,14 @@ def delete_run_files(root: str, token: str) -> int:
     return len(mine)
 
 
-def _path_safe(value: Any) -> str:
+def _path_safe(value: object) -> str:
     return "__HIVE_DEFAULT_PARTITION__" if value is None else re.sub(r"[^A-Za-z0-9._-]", "_", str(value))[:100]
 
 
-def _partition_string(value: Any) -> str | None:
+def _partition_string(value: object) -> str | None:
     if value is None:
         return None
-    if hasattr(value, "isoformat") and hasattr(value, "hour"):
+    if isinstance(value, (datetime, time_of_day)):
         return value.strftime("%Y-%m-%d %H:%M:%S.%f")  # Delta's timestamp partition format
     return str(value).lower() if isinstance(value, bool) else str(value)
 
@@ -285,18 +290,30 @@ def _partition_string(value: Any) -> str | None:
 
 @dataclass(frozen=True)
 class RewriteFile(InputPartition):
-    table: str
+    """An existing table file holding rows of the replaced ranges and others, to be rewritten."""
+
+    table: TableRole
     uri: str  # absolute
-    partition_values: dict[str, Any]
+    partition_values: dict[str, object]  # as the table's add action holds them (typed, not strings)
 
 
 @dataclass
 class ReplacePlan:
-    remove: dict[str, list[Any]] = field(default_factory=lambda: {"main": [], "quarantine": []})
+    """What replace mode takes out of the tables: files removed outright, and files rewritten."""
+
+    remove: dict[TableRole, list[RemoveAction]] = field(default_factory=lambda: {"main": [], "quarantine": []})
     rewrite: list[RewriteFile] = field(default_factory=list)
 
 
-def plan_replace(table: str, uri: str, ranges: Ranges, plan: ReplacePlan) -> None:
+@dataclass(frozen=True)
+class RewritePlan:
+    """The ``inlet_delta_rewrite`` source's plan: the files to read again, minus the replaced ranges."""
+
+    files: tuple[RewriteFile, ...]
+    replace_ranges: Ranges
+
+
+def plan_replace(table: TableRole, uri: str, ranges: Ranges, plan: ReplacePlan) -> None:
     """Add to ``plan`` the files of the table at ``uri`` holding rows of ``ranges``."""
     from deltalake import DeltaTable
     from deltalake.transaction import RemoveAction
@@ -312,7 +329,7 @@ def plan_replace(table: str, uri: str, ranges: Ranges, plan: ReplacePlan) -> Non
             fixed = action.get(f"partition.{column}")
             bounds[column] = (fixed, fixed) if fixed is not None else (action.get(f"min.{column}"), action.get(f"max.{column}"))
 
-        def within(column: str, low: Any, high: Any) -> bool:
+        def within(column: str, low: object, high: object) -> bool:
             lo, hi = bounds[column]
             return lo is None or hi is None or (lo < high and hi >= low if column == "offset" else lo <= low <= hi)
 
@@ -339,15 +356,13 @@ class InletDeltaRewriteDataSource(DataSource):
         return "inlet_delta_rewrite"
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        with open(self.options["plan"]) as f:
-            plan = json.load(f)
-        return _RewriteReader(plan, schema)
+        return _RewriteReader(read_plan(self.options["plan"], RewritePlan), schema)
 
 
 class _RewriteReader(DataSourceReader):
-    def __init__(self, plan: dict[str, Any], schema: StructType):
-        self.files = [RewriteFile(**f) for f in plan["rewrite"]]
-        self.ranges: Ranges = plan["replace_ranges"]
+    def __init__(self, plan: RewritePlan, schema: StructType):
+        self.files = plan.files
+        self.ranges = plan.replace_ranges
         self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
 
     def partitions(self) -> list[InputPartition]:
@@ -403,7 +418,7 @@ def commit_files(
     schema: pa.Schema,
     partition_by: list[str],
     txn: Txn,
-    removes: list[Any] = (),  # type: ignore[assignment]
+    removes: Sequence[RemoveAction] = (),
 ) -> int | None:
     """Commit ``files`` (and ``removes``) as one transaction; None if ``txn`` was committed before."""
     from deltalake import DeltaTable, Schema
@@ -439,7 +454,7 @@ def commit_files(
         raise JobError("target_commit", f"commit to {uri} failed: {exc}") from None
 
 
-def evolve_schema(table: Any, schema: pa.Schema) -> Any:
+def evolve_schema(table: DeltaTable, schema: pa.Schema) -> Schema:
     """The table's schema plus ``schema``'s new columns (added as nullable); other changes fail."""
     from deltalake import Field, Schema
 

@@ -24,21 +24,35 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark import SparkContext
 
 from spark_jobs.decode import decode_arrow
-from spark_jobs.delta_sink import (
-    PartitionStats,
-    RewriteFile,
-    TaskReport,
-    _FileSet,
-    carried_rows,
-    delete_run_files,
-)
+from spark_jobs.delta_sink import RewriteFile, _FileSet, carried_rows, delete_run_files
 from spark_jobs.kafka_source import Chunk, read_chunks
+from spark_jobs.plans import ClientConfig, PartitionStats, TaskReport
+
+if TYPE_CHECKING:
+    from spark_jobs.spec import Ranges, ValueFormat  # pydantic costs every Python worker ~1 s to import
+
+
+@dataclass(frozen=True)
+class DirectWritePlan:
+    """What every task of a direct write shares; it travels pickled with each task."""
+
+    uri: str
+    partition_by: list[str]
+    token: str  # names this attempt's files ``part-<token>-*``
+    schema: pa.Schema  # of the table's rows, including columns of the table this run lacks
+    read_schema: pa.Schema  # of the Kafka records read
+    consumer_config: ClientConfig
+    stall_timeout_s: float
+    value_format: ValueFormat
+    run_id: str
+    replace_ranges: Ranges  # empty outside replace mode
 
 
 @dataclass(frozen=True)
@@ -73,22 +87,22 @@ def pack_chunks(chunks: list[Chunk], max_records_per_task: int, slots: int) -> l
     return [tuple(sorted(members, key=lambda c: (c.topic, c.partition, c.start))) for _, members, _ in bins if members]
 
 
-def write_unit(plan: dict[str, Any], unit: WriteUnit) -> TaskReport:
+def write_unit(plan: DirectWritePlan, unit: WriteUnit) -> TaskReport:
     """Runs on an executor: one unit's files, reported (and deleted again if the task fails)."""
     report = TaskReport()
-    schema: pa.Schema = plan["schema"]
-    files = _FileSet("main", plan["uri"], schema, plan["partition_by"], plan["token"])
+    schema = plan.schema
+    files = _FileSet("main", plan.uri, schema, plan.partition_by, plan.token)
     try:
         if unit.rewrite is not None:
-            files.write(carried_rows(unit.rewrite, plan["replace_ranges"], schema))
+            files.write(carried_rows(unit.rewrite, plan.replace_ranges, schema))
         else:
-            batches = read_chunks(plan["consumer_config"], list(unit.chunks), plan["read_schema"], plan["stall_timeout_s"])
+            batches = read_chunks(plan.consumer_config, list(unit.chunks), plan.read_schema, plan.stall_timeout_s)
             for chunk, batch in batches:
                 low, high = pc.min_max(batch.column("offset")).values()
                 size = sum(pc.sum(pc.binary_length(batch.column(c))).as_py() or 0 for c in ("key", "value"))
                 stats = report.partitions.setdefault((chunk.topic, chunk.partition), PartitionStats())
                 stats.merge(batch.num_rows, low.as_py(), high.as_py(), size)
-                files.write(decode_arrow(batch, plan["value_format"], plan["run_id"], schema), group=(chunk.topic, chunk.partition))
+                files.write(decode_arrow(batch, plan.value_format, plan.run_id, schema), group=(chunk.topic, chunk.partition))
         report.files = files.close()
     except BaseException:
         files.discard()
@@ -96,12 +110,12 @@ def write_unit(plan: dict[str, Any], unit: WriteUnit) -> TaskReport:
     return report
 
 
-def run_units(context: Any, plan: dict[str, Any], units: list[WriteUnit]) -> list[TaskReport]:
+def run_units(context: SparkContext, plan: DirectWritePlan, units: list[WriteUnit]) -> list[TaskReport]:
     """One Spark job, one task per unit; only the reports come back to the driver."""
     if not units:
         return []
     try:
         return context.parallelize(units, len(units)).map(partial(write_unit, plan)).collect()
     except BaseException:
-        delete_run_files(plan["uri"], plan["token"])  # files of the tasks that did finish
+        delete_run_files(plan.uri, plan.token)  # files of the tasks that did finish
         raise

@@ -13,14 +13,14 @@ import argparse
 import json
 import logging
 import os
-import pickle
 import shutil
 import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -28,14 +28,25 @@ from spark_jobs.errors import JobError, classify
 from spark_jobs.spec import (
     DeltaTarget,
     KafkaTarget,
+    OffsetRange,
     PartitionResult,
+    Ranges,
     RunError,
     RunResult,
     RunSpec,
     Timings,
+    Txn,
     redact,
     redacted_config,
 )
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import DataType
+
+    from spark_jobs.delta_sink import ReplacePlan
+    from spark_jobs.plans import DataFile, PartitionKey, PartitionStats, TableRole, TaskReport
 
 log = logging.getLogger("inlet.ingest")
 
@@ -46,8 +57,8 @@ class _Run:
     def __init__(self, spec: RunSpec):
         self.spec = spec
         self.started_at = datetime.now(timezone.utc)
-        self.stats: dict[tuple[str, int], Any] = {}
-        self.gaps: dict[tuple[str, int], tuple[int, int]] = {}
+        self.stats: dict[PartitionKey, PartitionStats] = {}
+        self.gaps: dict[PartitionKey, OffsetRange] = {}
         self.rows_written = self.rows_quarantined = 0
         self.delta_version: int | None = None
         self.already_committed = False
@@ -87,9 +98,29 @@ class _Run:
                 process_s=round(self.process_s, 3),
                 commit_s=round(self.commit_s, 3),
             ),
-            error=error
-            and RunError(kind=error.kind, message=redact(error.message, secrets), topic=error.topic, partition=error.partition),  # type: ignore[arg-type]
+            error=RunError(kind=error.kind, message=redact(error.message, secrets), topic=error.topic, partition=error.partition)
+            if error
+            else None,
         )
+
+
+@dataclass(frozen=True)
+class DeltaCommit:
+    """What a run commits to Delta: its tasks' files, the schemas to commit them with, replace mode's removes."""
+
+    target: DeltaTarget
+    txn: Txn
+    reports: list[TaskReport]
+    main_schema: pa.Schema
+    quarantine_schema: pa.Schema | None  # None: nothing is committed to a quarantine table
+    replace: ReplacePlan
+
+    @property
+    def files(self) -> list[DataFile]:
+        return [f for r in self.reports for f in r.files]
+
+    def files_of(self, table: TableRole) -> list[DataFile]:
+        return [f for f in self.files if f.table == table]
 
 
 def run(spec: RunSpec, scratch: str, state: _Run) -> None:
@@ -135,8 +166,10 @@ def run(spec: RunSpec, scratch: str, state: _Run) -> None:
         spark.stop()
 
 
-def _to_delta_direct(context: Any, spec: RunSpec, target: DeltaTarget, readable: dict, group_id: str, state: _Run) -> None:
-    from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
+def _to_delta_direct(
+    context: SparkContext, spec: RunSpec, target: DeltaTarget, readable: Ranges, group_id: str, state: _Run
+) -> None:
+    from pyspark.sql.pandas.types import to_arrow_schema
 
     from spark_jobs import delta_sink, direct_write
     from spark_jobs.decode import decoded_struct
@@ -144,7 +177,7 @@ def _to_delta_direct(context: Any, spec: RunSpec, target: DeltaTarget, readable:
 
     source = spec.source
     struct = decoded_struct(source)
-    for name, data_type in _missing_table_columns(struct.fieldNames(), target.uri, from_arrow_type):
+    for name, data_type in _missing_table_columns(struct.fieldNames(), target.uri):
         struct.add(name, data_type, True)
     schema = to_arrow_schema(struct, timezone="UTC")
 
@@ -155,37 +188,39 @@ def _to_delta_direct(context: Any, spec: RunSpec, target: DeltaTarget, readable:
     chunks = chunk_ranges(readable, source.max_records_per_task)
     groups = direct_write.pack_chunks(chunks, source.max_records_per_task, context.defaultParallelism)
     units = [direct_write.WriteUnit(chunks=g) for g in groups] + [direct_write.WriteUnit(rewrite=f) for f in replace.rewrite]
-    plan = {
-        "uri": target.uri,
-        "quarantine_uri": None,
-        "partition_by": target.partition_by,
-        "token": uuid.uuid4().hex[:12],
-        "schema": schema,
-        "read_schema": to_arrow_schema(kafka_struct(source.include_headers), timezone="UTC"),
-        "consumer_config": consumer_config(source.kafka_config, group_id),
-        "stall_timeout_s": source.stall_timeout_s,
-        "value_format": source.value_format,
-        "run_id": spec.run_id,
-        "replace_ranges": target.replace_ranges,
-    }
+    plan = direct_write.DirectWritePlan(
+        uri=target.uri,
+        partition_by=target.partition_by,
+        token=uuid.uuid4().hex[:12],
+        schema=schema,
+        read_schema=to_arrow_schema(kafka_struct(source.include_headers), timezone="UTC"),
+        consumer_config=consumer_config(source.kafka_config, group_id),
+        stall_timeout_s=source.stall_timeout_s,
+        value_format=source.value_format,
+        run_id=spec.run_id,
+        replace_ranges=target.replace_ranges or {},
+    )
     log.info("reading %d chunks of %d partitions in %d tasks, rewriting %d files", len(chunks), sum(len(p) for p in readable.values()), len(groups), len(replace.rewrite))
     began = time.monotonic()
     reports = direct_write.run_units(context, plan, units)
     state.process_s = time.monotonic() - began
     _merge_reports(reports, state)
-    _commit_delta(spec, target, reports, schema, None, replace, plan, state)
+    _commit_delta(DeltaCommit(target, spec.txn, reports, schema, None, replace), state)
 
 
-def _read(spark: Any, spec: RunSpec, readable: dict, group_id: str, scratch: str) -> Any:
-    from spark_jobs.kafka_source import InletKafkaDataSource, chunk_ranges, consumer_config, read_ranges_jvm, write_read_plan
+def _read(spark: SparkSession, spec: RunSpec, readable: Ranges, group_id: str, scratch: str) -> DataFrame:
+    from spark_jobs.kafka_source import InletKafkaDataSource, ReadPlan, chunk_ranges, consumer_config, read_ranges_jvm
+    from spark_jobs.plans import write_plan
 
     source = spec.source
     if spec.engine.reader == "jvm":
         return read_ranges_jvm(spark, source, readable)
     spark.dataSource.register(InletKafkaDataSource)
-    plan = os.path.join(scratch, "read-plan.json")
     chunks = chunk_ranges(readable, source.max_records_per_task)
-    write_read_plan(plan, consumer_config(source.kafka_config, group_id), chunks, source.stall_timeout_s)
+    plan = write_plan(
+        os.path.join(scratch, "read-plan.pickle"),
+        ReadPlan(consumer_config(source.kafka_config, group_id), tuple(chunks), source.stall_timeout_s),
+    )
     log.info("reading %d chunks of %d partitions", len(chunks), sum(len(p) for p in readable.values()))
     return (
         spark.read.format("inlet_kafka")
@@ -195,15 +230,16 @@ def _read(spark: Any, spec: RunSpec, readable: dict, group_id: str, scratch: str
     )
 
 
-def _to_delta(spark: Any, spec: RunSpec, target: DeltaTarget, records: Any, scratch: str, state: _Run) -> None:
+def _to_delta(spark: SparkSession, spec: RunSpec, target: DeltaTarget, records: DataFrame, scratch: str, state: _Run) -> None:
     from pyspark.sql import functions as F
-    from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
+    from pyspark.sql.pandas.types import to_arrow_schema
 
     from spark_jobs import delta_sink
     from spark_jobs.decode import QUARANTINE_REASON, decode
+    from spark_jobs.plans import read_reports, write_plan
 
     rows = decode(records, spec.source, spec.run_id)
-    rows = _with_table_columns(rows, target.uri, from_arrow_type)
+    rows = _with_table_columns(rows, target.uri)
 
     replace = delta_sink.ReplacePlan()
     if target.replace_ranges:
@@ -217,9 +253,10 @@ def _to_delta(spark: Any, spec: RunSpec, target: DeltaTarget, records: Any, scra
         )
         if replace.rewrite:
             rows = rows.withColumn(delta_sink.CARRIED, F.lit(None).cast("boolean"))
-            plan = _write_plan(scratch, "rewrite-plan.json", {"rewrite": [f.__dict__ for f in replace.rewrite], "replace_ranges": target.replace_ranges})
+            rewrite = delta_sink.RewritePlan(tuple(replace.rewrite), target.replace_ranges)
+            rewrite_path = write_plan(os.path.join(scratch, "rewrite-plan.pickle"), rewrite)
             spark.dataSource.register(delta_sink.InletDeltaRewriteDataSource)
-            carried = spark.read.format("inlet_delta_rewrite").schema(rows.schema).option("plan", plan).load()
+            carried = spark.read.format("inlet_delta_rewrite").schema(rows.schema).option("plan", rewrite_path).load()
             rows = rows.unionByName(carried)
 
     writer_schema = to_arrow_schema(rows.schema, timezone="UTC")
@@ -232,66 +269,67 @@ def _to_delta(spark: Any, spec: RunSpec, target: DeltaTarget, records: Any, scra
         state.process_s = time.monotonic() - began
         return
 
-    plan_data = {
-        "uri": target.uri,
-        "quarantine_uri": target.quarantine_uri if has_quarantine else None,
-        "partition_by": target.partition_by,
-        "manifest": os.path.join(scratch, "manifest.pickle"),
-    }
+    plan = delta_sink.DeltaWritePlan(
+        uri=target.uri,
+        quarantine_uri=target.quarantine_uri if has_quarantine else None,
+        partition_by=target.partition_by,
+        manifest=os.path.join(scratch, "manifest.pickle"),
+    )
     spark.dataSource.register(delta_sink.InletDeltaDataSource)
-    rows.write.format("inlet_delta").mode("append").option("plan", _write_plan(scratch, "write-plan.json", plan_data)).save()
+    rows.write.format("inlet_delta").mode("append").option("plan", write_plan(os.path.join(scratch, "write-plan.pickle"), plan)).save()
     state.process_s = time.monotonic() - began
 
-    reports = _load_reports(plan_data["manifest"], state)
+    reports = read_reports(plan.manifest)
+    _merge_reports(reports, state)
     q_schema = delta_sink.quarantine_schema(writer_schema) if has_quarantine and target.quarantine_uri else None
-    _commit_delta(spec, target, reports, main_schema, q_schema, replace, plan_data, state)
+    _commit_delta(DeltaCommit(target, spec.txn, reports, main_schema, q_schema, replace), state)
 
 
-def _commit_delta(spec: RunSpec, target: DeltaTarget, reports: list, main_schema: Any, q_schema: Any, replace: Any, plan_data: dict, state: _Run) -> None:
+def _commit_delta(commit: DeltaCommit, state: _Run) -> None:
     """The reported files (and replace mode's removes) as one Delta commit per table, tagged with the txn."""
     from spark_jobs import delta_sink
 
-    files = [f for r in reports for f in r.files]
-    main_files = [f for f in files if f.table == "main"]
-    quarantine_files = [f for f in files if f.table == "quarantine"]
+    target, txn = commit.target, commit.txn
+    main_files, quarantine_files = commit.files_of("main"), commit.files_of("quarantine")
     began = time.monotonic()
     try:
         # Quarantine first: if the main commit then fails, the retry skips the quarantine by its txn.
-        if q_schema is not None and target.quarantine_uri:
+        if commit.quarantine_schema is not None and target.quarantine_uri:
             q_version = delta_sink.commit_files(
                 target.quarantine_uri,
                 quarantine_files,
-                q_schema,
+                commit.quarantine_schema,
                 [],
-                spec.txn,
-                replace.remove["quarantine"],
+                txn,
+                commit.replace.remove["quarantine"],
             )
             if q_version is None:
-                delta_sink.delete_files(plan_data, quarantine_files)
+                delta_sink.delete_files(quarantine_files, target.uri, target.quarantine_uri)
         state.delta_version = delta_sink.commit_files(
-            target.uri, main_files, main_schema, target.partition_by, spec.txn, replace.remove["main"]
+            target.uri, main_files, commit.main_schema, target.partition_by, txn, commit.replace.remove["main"]
         )
     except BaseException:
-        delta_sink.delete_files(plan_data, files)
+        delta_sink.delete_files(commit.files, target.uri, target.quarantine_uri)
         raise
     state.commit_s = time.monotonic() - began
     if state.delta_version is None:  # a concurrent duplicate of this run committed first
-        delta_sink.delete_files(plan_data, main_files)
+        delta_sink.delete_files(main_files, target.uri, target.quarantine_uri)
         state.already_committed = True
         state.stats = {}
         return
     # Counted from the Kafka records, not the files: replace mode also rewrites older rows.
-    state.rows_quarantined = sum(r.quarantined for r in reports)
+    state.rows_quarantined = sum(r.quarantined for r in commit.reports)
     state.rows_written = sum(s.records for s in state.stats.values()) - state.rows_quarantined
 
 
-def _to_delta_jvm(spec: RunSpec, target: DeltaTarget, rows: Any, main_schema: Any, has_quarantine: bool, state: _Run) -> None:
+def _to_delta_jvm(spec: RunSpec, target: DeltaTarget, rows: DataFrame, main_schema: pa.Schema, has_quarantine: bool, state: _Run) -> None:
     """Delta's own writer; needs the delta-spark jars (untested here: no Maven access)."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     from spark_jobs import delta_sink
     from spark_jobs.decode import QUARANTINE_REASON, RAW_KEY, RAW_VALUE, quarantine_columns
+    from spark_jobs.plans import PartitionStats
 
     rows = rows.persist(StorageLevel.MEMORY_AND_DISK)  # read Kafka once for both tables and the counts
     where = delta_sink.replace_where(target.replace_ranges) if target.replace_ranges else None
@@ -306,44 +344,47 @@ def _to_delta_jvm(spec: RunSpec, target: DeltaTarget, rows: Any, main_schema: An
         F.min("offset").alias("first_offset"),
         F.max("offset").alias("last_offset"),
         F.sum(F.coalesce(F.length(RAW_KEY if has_quarantine else "key"), F.lit(0)) + F.coalesce(F.length(RAW_VALUE if has_quarantine else "value"), F.lit(0))).alias("bytes"),
-        F.count(F.when(F.col(QUARANTINE_REASON).isNotNull(), 1) if has_quarantine else None).alias("bad"),
+        # count(NULL) is 0: without quarantine material no row is bad.
+        F.count(F.when(F.col(QUARANTINE_REASON).isNotNull(), 1) if has_quarantine else F.lit(None)).alias("bad"),
     )
     for row in counts.collect():
-        state.stats[(row["topic"], row["partition"])] = delta_sink.PartitionStats(row["records"], row["first_offset"], row["last_offset"], row["bytes"])
+        state.stats[(row["topic"], row["partition"])] = PartitionStats(row["records"], row["first_offset"], row["last_offset"], row["bytes"])
         state.rows_quarantined += row["bad"]
         state.rows_written += row["records"] - row["bad"]
     rows.unpersist()
 
 
-def _to_kafka(spec: RunSpec, target: KafkaTarget, records: Any, scratch: str, state: _Run) -> None:
-    from spark_jobs.kafka_sink import InletKafkaSinkDataSource
+def _to_kafka(spec: RunSpec, target: KafkaTarget, records: DataFrame, scratch: str, state: _Run) -> None:
+    from spark_jobs.kafka_sink import InletKafkaSinkDataSource, KafkaSinkPlan
+    from spark_jobs.plans import read_reports, write_plan
 
-    plan_data = {
-        "kafka_config": target.kafka_config,
-        "topic": target.topic,
-        "run_id": spec.run_id,
-        "manifest": os.path.join(scratch, "manifest.pickle"),
-    }
+    plan = KafkaSinkPlan(
+        kafka_config=target.kafka_config,
+        topic=target.topic,
+        run_id=spec.run_id,
+        manifest=os.path.join(scratch, "manifest.pickle"),
+    )
     records.sparkSession.dataSource.register(InletKafkaSinkDataSource)
     began = time.monotonic()
-    records.write.format("inlet_kafka_sink").mode("append").option("plan", _write_plan(scratch, "sink-plan.json", plan_data)).save()
+    records.write.format("inlet_kafka_sink").mode("append").option("plan", write_plan(os.path.join(scratch, "sink-plan.pickle"), plan)).save()
     state.process_s = time.monotonic() - began
-    _load_reports(plan_data["manifest"], state)
+    _merge_reports(read_reports(plan.manifest), state)
     state.rows_written = sum(s.records for s in state.stats.values())
 
 
-def _with_table_columns(rows: Any, uri: str, from_arrow_type: Any) -> Any:
+def _with_table_columns(rows: DataFrame, uri: str) -> DataFrame:
     """Carry the existing table's columns that this run lacks, as nulls, so rewrites keep them."""
     from pyspark.sql import functions as F
 
-    for name, data_type in _missing_table_columns(rows.columns, uri, from_arrow_type):
+    for name, data_type in _missing_table_columns(rows.columns, uri):
         rows = rows.withColumn(name, F.lit(None).cast(data_type))
     return rows
 
 
-def _missing_table_columns(columns: list[str], uri: str, from_arrow_type: Any) -> list[tuple[str, Any]]:
+def _missing_table_columns(columns: list[str], uri: str) -> list[tuple[str, DataType]]:
     """The existing table's columns (name, Spark type) that are not in ``columns``."""
     from deltalake import DeltaTable
+    from pyspark.sql.pandas.types import from_arrow_type
 
     if not DeltaTable.is_deltatable(uri):
         return []
@@ -351,32 +392,17 @@ def _missing_table_columns(columns: list[str], uri: str, from_arrow_type: Any) -
     return [(f.name, from_arrow_type(_plain(f.type))) for f in fields if f.name not in columns]
 
 
-def _plain(arrow_type: Any) -> Any:
+def _plain(arrow_type: pa.DataType) -> pa.DataType:
     return pa.string() if arrow_type in (pa.large_string(), pa.string_view()) else pa.binary() if arrow_type in (pa.large_binary(), pa.binary_view()) else arrow_type
 
 
-def _load_reports(manifest: str, state: _Run) -> list:
-    with open(manifest, "rb") as f:
-        reports = [r for r in pickle.load(f) if r is not None]
-    _merge_reports(reports, state)
-    return reports
-
-
-def _merge_reports(reports: list, state: _Run) -> None:
-    from spark_jobs.delta_sink import PartitionStats
+def _merge_reports(reports: list[TaskReport], state: _Run) -> None:
+    from spark_jobs.plans import PartitionStats
 
     for report in reports:
         for key, stats in report.partitions.items():
             total = state.stats.setdefault(key, PartitionStats())
             total.merge(stats.records, stats.first_offset, stats.last_offset, stats.bytes)
-
-
-def _write_plan(scratch: str, name: str, data: dict) -> str:
-    path = os.path.join(scratch, name)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f)
-    return path
 
 
 def _failed_without_spec(run_id: str, message: str) -> RunResult:

@@ -9,17 +9,21 @@ A task succeeds only after every one of its deliveries is acknowledged by all in
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceArrowWriter
+from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from spark_jobs.delta_sink import TaskReport, collect_read_stats
-from spark_jobs.errors import JobError
+from spark_jobs.delta_sink import collect_read_stats
+from spark_jobs.errors import JobError, JobErrorKind
+from spark_jobs.plans import ClientConfig, TaskReport, read_plan, write_reports
+
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError, Message
 
 _FLUSH_TIMEOUT_S = 120.0
 # Broker errors no retry can cure: librdkafka only reports them to error_cb, while the messages wait
@@ -28,7 +32,17 @@ _AUTH_ERRORS = frozenset({"_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "TOPI
                           "CLUSTER_AUTHORIZATION_FAILED"})
 
 
-def producer_config(kafka_config: dict[str, str]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class KafkaSinkPlan:
+    """The ``inlet_kafka_sink``'s plan: where its tasks produce, and where their reports go."""
+
+    kafka_config: dict[str, str]  # the target's client config, secrets included
+    topic: str
+    run_id: str
+    manifest: str  # the reports' file, for the driver program (``read_reports``)
+
+
+def producer_config(kafka_config: dict[str, str]) -> ClientConfig:
     return {**kafka_config, "acks": "all", "enable.idempotence": True, "linger.ms": 20}
 
 
@@ -40,29 +54,28 @@ class InletKafkaSinkDataSource(DataSource):
         return "inlet_kafka_sink"
 
     def writer(self, schema: StructType, overwrite: bool) -> _ProduceWriter:
-        with open(self.options["plan"]) as f:
-            return _ProduceWriter(json.load(f))
+        return _ProduceWriter(read_plan(self.options["plan"], KafkaSinkPlan))
 
 
 class _ProduceWriter(DataSourceArrowWriter):
-    def __init__(self, plan: dict[str, Any]):
+    def __init__(self, plan: KafkaSinkPlan):
         self.plan = plan
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskReport:
         from confluent_kafka import KafkaException, Producer
 
         report = TaskReport()
-        failures: list[Any] = []
-        refused: list[Any] = []
+        failures: list[KafkaError] = []
+        refused: list[KafkaError] = []
 
-        def on_error(err: Any) -> None:
+        def on_error(err: KafkaError) -> None:
             if err.name() in _AUTH_ERRORS or err.fatal():
                 refused.append(err)
 
-        producer = Producer({**producer_config(self.plan["kafka_config"]), "error_cb": on_error})
-        topic, run_id = self.plan["topic"], self.plan["run_id"].encode()
+        producer = Producer({**producer_config(self.plan.kafka_config), "error_cb": on_error})
+        topic, run_id = self.plan.topic, self.plan.run_id.encode()
 
-        def delivered(err: Any, _msg: Any) -> None:
+        def delivered(err: KafkaError | None, _msg: Message) -> None:
             if err is not None:
                 failures.append(err)
 
@@ -97,7 +110,7 @@ class _ProduceWriter(DataSourceArrowWriter):
         except KafkaException as exc:
             raise JobError("target_write", f"produce to {topic} failed: {exc.args[0].str()}") from None
         if refused:
-            kind = "kafka_auth" if refused[0].name() in _AUTH_ERRORS else "target_write"
+            kind: JobErrorKind = "kafka_auth" if refused[0].name() in _AUTH_ERRORS else "target_write"
             raise JobError(kind, f"produce to {topic} refused: {refused[0].str()}")
         if remaining:
             raise JobError("target_write", f"{remaining} records to {topic} unacknowledged after {_FLUSH_TIMEOUT_S:.0f}s")
@@ -106,8 +119,5 @@ class _ProduceWriter(DataSourceArrowWriter):
             raise JobError(kind, f"{len(failures)} deliveries to {topic} failed, first: {failures[0].str()}")
         return report
 
-    def commit(self, messages: list[TaskReport | None]) -> None:
-        import pickle
-
-        with open(self.plan["manifest"], "wb") as f:
-            pickle.dump(messages, f)
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        write_reports(self.plan.manifest, messages)

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -26,10 +25,15 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from spark_jobs.errors import JobError
+from spark_jobs.errors import JobError, JobErrorKind
+from spark_jobs.plans import ClientConfig, PartitionKey, read_plan
 
-if TYPE_CHECKING:  # pydantic costs every Python worker ~1 s to import
-    from spark_jobs.spec import KafkaSource, Ranges
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError, Message
+
+    from spark_jobs.spec import KafkaSource, Ranges  # pydantic costs every Python worker ~1 s to import
+
+_Headers = list[tuple[str, bytes | None]]
 
 KAFKA_COLUMNS = (
     "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, "
@@ -79,7 +83,16 @@ class Gap:
     end: int
 
 
-def consumer_config(kafka_config: dict[str, str], group_id: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ReadPlan:
+    """The ``inlet_kafka`` source's plan: the chunks its tasks read, and the client config (secrets)."""
+
+    consumer_config: ClientConfig
+    chunks: tuple[Chunk, ...]
+    stall_timeout_s: float
+
+
+def consumer_config(kafka_config: dict[str, str], group_id: str) -> ClientConfig:
     """The caller's client config, made safe for reading fixed ranges."""
     return {
         "group.id": group_id,  # librdkafka requires one; nothing is ever committed to it
@@ -92,7 +105,7 @@ def consumer_config(kafka_config: dict[str, str], group_id: str) -> dict[str, An
     }
 
 
-def _kind_of(error: Any) -> str:
+def _kind_of(error: KafkaError) -> JobErrorKind:
     from confluent_kafka import KafkaError
 
     code = error.code()
@@ -175,14 +188,14 @@ def chunk_ranges(ranges: Ranges, max_records_per_task: int) -> list[Chunk]:
     return chunks
 
 
-def read_chunk(config: dict[str, Any], chunk: Chunk, schema: pa.Schema, stall_timeout_s: float) -> Iterator[pa.RecordBatch]:
+def read_chunk(config: ClientConfig, chunk: Chunk, schema: pa.Schema, stall_timeout_s: float) -> Iterator[pa.RecordBatch]:
     """Arrow batches of exactly the records with offsets in ``[chunk.start, chunk.end)``."""
     for _, batch in read_chunks(config, [chunk], schema, stall_timeout_s):
         yield batch
 
 
 def read_chunks(
-    config: dict[str, Any], chunks: list[Chunk], schema: pa.Schema, stall_timeout_s: float
+    config: ClientConfig, chunks: list[Chunk], schema: pa.Schema, stall_timeout_s: float
 ) -> Iterator[tuple[Chunk, pa.RecordBatch]]:
     """Arrow batches (in ``schema``, a subset-in-order of the Kafka columns) of several chunks, read
     by ONE consumer; each batch holds records of one chunk only, and is yielded with it.
@@ -193,12 +206,12 @@ def read_chunks(
     """
     from confluent_kafka import Consumer, TopicPartition
 
-    fatal: list[Any] = []
+    fatal: list[KafkaError] = []
     consumer = Consumer({**config, "error_cb": lambda err: fatal.append(err) if _kind_of(err) == "kafka_auth" or err.fatal() else None})
     with_headers = "headers" in schema.names
     ts_type = schema.field("timestamp").type
     headers_type = schema.field("headers").type if with_headers else None
-    pending = {(c.topic, c.partition): _Pending(c) for c in chunks if c.start < c.end}
+    pending: dict[PartitionKey, _Pending] = {(c.topic, c.partition): _Pending(c) for c in chunks if c.start < c.end}
     if len(pending) != len([c for c in chunks if c.start < c.end]):
         raise ValueError("read_chunks: two chunks of the same partition")
     one_topic = len({t for t, _ in pending}) <= 1
@@ -219,22 +232,25 @@ def read_chunks(
                 raise JobError(_kind_of(fatal[0]), f"{only[0]}[{only[1]}]: {fatal[0].str()}" if only[0] else fatal[0].str(), *only)
             # consume(n) waits for n messages or the timeout: never ask for more than the ranges hold.
             messages = consumer.consume(min(_MAX_CONSUME, sum(p.chunk.end - p.position for p in pending.values())), timeout=1.0)
-            errors = [m for m in messages if m.error() is not None]
+            errors = [(m, error) for m in messages if (error := m.error()) is not None]
             if errors:
                 messages = [m for m in messages if m.error() is None]
             touched = _take(messages, pending, one_topic, with_headers, ts_type, headers_type) if messages else set()
-            for message in errors:
-                key, error = (message.topic(), message.partition()), message.error()
-                p = pending.get(key)
+            for message, error in errors:
+                # A client-wide error (all brokers down, say) names no topic or partition.
+                topic, partition = message.topic(), message.partition()
+                key = (topic, partition) if topic is not None and partition is not None else None
+                waiting = pending.get(key) if key is not None else None
                 if error.code() == _partition_eof():
-                    if p is not None and message.offset() >= p.chunk.end:
-                        p.position = p.chunk.end
+                    offset = message.offset()
+                    if key is not None and waiting is not None and offset is not None and offset >= waiting.chunk.end:
+                        waiting.position = waiting.chunk.end
                         touched.add(key)
                     continue
                 if _kind_of(error) == "kafka_unavailable" and not error.fatal():
                     continue  # transient; librdkafka retries, the stall timeout bounds it
-                where = f"{key[0]}[{key[1]}] at offset {p.position}" if p is not None else f"{key[0]}[{key[1]}]"
-                raise JobError(_kind_of(error), f"{where}: {error.str()}", *(key if key[0] else (None, None)))
+                where = f"{topic}[{partition}] at offset {waiting.position}" if waiting is not None else f"{topic}[{partition}]"
+                raise JobError(_kind_of(error), f"{where}: {error.str()}", *((topic, partition) if topic else (None, None)))
             now = time.monotonic()
             for key in touched:
                 p = pending[key]
@@ -255,7 +271,14 @@ def read_chunks(
         consumer.close()
 
 
-def _take(messages: list, pending: dict, one_topic: bool, with_headers: bool, ts_type: pa.DataType, headers_type: Any) -> set:
+def _take(
+    messages: list[Message],
+    pending: dict[PartitionKey, _Pending],
+    one_topic: bool,
+    with_headers: bool,
+    ts_type: pa.DataType,
+    headers_type: pa.DataType | None,
+) -> set[PartitionKey]:
     """Add a consumed batch of (error-free) messages to their chunks' pieces, column by column:
     one comprehension per field costs far less per record than a loop appending to lists."""
     partitions = pa.array([m.partition() for m in messages], pa.int32())
@@ -271,8 +294,9 @@ def _take(messages: list, pending: dict, one_topic: bool, with_headers: bool, ts
         "timestampType": pa.array([kind - 1 for kind, _ in stamps], pa.int32()),
     }
     if with_headers:
+        # A consumed message's headers are (key, value) pairs; the stub's type also has produce's dict form.
         columns["headers"] = pa.array(
-            [[{"key": k, "value": v} for k, v in h] if (h := m.headers()) else None for m in messages], headers_type
+            [[{"key": k, "value": v} for k, v in cast(_Headers, h)] if (h := m.headers()) else None for m in messages], headers_type
         )
     everything = pa.RecordBatch.from_pydict(columns)
     if one_topic:
@@ -332,16 +356,14 @@ class InletKafkaDataSource(DataSource):
         return kafka_schema(self.options.get("include_headers", "false") == "true")
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        with open(self.options["plan"]) as f:
-            plan = json.load(f)
-        return _KafkaReader(plan, schema)
+        return _KafkaReader(read_plan(self.options["plan"], ReadPlan), schema)
 
 
 class _KafkaReader(DataSourceReader):
-    def __init__(self, plan: dict[str, Any], schema: StructType):
-        self.config = plan["consumer_config"]
-        self.chunks = [Chunk(**c) for c in plan["chunks"]]
-        self.stall_timeout_s = plan["stall_timeout_s"]
+    def __init__(self, plan: ReadPlan, schema: StructType):
+        self.config = plan.consumer_config
+        self.chunks = plan.chunks
+        self.stall_timeout_s = plan.stall_timeout_s
         self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
 
     def partitions(self) -> list[InputPartition]:
@@ -352,18 +374,15 @@ class _KafkaReader(DataSourceReader):
         return read_chunk(self.config, partition, self.arrow_schema, self.stall_timeout_s)
 
 
-def write_read_plan(path: str, config: dict[str, Any], chunks: list[Chunk], stall_timeout_s: float) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump({"consumer_config": config, "chunks": [c.__dict__ for c in chunks], "stall_timeout_s": stall_timeout_s}, f)
-
-
 def read_ranges_jvm(spark: SparkSession, source: KafkaSource, ranges: Ranges) -> DataFrame:
     """The same ranges through Spark's JVM Kafka connector (spark-sql-kafka-0-10 on the classpath).
 
     Untested here: the connector's jars come from Maven, which these machines cannot reach.
     """
-    offsets = lambda i: json.dumps({t: {p: r[i] for p, r in ps.items()} for t, ps in ranges.items()})  # noqa: E731
+
+    def offsets(side: int) -> str:  # 0: where the ranges start, 1: where they end
+        return json.dumps({t: {p: r[side] for p, r in ps.items()} for t, ps in ranges.items()})
+
     reader = (
         spark.read.format("kafka")
         .option("assign", json.dumps({t: [int(p) for p in ps] for t, ps in ranges.items()}))

@@ -16,17 +16,15 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from spark_jobs.errors import JobErrorKind
+
 OffsetRange = tuple[int, int]
 Ranges = dict[str, dict[str, OffsetRange]]
 
+ValueFormat = Literal["raw", "string", "json"]
+
 ErrorKind = Literal[
-    "data_loss",
-    "kafka_unavailable",
-    "kafka_auth",
-    "target_write",
-    "target_commit",
-    "invalid_spec",
-    "internal",
+    JobErrorKind,
     # Set by the launcher when the job left no result.
     "timeout",
     "cancelled",
@@ -62,7 +60,7 @@ def _check_ranges(ranges: Ranges) -> Ranges:
 class KafkaSource(_Model):
     kafka_config: dict[str, str]
     ranges: Ranges
-    value_format: Literal["raw", "string", "json"] = "raw"
+    value_format: ValueFormat = "raw"
     schema_: str | None = Field(default=None, alias="schema")
     include_headers: bool = False
     on_data_loss: Literal["fail", "skip"] = "fail"

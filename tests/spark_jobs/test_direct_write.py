@@ -12,7 +12,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from spark_jobs import delta_sink
 from spark_jobs.decode import decoded_struct
-from spark_jobs.direct_write import WriteUnit, pack_chunks, write_unit
+from spark_jobs.direct_write import DirectWritePlan, WriteUnit, pack_chunks, write_unit
 from spark_jobs.errors import JobError
 from spark_jobs.kafka_source import Chunk, consumer_config, kafka_struct
 from spark_jobs.spec import KafkaSource, Txn
@@ -43,12 +43,12 @@ def test_a_task_writes_its_chunks_as_delta_files_and_reports_what_it_read(sandbo
     source = KafkaSource(kafka_config={"bootstrap.servers": bootstrap}, ranges={}, value_format="string", include_headers=True)
     schema = to_arrow_schema(decoded_struct(source), timezone="UTC")
     uri = str(tmp_path / "t")
-    plan = {
-        "uri": uri, "partition_by": ["partition"], "token": "tok1", "schema": schema,
-        "read_schema": to_arrow_schema(kafka_struct(True), timezone="UTC"),
-        "consumer_config": consumer_config(source.kafka_config, "g"), "stall_timeout_s": 10.0,
-        "value_format": "string", "run_id": "run-1", "replace_ranges": None,
-    }
+    plan = DirectWritePlan(
+        uri=uri, partition_by=["partition"], token="tok1", schema=schema,
+        read_schema=to_arrow_schema(kafka_struct(True), timezone="UTC"),
+        consumer_config=consumer_config(source.kafka_config, "g"), stall_timeout_s=10.0,
+        value_format="string", run_id="run-1", replace_ranges={},
+    )
     # Partition 0 from offset 2, partition 1 up to 5 before its end, partition 2 not at all.
     chunks = (Chunk(topic, 0, 2, len(placed[0])), Chunk(topic, 1, 0, len(placed[1]) - 5))
 
@@ -81,12 +81,12 @@ def test_a_task_that_finds_its_offsets_deleted_fails_as_data_loss_and_leaves_no_
     produce_keyed(bootstrap, topic, 50)
     kafka_faults.delete_records(topic, 0, 20)  # after the driver's watermark check, say
     source = KafkaSource(kafka_config={"bootstrap.servers": bootstrap}, ranges={})
-    plan = {
-        "uri": str(tmp_path / "t"), "partition_by": [], "token": "tok2", "schema": to_arrow_schema(decoded_struct(source), timezone="UTC"),
-        "read_schema": to_arrow_schema(kafka_struct(False), timezone="UTC"),
-        "consumer_config": consumer_config(source.kafka_config, "g"), "stall_timeout_s": 10.0,
-        "value_format": "raw", "run_id": "run-2", "replace_ranges": None,
-    }
+    plan = DirectWritePlan(
+        uri=str(tmp_path / "t"), partition_by=[], token="tok2", schema=to_arrow_schema(decoded_struct(source), timezone="UTC"),
+        read_schema=to_arrow_schema(kafka_struct(False), timezone="UTC"),
+        consumer_config=consumer_config(source.kafka_config, "g"), stall_timeout_s=10.0,
+        value_format="raw", run_id="run-2", replace_ranges={},
+    )
 
     with pytest.raises(JobError) as failed:
         write_unit(plan, WriteUnit(chunks=(Chunk(topic, 0, 0, 50),)))

@@ -1,0 +1,58 @@
+"""The driver's hand-offs to its tasks and back, without Spark: plan files (private, typed) and the
+manifest of task reports the driver commits from."""
+
+from __future__ import annotations
+
+import datetime
+import stat
+from pathlib import Path
+
+import pytest
+
+from spark_jobs.delta_sink import DeltaWritePlan, RewriteFile, RewritePlan
+from spark_jobs.kafka_sink import KafkaSinkPlan
+from spark_jobs.kafka_source import Chunk, ReadPlan, consumer_config
+from spark_jobs.plans import DataFile, PartitionStats, TaskReport, read_plan, read_reports, write_plan, write_reports
+
+
+def test_a_plan_file_is_private_and_reads_back_as_the_same_typed_plan(tmp_path: Path) -> None:
+    plan = ReadPlan(consumer_config({"bootstrap.servers": "b:9092", "sasl.password": "s3cr3t"}, "g"), (Chunk("t", 0, 5, 10),), 30.0)
+
+    path = write_plan(str(tmp_path / "read-plan.pickle"), plan)
+
+    assert stat.S_IMODE(Path(path).stat().st_mode) == 0o600
+    assert read_plan(path, ReadPlan) == plan
+    with pytest.raises(TypeError, match="holds a ReadPlan, not a KafkaSinkPlan"):
+        read_plan(path, KafkaSinkPlan)
+
+
+def test_a_rewrite_plan_keeps_typed_partition_values(tmp_path: Path) -> None:
+    # A date partition value must reach the rewriting task as a date: it is cast to the column's type.
+    plan = RewritePlan((RewriteFile("main", "file:///t/day=2026-01-02/a.parquet", {"day": datetime.date(2026, 1, 2)}),), {"t": {"0": (3, 9)}})
+
+    again = read_plan(write_plan(str(tmp_path / "rewrite-plan.pickle"), plan), RewritePlan)
+
+    assert again == plan and again.files[0].partition_values["day"] == datetime.date(2026, 1, 2)
+    assert again.replace_ranges == {"t": {"0": (3, 9)}}
+
+
+def test_the_manifest_hands_the_driver_every_task_report_and_skips_tasks_without_one(tmp_path: Path) -> None:
+    plan = DeltaWritePlan(uri="file:///t", quarantine_uri=None, partition_by=[], manifest=str(tmp_path / "manifest.pickle"))
+    report = TaskReport(
+        files=[DataFile("main", "part-x.parquet", 123, {}, 4, '{"numRecords": 4}')],
+        partitions={("t", 0): PartitionStats(records=4, first_offset=5, last_offset=8, bytes=40)},
+        quarantined=1,
+    )
+
+    write_reports(plan.manifest, [report, None])
+
+    assert read_reports(plan.manifest) == [report]
+
+
+def test_partition_stats_merge_batches_and_tasks() -> None:
+    stats = PartitionStats()
+    stats.merge(3, 10, 12, 30)
+    stats.merge(0, None, None, 0)  # an empty batch leaves the bounds alone
+    stats.merge(2, 4, 5, 20)
+
+    assert stats == PartitionStats(records=5, first_offset=4, last_offset=12, bytes=50)
