@@ -26,10 +26,6 @@ if TYPE_CHECKING:
     from confluent_kafka import KafkaError, Message
 
 _FLUSH_TIMEOUT_S = 120.0
-# Broker errors no retry can cure: librdkafka only reports them to error_cb, while the messages wait
-# out message.timeout.ms, so without this a bad password costs the whole flush timeout.
-_AUTH_ERRORS = frozenset({"_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "TOPIC_AUTHORIZATION_FAILED",
-                          "CLUSTER_AUTHORIZATION_FAILED"})
 
 
 @dataclass(frozen=True)
@@ -64,12 +60,16 @@ class _ProduceWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskReport:
         from confluent_kafka import KafkaException, Producer
 
+        from spark_jobs.kafka_errors import is_auth_error
+
         report = TaskReport()
         failures: list[KafkaError] = []
         refused: list[KafkaError] = []
 
         def on_error(err: KafkaError) -> None:
-            if err.name() in _AUTH_ERRORS or err.fatal():
+            # Auth errors reach only error_cb, while the messages wait out message.timeout.ms: without
+            # this a bad password costs the whole flush timeout.
+            if is_auth_error(err) or err.fatal():
                 refused.append(err)
 
         producer = Producer({**producer_config(self.plan.kafka_config), "error_cb": on_error})
@@ -110,12 +110,12 @@ class _ProduceWriter(DataSourceArrowWriter):
         except KafkaException as exc:
             raise JobError("target_write", f"produce to {topic} failed: {exc.args[0].str()}") from None
         if refused:
-            kind: JobErrorKind = "kafka_auth" if refused[0].name() in _AUTH_ERRORS else "target_write"
+            kind: JobErrorKind = "kafka_auth" if is_auth_error(refused[0]) else "target_write"
             raise JobError(kind, f"produce to {topic} refused: {refused[0].str()}")
         if remaining:
             raise JobError("target_write", f"{remaining} records to {topic} unacknowledged after {_FLUSH_TIMEOUT_S:.0f}s")
         if failures:
-            kind = "kafka_auth" if "AUTH" in failures[0].name() else "target_write"
+            kind = "kafka_auth" if is_auth_error(failures[0]) else "target_write"
             raise JobError(kind, f"{len(failures)} deliveries to {topic} failed, first: {failures[0].str()}")
         return report
 

@@ -108,14 +108,10 @@ def consumer_config(kafka_config: dict[str, str], group_id: str) -> ClientConfig
 def _kind_of(error: KafkaError) -> JobErrorKind:
     from confluent_kafka import KafkaError
 
+    from spark_jobs.kafka_errors import is_auth_error
+
     code = error.code()
-    if code in (
-        KafkaError._AUTHENTICATION,
-        KafkaError.SASL_AUTHENTICATION_FAILED,
-        KafkaError.TOPIC_AUTHORIZATION_FAILED,
-        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
-        KafkaError.GROUP_AUTHORIZATION_FAILED,
-    ):
+    if is_auth_error(error):
         return "kafka_auth"
     if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
         return "data_loss"

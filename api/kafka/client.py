@@ -32,20 +32,12 @@ from api.kafka.errors import (
     TimestampNotResolvable,
     TopicNotFound,
 )
+from spark_jobs.kafka_errors import is_auth_error
 
 log = logging.getLogger(__name__)
 
 Partition = tuple[str, int]
 
-_AUTH_CODES = frozenset(
-    {
-        KafkaError._AUTHENTICATION,
-        KafkaError.SASL_AUTHENTICATION_FAILED,
-        KafkaError.TOPIC_AUTHORIZATION_FAILED,
-        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
-        KafkaError.GROUP_AUTHORIZATION_FAILED,
-    }
-)
 # _NOENT: librdkafka's "no leaders found" when none of the asked partitions exists.
 _NOT_FOUND_CODES = frozenset(
     {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION, KafkaError._NOENT}
@@ -339,7 +331,7 @@ class KafkaClient:
             seen = list(self._errors)
         code = error.code()
         candidates = [error, *seen]
-        auth = next((e for e in candidates if e.code() in _AUTH_CODES), None)
+        auth = next((e for e in candidates if is_auth_error(e)), None)
         if auth is not None:
             return KafkaAuthError(self._scrub(f"{during}: {auth.str()}"))
         if code in _NOT_FOUND_CODES:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from api.core.errors import DomainError
-from api.kafka.errors import KafkaClientError, KafkaTimeout
+from api.kafka.errors import KafkaClientError
 
 
 class KafkaProblem(DomainError):
@@ -15,5 +15,5 @@ class KafkaProblem(DomainError):
 
     def __init__(self, detail: str, error: KafkaClientError, **extra: Any) -> None:
         super().__init__(detail, kind=error.kind, **extra)
-        if isinstance(error, KafkaTimeout) or error.kind == "timeout":
+        if error.kind == "timeout":  # by kind: a diagnosis may have found a silent cluster was a TLS refusal
             self.status = 504
