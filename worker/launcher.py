@@ -112,53 +112,16 @@ def launch(
     workdir.mkdir(parents=True, exist_ok=True)
     spec_path, result_path = workdir / f"spec-{spec.run_id}.json", workdir / f"result-{spec.run_id}.json"
     result_path.unlink(missing_ok=True)
-    fd = os.open(spec_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(spec.to_json())
-
-    secrets = spec.secret_values()
+    _write_private(spec_path, spec.to_json())
     tail: deque[str] = deque(maxlen=20)
-    # Inlet's own settings (a Vault token, the operator token) are no business of the job's.
-    inherited = {k: v for k, v in os.environ.items() if not k.startswith(("INLET_", "VAULT_"))}
-    env = {**inherited, "PYSPARK_PYTHON": settings.python, "PYSPARK_DRIVER_PYTHON": settings.python, **settings.extra_env}
-    stopped_by: str | None = None
     try:
         cmd = build_command(settings, spec, spec_path, result_path, package_spark_jobs(workdir))
-        if sys.platform.startswith("linux"):
-            cmd = [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *cmd]
-        process = subprocess.Popen(
-            cmd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            cwd=workdir,
-            start_new_session=True,
-            text=True,
-            errors="replace",
-        )
-
-        def pump() -> None:
-            assert process.stdout is not None
-            for line in process.stdout:
-                line = redact(line.rstrip("\n"), secrets)
-                tail.append(line)
-                if on_log_line:
-                    on_log_line(line)
-
-        reader = threading.Thread(target=pump, name=f"spark-log-{spec.run_id}", daemon=True)
-        reader.start()
-        deadline = time.monotonic() + timeout_s
-        while process.poll() is None:
-            if cancel is not None and cancel.is_set():
-                stopped_by = "cancelled"
-            elif time.monotonic() > deadline:
-                stopped_by = "timeout"
-            if stopped_by:
-                _kill_group(process)
-                break
-            (cancel.wait(0.2) if cancel is not None else time.sleep(0.2))
-        reader.join(timeout=5)
+        process = _start(cmd, env=_job_env(settings), cwd=workdir)
+        log = threading.Thread(target=_pump_log, args=(process, spec.secret_values(), tail, on_log_line),
+                               name=f"spark-log-{spec.run_id}", daemon=True)
+        log.start()
+        stopped_by = _wait(process, deadline=time.monotonic() + timeout_s, cancel=cancel)
+        log.join(timeout=5)
     finally:
         spec_path.unlink(missing_ok=True)
 
@@ -176,7 +139,53 @@ def launch(
     return RunResult(run_id=spec.run_id, status="failed", timings=Timings(started_at=started_at, finished_at=now), error=error)
 
 
-def _kill_group(process: subprocess.Popen) -> None:
+def _write_private(path: Path, text: str) -> None:
+    """A file only this user can read: the spec holds the Kafka clients' secrets."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
+def _job_env(settings: SparkSubmitSettings) -> dict[str, str]:
+    # Inlet's own settings (a Vault token, the operator token) are no business of the job's.
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith(("INLET_", "VAULT_"))}
+    return {**inherited, "PYSPARK_PYTHON": settings.python, "PYSPARK_DRIVER_PYTHON": settings.python,
+            **settings.extra_env}
+
+
+def _start(cmd: list[str], *, env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
+    """spark-submit in a process group of its own (killed as one), dying with this worker on Linux."""
+    if sys.platform.startswith("linux"):
+        cmd = [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *cmd]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            env=env, cwd=cwd, start_new_session=True, text=True, errors="replace")
+
+
+def _pump_log(process: subprocess.Popen[str], secrets: list[str], tail: deque[str],
+              on_log_line: Callable[[str], None] | None) -> None:
+    """The job's output, line by line and redacted, to ``on_log_line``; the last lines kept in ``tail``."""
+    assert process.stdout is not None  # started with stdout=PIPE
+    for line in process.stdout:
+        line = redact(line.rstrip("\n"), secrets)
+        tail.append(line)
+        if on_log_line:
+            on_log_line(line)
+
+
+def _wait(process: subprocess.Popen[str], *, deadline: float, cancel: threading.Event | None) -> str | None:
+    """Until the job exits; None, or why it was killed (``cancelled``, ``timeout``)."""
+    while process.poll() is None:
+        stopped_by = "cancelled" if cancel is not None and cancel.is_set() else None
+        if stopped_by is None and time.monotonic() > deadline:
+            stopped_by = "timeout"
+        if stopped_by:
+            _kill_group(process)
+            return stopped_by
+        (cancel.wait(0.2) if cancel is not None else time.sleep(0.2))
+    return None
+
+
+def _kill_group(process: subprocess.Popen[str]) -> None:
     """SIGTERM the job's process group, then SIGKILL whatever outlives the grace period."""
     for sig, wait_s in ((signal.SIGTERM, _TERM_GRACE_S), (signal.SIGKILL, 5.0)):
         try:
