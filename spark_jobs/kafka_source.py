@@ -233,20 +233,7 @@ def read_chunks(
                 messages = [m for m in messages if m.error() is None]
             touched = _take(messages, pending, one_topic, with_headers, ts_type, headers_type) if messages else set()
             for message, error in errors:
-                # A client-wide error (all brokers down, say) names no topic or partition.
-                topic, partition = message.topic(), message.partition()
-                key = (topic, partition) if topic is not None and partition is not None else None
-                waiting = pending.get(key) if key is not None else None
-                if error.code() == _partition_eof():
-                    offset = message.offset()
-                    if key is not None and waiting is not None and offset is not None and offset >= waiting.chunk.end:
-                        waiting.position = waiting.chunk.end
-                        touched.add(key)
-                    continue
-                if _kind_of(error) == "kafka_unavailable" and not error.fatal():
-                    continue  # transient; librdkafka retries, the stall timeout bounds it
-                where = f"{topic}[{partition}] at offset {waiting.position}" if waiting is not None else f"{topic}[{partition}]"
-                raise JobError(_kind_of(error), f"{where}: {error.str()}", *((topic, partition) if topic else (None, None)))
+                _note_error(message, error, pending, touched)
             now = time.monotonic()
             for key in touched:
                 p = pending[key]
@@ -258,13 +245,38 @@ def read_chunks(
                         yield flush(p)
                 elif p.rows >= _BATCH_ROWS:
                     yield flush(p)
-            for key, p in pending.items():
-                if now - p.last_progress > stall_timeout_s:
-                    raise JobError(
-                        "kafka_unavailable", f"{key[0]}[{key[1]}]: no progress at offset {p.position} for {stall_timeout_s:.0f}s", *key
-                    )
+            _check_progress(pending, now, stall_timeout_s)
     finally:
         consumer.close()
+
+
+
+def _note_error(message: Message, error: KafkaError, pending: dict[PartitionKey, _Pending],
+                touched: set[PartitionKey]) -> None:
+    """A consumed error: the end of a partition reached (its chunk done if at or past the chunk's
+    end), a transient one (librdkafka retries; the stall timeout bounds it), or the run's failure."""
+    # A client-wide error (all brokers down, say) names no topic or partition.
+    topic, partition = message.topic(), message.partition()
+    key = (topic, partition) if topic is not None and partition is not None else None
+    waiting = pending.get(key) if key is not None else None
+    if error.code() == _partition_eof():
+        offset = message.offset()
+        if key is not None and waiting is not None and offset is not None and offset >= waiting.chunk.end:
+            waiting.position = waiting.chunk.end
+            touched.add(key)
+        return
+    if _kind_of(error) == "kafka_unavailable" and not error.fatal():
+        return
+    where = f"{topic}[{partition}] at offset {waiting.position}" if waiting is not None else f"{topic}[{partition}]"
+    raise JobError(_kind_of(error), f"{where}: {error.str()}", *((topic, partition) if topic else (None, None)))
+
+
+def _check_progress(pending: dict[PartitionKey, _Pending], now: float, stall_timeout_s: float) -> None:
+    for key, p in pending.items():
+        if now - p.last_progress > stall_timeout_s:
+            raise JobError(
+                "kafka_unavailable", f"{key[0]}[{key[1]}]: no progress at offset {p.position} for {stall_timeout_s:.0f}s", *key
+            )
 
 
 def _take(

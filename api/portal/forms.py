@@ -314,7 +314,7 @@ class ReplayForm(PortalForm):
         try:
             return OffsetsPatch.model_validate(body)
         except ValidationError as exc:
-            raise ValidationFailed("The offsets change is not valid", errors=validation_errors(exc.errors())) from None
+            raise ValidationFailed.of(exc, "The offsets change is not valid") from None
 
     @staticmethod
     def confirmation(patch: OffsetsPatch) -> str:

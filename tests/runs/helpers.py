@@ -7,9 +7,10 @@ from typing import Any
 from deltalake import DeltaTable
 from sqlalchemy import create_engine, text
 
+from api.runs.states import TERMINAL_STATES
 from tests.fixtures.stack import Stack
 
-TERMINAL = {"succeeded", "failed", "cancelled", "skipped"}
+TERMINAL = TERMINAL_STATES
 
 
 def delta_coordinates(uri: str) -> list[tuple[str, int, int]]:
