@@ -28,18 +28,12 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StringType, StructType, _parse_datatype_string
 
+from spark_jobs.columns import METADATA, QUARANTINE_REASON, RAW_KEY, RAW_VALUE, RESERVED, RUN_ID
 from spark_jobs.errors import JobError
 
 if TYPE_CHECKING:  # pydantic costs every Python worker ~1 s to import
     from spark_jobs.spec import KafkaSource
 
-RUN_ID = "_inlet_run_id"
-QUARANTINE_REASON = "_inlet_quarantine_reason"
-RAW_KEY = "_inlet_raw_key"
-RAW_VALUE = "_inlet_raw_value"
-COORDINATES = ("topic", "partition", "offset")
-METADATA = (*COORDINATES, "timestamp", "timestampType")
-RESERVED = {"key", "value", *METADATA, "headers", RUN_ID, QUARANTINE_REASON, RAW_KEY, RAW_VALUE}
 
 _CORRUPT = "_inlet_corrupt_record"
 

@@ -41,7 +41,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from spark_jobs.decode import QUARANTINE_REASON, RAW_KEY, RAW_VALUE
+from spark_jobs.columns import QUARANTINE_REASON, RAW_KEY, RAW_VALUE
 from spark_jobs.errors import JobError
 from spark_jobs.plans import (
     DataFile,

@@ -235,7 +235,8 @@ def _to_delta(spark: SparkSession, spec: RunSpec, target: DeltaTarget, records: 
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from spark_jobs import delta_sink
-    from spark_jobs.decode import QUARANTINE_REASON, decode
+    from spark_jobs.columns import QUARANTINE_REASON
+    from spark_jobs.decode import decode
     from spark_jobs.plans import read_reports, write_plan
 
     rows = decode(records, spec.source, spec.run_id)
@@ -328,7 +329,8 @@ def _to_delta_jvm(spec: RunSpec, target: DeltaTarget, rows: DataFrame, main_sche
     from pyspark.sql import functions as F
 
     from spark_jobs import delta_sink
-    from spark_jobs.decode import QUARANTINE_REASON, RAW_KEY, RAW_VALUE, quarantine_columns
+    from spark_jobs.columns import QUARANTINE_REASON, RAW_KEY, RAW_VALUE
+    from spark_jobs.decode import quarantine_columns
     from spark_jobs.plans import PartitionStats
 
     rows = rows.persist(StorageLevel.MEMORY_AND_DISK)  # read Kafka once for both tables and the counts

@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from api.pipelines.ddl import ddl_field_names
+from spark_jobs.columns import RESERVED as RESERVED_COLUMNS
 
 TOPIC_PATTERN = r"^[A-Za-z0-9._-]{1,249}$"
 TopicName = Annotated[str, Field(pattern=TOPIC_PATTERN, description="A Kafka topic name")]
@@ -132,9 +133,12 @@ class KafkaSource(AsWritten):
             if not self.schema_:
                 raise ValueError("value_format json needs a schema (Spark DDL)")
             try:
-                ddl_field_names(self.schema_)
+                names = ddl_field_names(self.schema_)
             except ValueError as exc:
                 raise ValueError(f"schema: {exc}") from None
+            if clashes := sorted(RESERVED_COLUMNS.intersection(names)):
+                raise ValueError(f"schema: fields {', '.join(clashes)} clash with the columns Inlet writes beside "
+                                 f"the decoded ones ({', '.join(sorted(RESERVED_COLUMNS))}); rename them")
         elif self.schema_ is not None:
             raise ValueError("schema is only used with value_format json")
         if self.starting_timestamp is not None and self.starting_offsets != "earliest":

@@ -101,6 +101,8 @@ REFUSED = [
     (_src(schema="id BIGINT, id STRING"), "source"),
     (_src(schema="tags ARRAY<STRING"), "source"),
     (_src(schema="m MAP<STRING>"), "source"),
+    (_src(schema="amount DOUBLE, offset BIGINT"), "source"),  # a column Inlet writes beside the decoded ones
+    (_src(schema="_inlet_run_id STRING"), "source"),
     (_src(schema="id BIGINT" + ", c STRING" * 7000), "source.schema"),
     (_src(value_format="raw"), "source"),
     (_src(on_data_loss="ignore"), "source.on_data_loss"),
@@ -199,3 +201,15 @@ def test_malformed_bodies(client: TestClient, tenant, body: Any) -> None:  # typ
 def test_not_json_is_422(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
     response = client.post("/pipelines", content=b"{not json", headers={**tenant.editor, "Content-Type": "application/json"})
     assert_problem(response, 422)
+
+
+def test_a_schema_reusing_inlet_columns_is_refused(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+    """The job would refuse it at the first run (``invalid_spec``); the API says so when it is defined."""
+    conn = create_connection(client, tenant)
+    body = _fill(pipeline_body(conn["id"], **_src(schema="amount DOUBLE, offset BIGINT, `key` STRING")), conn["id"])
+    problem = assert_problem(client.post("/pipelines", json=body, headers=tenant.editor), 422)
+    assert [e["field"] for e in problem["errors"]] == ["source"]
+    assert problem["errors"][0]["message"] == (
+        "Value error, schema: fields key, offset clash with the columns Inlet writes beside the decoded ones "
+        "(_inlet_quarantine_reason, _inlet_raw_key, _inlet_raw_value, _inlet_run_id, headers, key, offset, "
+        "partition, timestamp, timestampType, topic, value); rename them")
