@@ -117,3 +117,20 @@ def test_runs_routes_refuse_strangers_low_roles_and_other_tenants(  # type: igno
 def test_list_runs_validates_its_filters(client, tenant, pipeline) -> None:  # type: ignore[no-untyped-def]
     assert_problem(client.get(f"/pipelines/{pipeline['id']}/runs?state=done", headers=tenant.viewer), 422)
     assert_problem(client.get(f"/pipelines/{pipeline['id']}/runs?sort=worker", headers=tenant.viewer), 422)
+
+
+def test_a_pipeline_with_an_active_run_is_not_deleted(client, tenant, pipeline) -> None:  # type: ignore[no-untyped-def]
+    """Its worker would go on committing offsets for a pipeline that is gone (the rule sits on the
+    runs table, api/runs/models.py, since the pipelines domain does not know runs)."""
+    run = client.post(f"/pipelines/{pipeline['id']}/runs", headers=tenant.editor).json()
+
+    refused = client.delete(f"/pipelines/{pipeline['id']}", headers=tenant.editor)
+    problem = assert_problem(refused, 409)
+    assert (problem["detail"], problem["run_id"]) == (
+        f"Pipeline {pipeline['id']} has run {run['id']} queued; cancel it or let it finish first", run["id"])
+    assert client.get(f"/pipelines/{pipeline['id']}", headers=tenant.viewer).status_code == 200
+    assert client.get(f"/runs/{run['id']}", headers=tenant.viewer).json()["state"] == "queued"
+
+    client.post(f"/runs/{run['id']}/cancel", headers=tenant.editor)
+    assert client.delete(f"/pipelines/{pipeline['id']}", headers=tenant.editor).status_code == 204
+    assert client.get(f"/pipelines/{pipeline['id']}", headers=tenant.viewer).status_code == 404
