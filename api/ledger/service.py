@@ -181,9 +181,9 @@ def _consume_replays(session: Session, pipeline_id: uuid.UUID, replaced: RangesB
 
 # The offsets API's moves.
 
-def move(session: Session, pipeline: Pipeline, moves: list[Move], *, replace: bool) -> None:
+def move(session: Session, pipeline: Pipeline, moves: list[Move], *, replace: bool) -> dict[Partition, PartitionOffset]:
     """Set each partition's committed offset; keep its replay window at or above the new position,
-    and in ``replace`` mode add what a backward move will read again."""
+    and in ``replace`` mode add what a backward move will read again. Returns every position after."""
     stored = positions(session, pipeline)
     windows = replay_windows(session, pipeline)
     now = utcnow()
@@ -196,8 +196,10 @@ def move(session: Session, pipeline: Pipeline, moves: list[Move], *, replace: bo
         else:
             row.committed, row.updated_at = m.after, now
         session.add(row)
+        stored[tp] = row
         _move_window(session, pipeline, windows.get(tp), m, replace)
     session.flush()
+    return stored
 
 
 def _move_window(session: Session, pipeline: Pipeline, window: OffsetReplay | None, m: Move, replace: bool) -> None:

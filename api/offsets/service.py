@@ -336,7 +336,7 @@ def change_offsets(
     changed = [r for r in rows if r.after != r.before]
     if not dry and changed:
         moves = [ledger.Move(topic=r.topic, partition=r.partition, before=r.before, after=r.after) for r in changed]
-        ledger.move(session, pipeline, moves, replace=replay_mode == "replace")
+        stored = ledger.move(session, pipeline, moves, replace=replay_mode == "replace")
         record_by(session, ctx, resource_type=RESOURCE_TYPE, resource_id=pipeline.id,
                   action="patch" if body is not None else "reset",
                   before={"offsets": _snapshot(moves, "before")},
@@ -344,9 +344,8 @@ def change_offsets(
                          "clamped": [{"topic": r.topic, "partition": r.partition} for r in changed if r.clamped]})
         if pipeline.source.get("commit_to_group"):
             after_commit(session, lambda: dispatcher.send_group_mirror(pipeline.id))
-    after = ledger.positions(session, pipeline) if not dry and changed else stored
     return OffsetsChangeResult(dry_run=dry, mode=mode, replay_mode=replay_mode, rows=rows,
-                               etag=offsets_etag(after.values()))
+                               etag=offsets_etag(stored.values()))
 
 
 # History and lookup.

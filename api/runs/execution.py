@@ -19,7 +19,6 @@ from sqlmodel import Session, select
 
 from api.connections.service import kafka_client
 from api.core.config import Settings
-from api.kafka.client import KafkaClient
 from api.kafka.errors import KafkaClientError
 from api.pipelines.models import Pipeline
 from api.pipelines.service import target_uri
@@ -27,7 +26,7 @@ from api.runs import lifecycle, repository
 from api.runs.delta_state import committed_txn_version
 from api.runs.job_spec import build_spec
 from api.runs.models import Run
-from api.runs.planning import plan_pipeline
+from api.runs.planning import Plan, plan_pipeline
 from api.runs.retry import RetryPolicy, error_of
 from api.secrets.store import SecretStore
 from spark_jobs.spec import RunResult, RunSpec
@@ -56,8 +55,11 @@ class Services:
     def retry(self) -> RetryPolicy:
         return RetryPolicy(max_attempts=self.settings.run_max_attempts, backoff_s=self.settings.run_retry_backoff_s)
 
-    def source_client(self, session: Session, pipeline: Pipeline) -> KafkaClient:
-        return kafka_client(session, pipeline.connection_id, self.secrets, timeout_s=self.settings.kafka_timeout_s)
+    def plan(self, session: Session, pipeline: Pipeline) -> Plan:
+        """The pipeline's next ranges, asked of its source cluster now."""
+        with kafka_client(session, pipeline.connection_id, self.secrets,
+                          timeout_s=self.settings.kafka_timeout_s) as client:
+            return plan_pipeline(session, pipeline, client)
 
 
 # Steps.
@@ -72,8 +74,7 @@ def plan(*, session: Session, run_id: uuid.UUID, services: Services) -> Outcome 
     or planning failed), None when it goes on to its launch."""
     run, pipeline = _load(session, run_id)
     try:
-        with services.source_client(session, pipeline) as client:
-            planned = plan_pipeline(session, pipeline, client)
+        planned = services.plan(session, pipeline)
     except Exception as exc:  # every planning failure is recorded on the run
         return _failed(session, run, error_of(exc), services.retry)
     if planned.total == 0:
@@ -136,8 +137,7 @@ def fire_schedule(*, session: Session, pipeline_id: uuid.UUID, slot: datetime, s
     if repository.active_run(session, pipeline_id) is not None:
         return Outcome("busy")
     try:
-        with services.source_client(session, pipeline) as client:
-            planned = plan_pipeline(session, pipeline, client)
+        planned = services.plan(session, pipeline)
     except Exception as exc:
         log.warning("schedule of pipeline %s: planning failed: %s", pipeline_id, error_of(exc)["message"])
         return Outcome("plan-failed")
