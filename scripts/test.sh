@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# make test: start what the suite needs (PostgreSQL, Redis) on loopback, run the whole suite on
-# PostgreSQL, then the database-backed fast suite on SQLite; stop what was started.
+# make test: start what the suite needs (PostgreSQL, Redis, an S3 emulator, a Spark standalone
+# cluster) on loopback, run the whole suite on PostgreSQL, then the database-backed fast suite on
+# SQLite; stop what was started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/services.sh
@@ -8,6 +9,8 @@ trap stop_started EXIT
 
 start_postgres
 start_redis
+start_s3
+start_spark_cluster
 
 PYTEST=(.venv/bin/python -m pytest -p no:cacheprovider -n 2 --durations=15)
 # Extra pytest arguments for a local loop, shell-quoted: PYTEST_ARGS='-k offsets'

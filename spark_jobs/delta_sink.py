@@ -1,7 +1,6 @@
 """Writing a run's rows into Delta: Parquet files from the executors, one commit from the driver.
 
-Without Delta's JVM jars (``engine.delta_writer = "delta-rs"``), the ``inlet_delta`` Python data
-source writes each task's rows as Parquet files straight into the table folders (main and
+The ``inlet_delta`` Python data source writes each task's rows as Parquet files straight into the table folders (main and
 quarantine) and reports them; ``commit`` then adds them all in ONE Delta transaction per table with
 delta-rs, tagged with the run's ``txn`` (app id, version) so that a repeated run commits nothing.
 
@@ -10,8 +9,6 @@ rows of the replaced ranges. Files holding nothing else are removed outright; th
 again by the ``inlet_delta_rewrite`` source, minus the replaced rows, and rewritten by the same
 tasks. The commit that adds the new files carries the ``remove`` actions of all of them, so readers
 never see the old and new rows together, nor neither.
-
-``write_jvm`` is the same write through Delta's own writer, where its jars are on the classpath.
 """
 
 from __future__ import annotations
@@ -30,7 +27,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyarrow import fs as pafs
-from pyspark.sql import DataFrame
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
@@ -42,7 +38,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from spark_jobs.columns import QUARANTINE_REASON, RAW_KEY, RAW_VALUE
-from spark_jobs.errors import JobError
+from spark_jobs.errors import JobError, storage_failure
 from spark_jobs.plans import (
     DataFile,
     PartitionKey,
@@ -53,6 +49,7 @@ from spark_jobs.plans import (
     task_reports,
     write_reports,
 )
+from spark_jobs.storage import Store
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable, Schema
@@ -106,10 +103,10 @@ class _OpenFile:
 class _FileSet:
     """One open Parquet file per (table, partition values) for the life of a task."""
 
-    def __init__(self, table: TableRole, root: str, schema: pa.Schema, partition_by: list[str], token: str = ""):
+    def __init__(self, table: TableRole, store: Store, root: str, schema: pa.Schema, partition_by: list[str], token: str = ""):
         self.table, self.partition_by = table, partition_by
         self.prefix = f"part-{token}-" if token else "part-"
-        self.fs, self.root = pafs.FileSystem.from_uri(root)
+        self.fs, self.root = store.filesystem(root)
         self.schema = pa.schema([f for f in schema if f.name not in partition_by])
         self.open: dict[tuple[object, ...], _OpenFile] = {}
 
@@ -133,7 +130,8 @@ class _FileSet:
             relative = f"{folder}/" if folder else ""
             relative += f"{self.prefix}{uuid.uuid4().hex}.parquet"
             full = f"{self.root}/{relative}"
-            self.fs.create_dir(full.rsplit("/", 1)[0], recursive=True)
+            if isinstance(self.fs, pafs.LocalFileSystem):  # object stores have no folders (pyarrow would add markers)
+                self.fs.create_dir(full.rsplit("/", 1)[0], recursive=True)
             writer = pq.ParquetWriter(full, self.schema, filesystem=self.fs, compression="snappy")
             self.open[key] = _OpenFile(writer, relative, {c: _partition_string(v) for c, v in values.items()})
         file = self.open[key]
@@ -176,6 +174,7 @@ class DeltaWritePlan:
     quarantine_uri: str | None  # None: the rows have no quarantine material, or nowhere to put it
     partition_by: list[str]
     manifest: str  # the reports' file, for the driver program (``read_reports``)
+    store: Store
 
 
 class InletDeltaDataSource(DataSource):
@@ -197,10 +196,10 @@ class _DeltaFilesWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskReport:
         report = TaskReport()
         main_columns = [f for f in self.arrow_schema if f.name not in INTERNAL]
-        main = _FileSet("main", self.plan.uri, pa.schema(main_columns), self.plan.partition_by)
+        main = _FileSet("main", self.plan.store, self.plan.uri, pa.schema(main_columns), self.plan.partition_by)
         quarantine = None
         if self.plan.quarantine_uri and QUARANTINE_REASON in self.arrow_schema.names:
-            quarantine = _FileSet("quarantine", self.plan.quarantine_uri, quarantine_schema(self.arrow_schema), [])
+            quarantine = _FileSet("quarantine", self.plan.store, self.plan.quarantine_uri, quarantine_schema(self.arrow_schema), [])
         try:
             for batch in iterator:
                 fresh = collect_read_stats(batch, report.partitions)
@@ -227,7 +226,7 @@ class _DeltaFilesWriter(DataSourceArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         files = [file for report in task_reports(messages) for file in report.files]
-        delete_files(files, self.plan.uri, self.plan.quarantine_uri)
+        delete_files(self.plan.store, files, self.plan.uri, self.plan.quarantine_uri)
 
 
 def quarantine_schema(writer_schema: pa.Schema) -> pa.Schema:
@@ -241,25 +240,25 @@ def to_quarantine_rows(rows: pa.Table) -> pa.Table:
     return rows.rename_columns([{RAW_KEY: "key", RAW_VALUE: "value"}.get(c, c) for c in rows.column_names])
 
 
-def delete_files(files: Iterable[DataFile], uri: str, quarantine_uri: str | None) -> None:
+def delete_files(store: Store, files: Iterable[DataFile], uri: str, quarantine_uri: str | None) -> None:
     """Delete reported files of the main table at ``uri`` and of the quarantine table, if any."""
     for file in files:
         root = uri if file.table == "main" else quarantine_uri
         if root is None:  # no quarantine table, so no file of it either
             continue
-        filesystem, base = pafs.FileSystem.from_uri(root)
+        filesystem, base = store.filesystem(root)
         try:
             filesystem.delete_file(f"{base}/{file.path}")
         except OSError:
             pass
 
 
-def delete_run_files(root: str, token: str) -> int:
+def delete_run_files(store: Store, root: str, token: str) -> int:
     """Delete the files named for one attempt of a run (``token``) anywhere under a table folder.
 
     For a failed job whose tasks cannot all be asked what they wrote; never after a commit.
     """
-    filesystem, base = pafs.FileSystem.from_uri(root)
+    filesystem, base = store.filesystem(root)
     try:
         found = filesystem.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
     except OSError:
@@ -311,17 +310,17 @@ class RewritePlan:
 
     files: tuple[RewriteFile, ...]
     replace_ranges: Ranges
+    store: Store
 
 
-def plan_replace(table: TableRole, uri: str, ranges: Ranges, plan: ReplacePlan) -> None:
+def plan_replace(store: Store, table: TableRole, uri: str, ranges: Ranges, plan: ReplacePlan) -> None:
     """Add to ``plan`` the files of the table at ``uri`` holding rows of ``ranges``."""
-    from deltalake import DeltaTable
     from deltalake.transaction import RemoveAction
 
-    if not DeltaTable.is_deltatable(uri):
+    if not store.is_delta_table(uri):
         return
     wanted = [(t, int(p), s, e) for t, ps in ranges.items() for p, (s, e) in ps.items() if s < e]
-    actions = pa.table(DeltaTable(uri).get_add_actions(flatten=True)).to_pylist()
+    actions = pa.table(store.delta_table(uri).get_add_actions(flatten=True)).to_pylist()
     now = int(time.time() * 1000)
     for action in actions:
         bounds = {}
@@ -363,6 +362,7 @@ class _RewriteReader(DataSourceReader):
     def __init__(self, plan: RewritePlan, schema: StructType):
         self.files = plan.files
         self.ranges = plan.replace_ranges
+        self.store = plan.store
         self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
 
     def partitions(self) -> list[InputPartition]:
@@ -370,13 +370,13 @@ class _RewriteReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RewriteFile)
-        yield from carried_rows(partition, self.ranges, self.arrow_schema).to_batches()
+        yield from carried_rows(self.store, partition, self.ranges, self.arrow_schema).to_batches()
 
 
-def carried_rows(file: RewriteFile, ranges: Ranges, schema: pa.Schema) -> pa.Table:
+def carried_rows(store: Store, file: RewriteFile, ranges: Ranges, schema: pa.Schema) -> pa.Table:
     """The rows of an existing table file outside ``ranges``, in ``schema`` (missing columns null;
     ``CARRIED`` true where the schema has it)."""
-    filesystem, path = pafs.FileSystem.from_uri(file.uri)
+    filesystem, path = store.filesystem(file.uri)
     rows = pq.read_table(path, filesystem=filesystem)
     for column, value in file.partition_values.items():
         rows = rows.append_column(column, pa.array([value] * rows.num_rows))
@@ -403,16 +403,15 @@ def in_ranges(rows: pa.Table, ranges: Ranges) -> pa.ChunkedArray:
 # --- driver side ---------------------------------------------------------------------------------
 
 
-def already_committed(uri: str, txn: Txn) -> bool:
-    from deltalake import DeltaTable
-
-    if not DeltaTable.is_deltatable(uri):
+def already_committed(store: Store, uri: str, txn: Txn) -> bool:
+    if not store.is_delta_table(uri):
         return False
-    done = DeltaTable(uri).transaction_version(txn.app_id)
+    done = store.delta_table(uri).transaction_version(txn.app_id)
     return done is not None and done >= txn.version
 
 
 def commit_files(
+    store: Store,
     uri: str,
     files: list[DataFile],
     schema: pa.Schema,
@@ -420,15 +419,11 @@ def commit_files(
     txn: Txn,
     removes: Sequence[RemoveAction] = (),
 ) -> int | None:
-    """Commit ``files`` (and ``removes``) as one transaction; None if ``txn`` was committed before."""
-    from deltalake import DeltaTable, Schema
+    """Commit ``files`` (and ``removes``) as one transaction; None if ``txn`` was committed before,
+    or by a concurrent attempt of the same run that won the race (the store's put-if-absent)."""
+    from deltalake import Schema
     from deltalake.exceptions import DeltaError
-    from deltalake.transaction import (
-        AddAction,
-        CommitProperties,
-        Transaction,
-        create_table_with_add_actions,
-    )
+    from deltalake.transaction import AddAction, CommitProperties, Transaction
 
     now = int(time.time() * 1000)
     adds = [AddAction(f.path, f.size, f.partition_values, now, True, f.stats) for f in files]
@@ -437,10 +432,9 @@ def commit_files(
         custom_metadata={"inlet.txn": f"{txn.app_id}:{txn.version}"},
     )
     try:
-        if not DeltaTable.is_deltatable(uri):
-            create_table_with_add_actions(uri, Schema.from_arrow(schema), adds, mode="error", partition_by=partition_by, commit_properties=commit)
-            return DeltaTable(uri).version()
-        table = DeltaTable(uri)
+        if not store.is_delta_table(uri):
+            _create_empty(store, uri, Schema.from_arrow(schema), partition_by)
+        table = store.delta_table(uri)
         done = table.transaction_version(txn.app_id)
         if done is not None and done >= txn.version:
             return None
@@ -451,7 +445,32 @@ def commit_files(
         table.update_incremental()
         return table.version()
     except (DeltaError, OSError) as exc:
-        raise JobError("target_commit", f"commit to {uri} failed: {exc}") from None
+        if _committed_meanwhile(store, uri, txn):
+            return None
+        raise storage_failure(exc) or JobError("target_commit", f"commit to {uri} failed: {exc}") from None
+
+
+def _create_empty(store: Store, uri: str, schema: Schema, partition_by: list[str]) -> None:
+    """A new table without rows, so that the run's rows go in as an append: delta-rs checks an
+    append's app transaction against concurrent commits of the same run, but lets two creates with
+    the same transaction both commit (seen on S3: the second landed as version 1)."""
+    from deltalake.exceptions import DeltaError
+    from deltalake.transaction import create_table_with_add_actions
+
+    try:
+        create_table_with_add_actions(uri, schema, [], mode="ignore", partition_by=partition_by,
+                                      storage_options=store.delta_options)
+    except DeltaError:
+        if not store.is_delta_table(uri):  # not a concurrent create's doing
+            raise
+
+
+def _committed_meanwhile(store: Store, uri: str, txn: Txn) -> bool:
+    """After a failed commit: whether another attempt of this run committed ``txn`` first."""
+    try:
+        return already_committed(store, uri, txn)
+    except Exception:  # noqa: BLE001 - the commit's own error is the one to report
+        return False
 
 
 def evolve_schema(table: DeltaTable, schema: pa.Schema) -> Schema:
@@ -469,28 +488,3 @@ def evolve_schema(table: DeltaTable, schema: pa.Schema) -> Schema:
         # table's schema. Adding nullable columns is harmless if the data commit then fails.
         table.alter.add_columns(new)
     return table.schema()
-
-
-def write_jvm(df: DataFrame, uri: str, partition_by: list[str], txn: Txn, replace_where: str | None) -> None:
-    """The same write through Delta's JVM writer (delta-spark jars on the classpath; untested here)."""
-    writer = (
-        df.write.format("delta")
-        .option("txnAppId", txn.app_id)
-        .option("txnVersion", str(txn.version))
-        .option("mergeSchema", "true")
-        .partitionBy(*partition_by)
-    )
-    if replace_where:
-        writer = writer.mode("overwrite").option("replaceWhere", replace_where)
-    else:
-        writer = writer.mode("append")
-    writer.save(uri)
-
-
-def replace_where(ranges: Ranges) -> str:
-    terms = [
-        f"(topic = '{t}' AND partition = {int(p)} AND offset >= {s} AND offset < {e})"
-        for t, ps in sorted(ranges.items())
-        for p, (s, e) in ps.items()
-    ]
-    return " OR ".join(terms) or "false"

@@ -1,7 +1,6 @@
 """Kafka chunks to Delta files inside one executor task: the fast path of raw and string pipelines.
 
-With ``engine.reader = "python"`` and ``engine.delta_writer = "delta-rs"`` a run's rows never need
-to become Spark rows. Each task reads its chunks with ONE confluent-kafka consumer
+A run's rows of raw and string values never need to become Spark rows. Each task reads its chunks with ONE confluent-kafka consumer
 (``read_chunks``), decodes them on Arrow (``decode_arrow``), writes Parquet files straight into the
 table folder (one per Kafka partition and table partition) and returns only a ``TaskReport``
 (files, sizes, row counts, stats, offsets read). Spark runs the tasks as one job and collects the
@@ -34,6 +33,7 @@ from spark_jobs.decode import decode_arrow
 from spark_jobs.delta_sink import RewriteFile, _FileSet, carried_rows, delete_run_files
 from spark_jobs.kafka_source import Chunk, read_chunks
 from spark_jobs.plans import ClientConfig, PartitionStats, TaskReport
+from spark_jobs.storage import Store
 
 if TYPE_CHECKING:
     from spark_jobs.spec import Ranges, ValueFormat  # pydantic costs every Python worker ~1 s to import
@@ -53,6 +53,7 @@ class DirectWritePlan:
     value_format: ValueFormat
     run_id: str
     replace_ranges: Ranges  # empty outside replace mode
+    store: Store
 
 
 @dataclass(frozen=True)
@@ -91,10 +92,10 @@ def write_unit(plan: DirectWritePlan, unit: WriteUnit) -> TaskReport:
     """Runs on an executor: one unit's files, reported (and deleted again if the task fails)."""
     report = TaskReport()
     schema = plan.schema
-    files = _FileSet("main", plan.uri, schema, plan.partition_by, plan.token)
+    files = _FileSet("main", plan.store, plan.uri, schema, plan.partition_by, plan.token)
     try:
         if unit.rewrite is not None:
-            files.write(carried_rows(unit.rewrite, plan.replace_ranges, schema))
+            files.write(carried_rows(plan.store, unit.rewrite, plan.replace_ranges, schema))
         else:
             batches = read_chunks(plan.consumer_config, list(unit.chunks), plan.read_schema, plan.stall_timeout_s)
             for chunk, batch in batches:
@@ -117,5 +118,5 @@ def run_units(context: SparkContext, plan: DirectWritePlan, units: list[WriteUni
     try:
         return context.parallelize(units, len(units)).map(partial(write_unit, plan)).collect()
     except BaseException:
-        delete_run_files(plan.uri, plan.token)  # files of the tasks that did finish
+        delete_run_files(plan.store, plan.uri, plan.token)  # files of the tasks that did finish
         raise

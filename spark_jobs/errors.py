@@ -2,6 +2,8 @@
 
 An exception raised in a Python task reaches the driver only as text inside a Java stack trace,
 so ``JobError`` puts its kind and coordinates in a tagged JSON prefix that ``classify`` finds again.
+An untagged one is known by its root cause, the Python exception at the end of the task's
+traceback: storage errors (pyarrow's and delta-rs's) become a kind a user can act on.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ JobErrorKind = Literal[
     "data_loss",
     "kafka_unavailable",
     "kafka_auth",
+    "storage_unreachable",  # the object store's endpoint could not be reached (DNS, connection, timeout)
+    "storage_denied",  # the store refused the credentials or the permission
+    "storage_not_found",  # the bucket (or container) does not exist
     "target_write",
     "target_commit",
     "invalid_spec",
@@ -22,6 +27,23 @@ JobErrorKind = Literal[
 ]
 
 _TAG = re.compile(r"\[inlet-error (\{[^}]*\})\] ([^\n]*)")
+# The exception line that ends a Python traceback: ``OSError: When resolving region ...``.
+_RAISED = re.compile(r"^([A-Za-z_][\w.]*): (.+)$")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# Exceptions raised by storage clients: pyarrow's filesystems (OSError and subclasses), delta-rs.
+_STORAGE_TYPES = frozenset({"OSError", "IOError", "PermissionError", "FileNotFoundError", "ConnectionError",
+                            "TimeoutError", "ArrowIOError", "DeltaError", "CommitFailedError"})
+# First match wins: a message naming a refused credential is storage_denied even if it was retried.
+_STORAGE_KINDS: tuple[tuple[JobErrorKind, re.Pattern[str]], ...] = (
+    ("storage_not_found", re.compile(r"NoSuchBucket|bucket does not exist|ContainerNotFound", re.I)),
+    ("storage_denied", re.compile(
+        r"AccessDenied|Access Denied|InvalidAccessKeyId|SignatureDoesNotMatch|ExpiredToken|InvalidToken|"
+        r"AuthorizationPermissionMismatch|AuthenticationFailed|\bForbidden\b|\b403\b|ACCESS_DENIED|"
+        r"No credentials|Unable to load credentials|missing credentials", re.I)),
+    ("storage_unreachable", re.compile(
+        r"resolve host|NETWORK_CONNECTION|Connection refused|Failed to connect|connect error|dns error|"
+        r"error sending request|timed out|Timeout was reached|Connection reset|service unavailable|\b503\b", re.I)),
+)
 
 
 class JobError(Exception):
@@ -41,5 +63,44 @@ def classify(exc: BaseException) -> JobError:
         tag = json.loads(match.group(1))
         # The tag was written by a JobError's constructor, so its kind is one of JobErrorKind.
         return JobError(cast(JobErrorKind, tag["kind"]), match.group(2), tag["topic"], tag["partition"])
-    first_line = next((line for line in text.splitlines() if line.strip()), type(exc).__name__)
-    return JobError("internal", f"{type(exc).__name__}: {first_line[:2000]}")
+    raised = root_cause(text)
+    name, message = raised if raised else (type(exc).__name__, text)
+    return _storage_error(name, message) or JobError("internal", f"{name}: {_one_line(message.splitlines()[0] if message else '')}")
+
+
+def root_cause(text: str) -> tuple[str, str] | None:
+    """The type and message of the exception that ended the last Python traceback in ``text`` (a
+    task's traceback inside Spark's error), if there is one."""
+    raised: tuple[str, list[str]] | None = None
+    in_traceback = False
+    for line in text.splitlines():
+        if line.rstrip().endswith("Traceback (most recent call last):"):
+            in_traceback, raised = True, None
+        elif in_traceback and line.strip() and not line[0].isspace():
+            match = _RAISED.match(line.strip())
+            raised = (match.group(1).rsplit(".", 1)[-1], [match.group(2)]) if match else None
+            in_traceback = False
+        elif raised is not None and not in_traceback:
+            if not line.strip() or line.startswith("\tat ") or line.startswith("During handling"):
+                break  # the message ends where Spark's (Java) frames or the next exception begin
+            raised[1].append(line)
+    return (raised[0], "\n".join(raised[1])) if raised else None
+
+
+def storage_failure(exc: BaseException) -> JobError | None:
+    """``exc`` as a storage kind, if a storage client raised it for a reason a user can act on."""
+    return _storage_error(type(exc).__name__, str(exc))
+
+
+def _storage_error(name: str, message: str) -> JobError | None:
+    if name not in _STORAGE_TYPES:
+        return None
+    flat = _one_line(message)
+    kind = next((kind for kind, pattern in _STORAGE_KINDS if pattern.search(flat)), None)
+    return JobError(kind, f"{name}: {flat}"[:2000]) if kind else None
+
+
+def _one_line(message: str) -> str:
+    """delta-rs's multi-line, coloured cause chains (``Generic S3 error ↳ ... ↳ 404 Not Found``) on one line."""
+    lines = (_ANSI.sub("", line).strip().lstrip("↳").strip() for line in message.splitlines())
+    return " ↳ ".join(line for line in lines if line)[:2000]

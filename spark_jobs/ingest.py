@@ -128,7 +128,7 @@ def run(spec: RunSpec, scratch: str, state: _Run) -> None:
     from spark_jobs.kafka_source import check_watermarks
 
     target = spec.target
-    if isinstance(target, DeltaTarget) and delta_sink.already_committed(target.uri, spec.txn):
+    if isinstance(target, DeltaTarget) and delta_sink.already_committed(target.store, target.uri, spec.txn):
         log.info("txn %s v%d is already in %s: nothing to do", spec.txn.app_id, spec.txn.version, target.uri)
         state.already_committed = True
         return
@@ -177,13 +177,13 @@ def _to_delta_direct(
 
     source = spec.source
     struct = decoded_struct(source)
-    for name, data_type in _missing_table_columns(struct.fieldNames(), target.uri):
+    for name, data_type in _missing_table_columns(struct.fieldNames(), target):
         struct.add(name, data_type, True)
     schema = to_arrow_schema(struct, timezone="UTC")
 
     replace = delta_sink.ReplacePlan()
     if target.replace_ranges:
-        delta_sink.plan_replace("main", target.uri, target.replace_ranges, replace)
+        delta_sink.plan_replace(target.store, "main", target.uri, target.replace_ranges, replace)
         log.info("replace: removing %d files, rewriting %d partially replaced ones", len(replace.remove["main"]), len(replace.rewrite))
     chunks = chunk_ranges(readable, source.max_records_per_task)
     groups = direct_write.pack_chunks(chunks, source.max_records_per_task, context.defaultParallelism)
@@ -199,6 +199,7 @@ def _to_delta_direct(
         value_format=source.value_format,
         run_id=spec.run_id,
         replace_ranges=target.replace_ranges or {},
+        store=target.store,
     )
     log.info("reading %d chunks of %d partitions in %d tasks, rewriting %d files", len(chunks), sum(len(p) for p in readable.values()), len(groups), len(replace.rewrite))
     began = time.monotonic()
@@ -209,12 +210,10 @@ def _to_delta_direct(
 
 
 def _read(spark: SparkSession, spec: RunSpec, readable: Ranges, group_id: str, scratch: str) -> DataFrame:
-    from spark_jobs.kafka_source import InletKafkaDataSource, ReadPlan, chunk_ranges, consumer_config, read_ranges_jvm
+    from spark_jobs.kafka_source import InletKafkaDataSource, ReadPlan, chunk_ranges, consumer_config
     from spark_jobs.plans import write_plan
 
     source = spec.source
-    if spec.engine.reader == "jvm":
-        return read_ranges_jvm(spark, source, readable)
     spark.dataSource.register(InletKafkaDataSource)
     chunks = chunk_ranges(readable, source.max_records_per_task)
     plan = write_plan(
@@ -240,13 +239,13 @@ def _to_delta(spark: SparkSession, spec: RunSpec, target: DeltaTarget, records: 
     from spark_jobs.plans import read_reports, write_plan
 
     rows = decode(records, spec.source, spec.run_id)
-    rows = _with_table_columns(rows, target.uri)
+    rows = _with_table_columns(rows, target)
 
     replace = delta_sink.ReplacePlan()
     if target.replace_ranges:
-        delta_sink.plan_replace("main", target.uri, target.replace_ranges, replace)
+        delta_sink.plan_replace(target.store, "main", target.uri, target.replace_ranges, replace)
         if target.quarantine_uri:
-            delta_sink.plan_replace("quarantine", target.quarantine_uri, target.replace_ranges, replace)
+            delta_sink.plan_replace(target.store, "quarantine", target.quarantine_uri, target.replace_ranges, replace)
         log.info(
             "replace: removing %d files, rewriting %d partially replaced ones",
             sum(len(r) for r in replace.remove.values()),
@@ -254,7 +253,7 @@ def _to_delta(spark: SparkSession, spec: RunSpec, target: DeltaTarget, records: 
         )
         if replace.rewrite:
             rows = rows.withColumn(delta_sink.CARRIED, F.lit(None).cast("boolean"))
-            rewrite = delta_sink.RewritePlan(tuple(replace.rewrite), target.replace_ranges)
+            rewrite = delta_sink.RewritePlan(tuple(replace.rewrite), target.replace_ranges, target.store)
             rewrite_path = write_plan(os.path.join(scratch, "rewrite-plan.pickle"), rewrite)
             spark.dataSource.register(delta_sink.InletDeltaRewriteDataSource)
             carried = spark.read.format("inlet_delta_rewrite").schema(rows.schema).option("plan", rewrite_path).load()
@@ -265,16 +264,12 @@ def _to_delta(spark: SparkSession, spec: RunSpec, target: DeltaTarget, records: 
     has_quarantine = QUARANTINE_REASON in rows.columns
 
     began = time.monotonic()
-    if spec.engine.delta_writer == "jvm":
-        _to_delta_jvm(spec, target, rows, main_schema, has_quarantine, state)
-        state.process_s = time.monotonic() - began
-        return
-
     plan = delta_sink.DeltaWritePlan(
         uri=target.uri,
         quarantine_uri=target.quarantine_uri if has_quarantine else None,
         partition_by=target.partition_by,
         manifest=os.path.join(scratch, "manifest.pickle"),
+        store=target.store,
     )
     spark.dataSource.register(delta_sink.InletDeltaDataSource)
     rows.write.format("inlet_delta").mode("append").option("plan", write_plan(os.path.join(scratch, "write-plan.pickle"), plan)).save()
@@ -297,6 +292,7 @@ def _commit_delta(commit: DeltaCommit, state: _Run) -> None:
         # Quarantine first: if the main commit then fails, the retry skips the quarantine by its txn.
         if commit.quarantine_schema is not None and target.quarantine_uri:
             q_version = delta_sink.commit_files(
+                target.store,
                 target.quarantine_uri,
                 quarantine_files,
                 commit.quarantine_schema,
@@ -305,55 +301,22 @@ def _commit_delta(commit: DeltaCommit, state: _Run) -> None:
                 commit.replace.remove["quarantine"],
             )
             if q_version is None:
-                delta_sink.delete_files(quarantine_files, target.uri, target.quarantine_uri)
+                delta_sink.delete_files(target.store, quarantine_files, target.uri, target.quarantine_uri)
         state.delta_version = delta_sink.commit_files(
-            target.uri, main_files, commit.main_schema, target.partition_by, txn, commit.replace.remove["main"]
+            target.store, target.uri, main_files, commit.main_schema, target.partition_by, txn, commit.replace.remove["main"]
         )
     except BaseException:
-        delta_sink.delete_files(commit.files, target.uri, target.quarantine_uri)
+        delta_sink.delete_files(target.store, commit.files, target.uri, target.quarantine_uri)
         raise
     state.commit_s = time.monotonic() - began
     if state.delta_version is None:  # a concurrent duplicate of this run committed first
-        delta_sink.delete_files(main_files, target.uri, target.quarantine_uri)
+        delta_sink.delete_files(target.store, main_files, target.uri, target.quarantine_uri)
         state.already_committed = True
         state.stats = {}
         return
     # Counted from the Kafka records, not the files: replace mode also rewrites older rows.
     state.rows_quarantined = sum(r.quarantined for r in commit.reports)
     state.rows_written = sum(s.records for s in state.stats.values()) - state.rows_quarantined
-
-
-def _to_delta_jvm(spec: RunSpec, target: DeltaTarget, rows: DataFrame, main_schema: pa.Schema, has_quarantine: bool, state: _Run) -> None:
-    """Delta's own writer; needs the delta-spark jars (untested here: no Maven access)."""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-
-    from spark_jobs import delta_sink
-    from spark_jobs.columns import QUARANTINE_REASON, RAW_KEY, RAW_VALUE
-    from spark_jobs.decode import quarantine_columns
-    from spark_jobs.plans import PartitionStats
-
-    rows = rows.persist(StorageLevel.MEMORY_AND_DISK)  # read Kafka once for both tables and the counts
-    where = delta_sink.replace_where(target.replace_ranges) if target.replace_ranges else None
-    good = rows.filter(F.col(QUARANTINE_REASON).isNull()) if has_quarantine else rows
-    delta_sink.write_jvm(good.select(*main_schema.names), target.uri, target.partition_by, spec.txn, where)
-    if has_quarantine and target.quarantine_uri:
-        bad = rows.filter(F.col(QUARANTINE_REASON).isNotNull()).select(*quarantine_columns(spec.source.include_headers))
-        bad = bad.withColumnRenamed(RAW_KEY, "key").withColumnRenamed(RAW_VALUE, "value")
-        delta_sink.write_jvm(bad, target.quarantine_uri, [], spec.txn, where)
-    counts = rows.groupBy("topic", "partition").agg(
-        F.count("*").alias("records"),
-        F.min("offset").alias("first_offset"),
-        F.max("offset").alias("last_offset"),
-        F.sum(F.coalesce(F.length(RAW_KEY if has_quarantine else "key"), F.lit(0)) + F.coalesce(F.length(RAW_VALUE if has_quarantine else "value"), F.lit(0))).alias("bytes"),
-        # count(NULL) is 0: without quarantine material no row is bad.
-        F.count(F.when(F.col(QUARANTINE_REASON).isNotNull(), 1) if has_quarantine else F.lit(None)).alias("bad"),
-    )
-    for row in counts.collect():
-        state.stats[(row["topic"], row["partition"])] = PartitionStats(row["records"], row["first_offset"], row["last_offset"], row["bytes"])
-        state.rows_quarantined += row["bad"]
-        state.rows_written += row["records"] - row["bad"]
-    rows.unpersist()
 
 
 def _to_kafka(spec: RunSpec, target: KafkaTarget, records: DataFrame, scratch: str, state: _Run) -> None:
@@ -374,23 +337,22 @@ def _to_kafka(spec: RunSpec, target: KafkaTarget, records: DataFrame, scratch: s
     state.rows_written = sum(s.records for s in state.stats.values())
 
 
-def _with_table_columns(rows: DataFrame, uri: str) -> DataFrame:
+def _with_table_columns(rows: DataFrame, target: DeltaTarget) -> DataFrame:
     """Carry the existing table's columns that this run lacks, as nulls, so rewrites keep them."""
     from pyspark.sql import functions as F
 
-    for name, data_type in _missing_table_columns(rows.columns, uri):
+    for name, data_type in _missing_table_columns(rows.columns, target):
         rows = rows.withColumn(name, F.lit(None).cast(data_type))
     return rows
 
 
-def _missing_table_columns(columns: list[str], uri: str) -> list[tuple[str, DataType]]:
+def _missing_table_columns(columns: list[str], target: DeltaTarget) -> list[tuple[str, DataType]]:
     """The existing table's columns (name, Spark type) that are not in ``columns``."""
-    from deltalake import DeltaTable
     from pyspark.sql.pandas.types import from_arrow_type
 
-    if not DeltaTable.is_deltatable(uri):
+    if not target.store.is_delta_table(target.uri):
         return []
-    fields = pa.schema(DeltaTable(uri).schema().to_arrow())
+    fields = pa.schema(target.store.delta_table(target.uri).schema().to_arrow())
     return [(f.name, from_arrow_type(_plain(f.type))) for f in fields if f.name not in columns]
 
 

@@ -2,8 +2,8 @@
 
 ``inlet_kafka`` is a PySpark Python Data Source: one input partition per chunk of an offset range,
 read on an executor with confluent-kafka and yielded as Arrow batches whose columns are exactly
-those of Spark's own Kafka source (``KAFKA_COLUMNS``), so ``read_ranges_jvm`` (the JVM connector,
-where its jars are on the classpath) is a drop-in alternative.
+those of Spark's own Kafka source (``KAFKA_COLUMNS``): a reader through Spark's JVM connector, where
+its jars can be had, would yield the same DataFrame.
 
 Before reading, ``check_watermarks`` compares the ranges with the partitions' earliest and latest
 offsets on the driver: a consumer asked for a deleted offset would otherwise reset silently.
@@ -11,7 +11,6 @@ offsets on the driver: a consumer asked for a deleted offset would otherwise res
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Iterator
@@ -20,7 +19,6 @@ from typing import TYPE_CHECKING, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
@@ -380,42 +378,3 @@ class _KafkaReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, Chunk)
         return read_chunk(self.config, partition, self.arrow_schema, self.stall_timeout_s)
-
-
-def read_ranges_jvm(spark: SparkSession, source: KafkaSource, ranges: Ranges) -> DataFrame:
-    """The same ranges through Spark's JVM Kafka connector (spark-sql-kafka-0-10 on the classpath).
-
-    Untested here: the connector's jars come from Maven, which these machines cannot reach.
-    """
-
-    def offsets(side: int) -> str:  # 0: where the ranges start, 1: where they end
-        return json.dumps({t: {p: r[side] for p, r in ps.items()} for t, ps in ranges.items()})
-
-    reader = (
-        spark.read.format("kafka")
-        .option("assign", json.dumps({t: [int(p) for p in ps] for t, ps in ranges.items()}))
-        .option("startingOffsets", offsets(0))
-        .option("endingOffsets", offsets(1))
-        .option("failOnDataLoss", str(source.on_data_loss == "fail").lower())
-        .option("includeHeaders", str(source.include_headers).lower())
-        .option("maxRecordsPerPartition", str(source.max_records_per_task))
-    )
-    for key, value in java_client_options(source.kafka_config).items():
-        reader = reader.option(f"kafka.{key}", value)
-    columns = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
-    return reader.load().select(*columns, *(["headers"] if source.include_headers else []))
-
-
-def java_client_options(kafka_config: dict[str, str]) -> dict[str, str]:
-    """librdkafka properties as Java client properties (they differ for SASL credentials)."""
-    options = {k: v for k, v in kafka_config.items() if k not in ("sasl.username", "sasl.password")}
-    if "sasl.username" in kafka_config:
-        mechanism = kafka_config.get("sasl.mechanism", "PLAIN").upper()
-        module = (
-            "org.apache.kafka.common.security.plain.PlainLoginModule"
-            if mechanism == "PLAIN"
-            else "org.apache.kafka.common.security.scram.ScramLoginModule"
-        )
-        user, password = (json.dumps(kafka_config.get(k, "")) for k in ("sasl.username", "sasl.password"))
-        options["sasl.jaas.config"] = f"{module} required username={user} password={password};"
-    return options

@@ -1,7 +1,8 @@
 """The contract between the worker and the Spark job: one ``RunSpec`` in, one ``RunResult`` out.
 
 Both travel as JSON files. The spec file is written 0600 because ``kafka_config`` holds the
-client's secrets (SASL passwords, SSL keys); nothing else carries them. ``secret_values`` and
+client's secrets (SASL passwords, SSL keys) and ``storage_options`` the object store's credentials;
+nothing else carries them. ``secret_values`` and
 ``redact`` let every component that logs job output scrub them.
 
 Offset ranges are half-open ``[start, end)`` and keyed ``{topic: {partition: [start, end]}}`` with
@@ -17,6 +18,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from spark_jobs.errors import JobErrorKind
+from spark_jobs.storage import Store
 
 OffsetRange = tuple[int, int]
 Ranges = dict[str, dict[str, OffsetRange]]
@@ -91,6 +93,12 @@ class DeltaTarget(_Model):
     quarantine_uri: str | None = None
     # Replay: rows of these ranges are replaced in the same commit that adds the new rows.
     replace_ranges: Ranges | None = None
+    # Object storage: endpoint and credentials for the driver and every executor (``storage.Store``).
+    storage_options: dict[str, str] = {}
+
+    @property
+    def store(self) -> Store:
+        return Store(self.storage_options)
 
     @field_validator("replace_ranges")
     @classmethod
@@ -107,18 +115,12 @@ class KafkaTarget(_Model):
 Target = Annotated[DeltaTarget | KafkaTarget, Field(discriminator="type")]
 
 
-class Engine(_Model):
-    reader: Literal["python", "jvm"] = "python"
-    delta_writer: Literal["delta-rs", "jvm"] = "delta-rs"
-
-
 class RunSpec(_Model):
     run_id: str
     pipeline_id: str
     txn: Txn
     source: KafkaSource
     target: Target
-    engine: Engine = Engine()
 
     @model_validator(mode="after")
     def _json_needs_delta_quarantine(self) -> RunSpec:
@@ -130,10 +132,9 @@ class RunSpec(_Model):
     @property
     def writes_directly(self) -> bool:
         """Whether each task reads, decodes and writes its Parquet files itself (``direct_write``):
-        the python reader with the delta-rs writer, for raw and string values. The JVM then only
-        schedules tasks; json keeps Spark's ``from_json`` so both engines quarantine alike."""
-        return (isinstance(self.target, DeltaTarget) and self.engine.reader == "python"
-                and self.engine.delta_writer == "delta-rs" and self.source.value_format != "json")
+        raw and string values into Delta. The JVM then only schedules tasks; json keeps Spark's
+        ``from_json``, whose parsing the pipeline's DDL schema is checked against."""
+        return isinstance(self.target, DeltaTarget) and self.source.value_format != "json"
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True)
@@ -147,6 +148,8 @@ class RunSpec(_Model):
         configs = [self.source.kafka_config]
         if isinstance(self.target, KafkaTarget):
             configs.append(self.target.kafka_config)
+        else:
+            configs.append(self.target.storage_options)
         found: set[str] = set()
         for config in configs:
             for key, value in config.items():

@@ -54,8 +54,6 @@ class SparkSubmitSettings:
     spark_submit: str = field(default_factory=lambda: str(Path(sys.executable).parent / "spark-submit"))
     master: str = "local[*]"
     conf: dict[str, str] = field(default_factory=dict)
-    packages: list[str] = field(default_factory=list)
-    jars: list[str] = field(default_factory=list)
     driver_memory: str | None = "1g"
     executor_memory: str | None = None
     # Executors need an interpreter with pyarrow, confluent-kafka and deltalake.
@@ -64,7 +62,7 @@ class SparkSubmitSettings:
 
 
 # When tasks write their own files the JVM only schedules them: its JIT work is pure start-up cost.
-# Measured here: first job result 26-29 s instead of 45-68 s under load. Not for JVM data paths.
+# Measured here: first job result 26-29 s instead of 45-68 s under load.
 SCHEDULING_ONLY_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:CICompilerCount=2"
 
 
@@ -76,10 +74,6 @@ def build_command(settings: SparkSubmitSettings, spec: RunSpec, spec_path: Path,
     cmd = [settings.spark_submit, "--master", settings.master, "--name", f"inlet-{spec.pipeline_id}-{spec.run_id}"]
     for key, value in conf.items():
         cmd += ["--conf", f"{key}={value}"]
-    if settings.packages:
-        cmd += ["--packages", ",".join(settings.packages)]
-    if settings.jars:
-        cmd += ["--jars", ",".join(settings.jars)]
     if settings.driver_memory:
         cmd += ["--driver-memory", settings.driver_memory]
     if settings.executor_memory:

@@ -35,8 +35,8 @@ def spark_settings(settings: Settings) -> SparkSubmitSettings:
     defaults = SparkSubmitSettings()
     return SparkSubmitSettings(
         spark_submit=settings.spark_submit or defaults.spark_submit, master=settings.spark_master,
-        conf=dict(settings.spark_conf), packages=list(settings.spark_packages), jars=list(settings.spark_jars),
-        driver_memory=settings.spark_driver_memory, executor_memory=settings.spark_executor_memory,
+        conf=dict(settings.spark_conf), driver_memory=settings.spark_driver_memory,
+        executor_memory=settings.spark_executor_memory, python=settings.spark_python or defaults.python,
     )
 
 

@@ -1,16 +1,23 @@
 """Inlet's settings: one pydantic-settings class, read from ``INLET_*`` environment variables.
 
-Nothing else in the code base reads ``os.environ``; everything takes a ``Settings``.
+Nothing else in the code base reads ``os.environ``; everything takes a ``Settings``. The one other
+environment Inlet reads is the object store's standard one (``AWS_*``), here too.
 """
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from spark_jobs.storage import OBJECT_STORE_SCHEMES, scheme_of
+
+# The object store's own environment, read as delta-rs and pyarrow would read it.
+STORAGE_ENV_PREFIX = "AWS_"
 
 
 class Settings(BaseSettings):
@@ -22,7 +29,12 @@ class Settings(BaseSettings):
         default=None, description="SQLAlchemy URL; defaults to a SQLite file under data_dir"
     )
     storage_root: str | None = Field(
-        default=None, description="Root under which Delta targets live; defaults to data_dir/storage"
+        default=None, description="Root under which Delta targets live (a path or s3://bucket/prefix); defaults to data_dir/storage"
+    )
+    storage_options: dict[str, str] = Field(
+        default_factory=dict,
+        description="Object-storage options as JSON (delta-rs names: AWS_ENDPOINT_URL, AWS_REGION, ...), over the "
+        "AWS_* variables of the environment; passed to the Spark job in its private spec, never in argv",
     )
 
     # Access.
@@ -72,23 +84,30 @@ class Settings(BaseSettings):
     spark_submit: str | None = Field(default=None, description="spark-submit path; defaults to the one beside Python")
     spark_master: str = "local[*]"
     spark_conf: dict[str, str] = Field(default_factory=dict)
-    spark_packages: Annotated[list[str], NoDecode] = Field(default_factory=list, description="Comma-separated")
-    spark_jars: Annotated[list[str], NoDecode] = Field(default_factory=list, description="Comma-separated")
     spark_driver_memory: str | None = "1g"
     spark_executor_memory: str | None = None
-    spark_reader: Literal["python", "jvm"] = "python"
-    delta_writer: Literal["delta-rs", "jvm"] = "delta-rs"
+    spark_python: str | None = Field(
+        default=None, description="Python of the job's driver and executors (with Inlet's dependencies, at this path "
+        "on every Spark host); defaults to the worker's own"
+    )
 
     # Requests.
     max_body_bytes: int = 1_048_576
     page_limit_max: int = 500
 
-    @field_validator("cors_origins", "spark_packages", "spark_jars", mode="before")
+    @field_validator("cors_origins", mode="before")
     @classmethod
     def _split_lists(cls, value: object) -> object:
         if isinstance(value, str) and not value.strip().startswith("["):
             return [origin.strip() for origin in value.split(",") if origin.strip()]
         return value
+
+    @field_validator("storage_root")
+    @classmethod
+    def _supported_storage(cls, root: str | None) -> str | None:
+        if root is not None and scheme_of(root) not in OBJECT_STORE_SCHEMES | {"file"}:
+            raise ValueError(f"INLET_STORAGE_ROOT: {scheme_of(root)}:// is not supported; give a path or s3://bucket/prefix")
+        return root
 
     @model_validator(mode="after")
     def _validate_backend(self) -> Settings:
@@ -103,6 +122,15 @@ class Settings(BaseSettings):
     @property
     def resolved_storage_root(self) -> str:
         return self.storage_root or str((self.data_dir / "storage").resolve())
+
+    @property
+    def resolved_storage_options(self) -> dict[str, str]:
+        """What every process of a job needs to reach the tables: for object storage, the ``AWS_*``
+        environment with ``storage_options`` over it; nothing for local storage."""
+        if scheme_of(self.resolved_storage_root) not in OBJECT_STORE_SCHEMES:
+            return {}
+        environment = {k: v for k, v in os.environ.items() if k.startswith(STORAGE_ENV_PREFIX) and v}
+        return {**environment, **self.storage_options}
 
     @property
     def resolved_secret_key_file(self) -> Path:

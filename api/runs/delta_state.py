@@ -6,17 +6,29 @@ data already reached the table (and so its offsets must be committed, not the da
 
 from __future__ import annotations
 
-from deltalake import DeltaTable
-from deltalake.exceptions import TableNotFoundError
+import logging
+
+from deltalake.exceptions import DeltaError, TableNotFoundError
+
+from spark_jobs.storage import Store
+
+log = logging.getLogger(__name__)
 
 
 def app_id(pipeline_id: object) -> str:
     return f"inlet-pipeline-{pipeline_id}"
 
 
-def committed_txn_version(table_uri: str, pipeline_id: object) -> int | None:
-    """The newest run sequence number committed to ``table_uri`` for this pipeline, if any."""
+def committed_txn_version(store: Store, table_uri: str, pipeline_id: object) -> int | None:
+    """The newest run sequence number committed to ``table_uri`` for this pipeline, if any.
+
+    None too when the table cannot be read (object storage out of reach): the job checks the table
+    again before it writes anything, and reports the storage failure as its own.
+    """
     try:
-        return DeltaTable(table_uri).transaction_version(app_id(pipeline_id))
+        return store.delta_table(table_uri).transaction_version(app_id(pipeline_id))
     except TableNotFoundError:
+        return None
+    except (DeltaError, OSError) as exc:
+        log.warning("cannot read %s to tell whether it holds a run: %s", table_uri, type(exc).__name__)
         return None

@@ -30,6 +30,7 @@ from api.runs.planning import Plan, plan_pipeline
 from api.runs.retry import RetryPolicy, error_of
 from api.secrets.store import SecretStore
 from spark_jobs.spec import RunResult, RunSpec
+from spark_jobs.storage import Store
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ def recover_committed(*, session: Session, run_id: uuid.UUID, settings: Settings
     if run is None or pipeline is None or pipeline.target["type"] != "delta":
         return None
     uri = target_uri(pipeline, settings.resolved_storage_root)
-    version = committed_txn_version(uri, pipeline.id) if uri else None
+    version = committed_txn_version(Store(settings.resolved_storage_options), uri, pipeline.id) if uri else None
     if version is None or version < run.seq:
         return None
     lifecycle.commit_succeeded(session, run, summary={"result": {"already_committed": True, "recovered": True}})

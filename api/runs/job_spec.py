@@ -13,7 +13,7 @@ from api.runs.delta_state import app_id
 from api.runs.models import Run
 from api.runs.planning import Plan
 from api.secrets.store import SecretStore
-from spark_jobs.spec import DeltaTarget, Engine, KafkaSource, KafkaTarget, RunSpec, Txn
+from spark_jobs.spec import DeltaTarget, KafkaSource, KafkaTarget, RunSpec, Txn
 
 
 def quarantine_uri(table_uri: str) -> str:
@@ -38,7 +38,8 @@ def build_spec(session: Session, run: Run, pipeline: Pipeline, *, settings: Sett
         uri = target_uri(pipeline, settings.resolved_storage_root)
         assert uri is not None
         target = DeltaTarget(uri=uri, partition_by=pipeline.target.get("partition_by", []),
-                             quarantine_uri=quarantine_uri(uri), replace_ranges=run.replace_ranges)
+                             quarantine_uri=quarantine_uri(uri), replace_ranges=run.replace_ranges,
+                             storage_options=settings.resolved_storage_options)
     else:
         assert pipeline.target_connection_id is not None  # a Kafka target names its connection (validated)
         target_conn = referenced_connection(session, pipeline.target_connection_id)
@@ -49,5 +50,4 @@ def build_spec(session: Session, run: Run, pipeline: Pipeline, *, settings: Sett
     return RunSpec(
         run_id=str(run.id), pipeline_id=str(pipeline.id), txn=Txn(app_id=app_id(pipeline.id), version=run.seq),
         source=spec_source, target=target,
-        engine=Engine(reader=settings.spark_reader, delta_writer=settings.delta_writer),
     )

@@ -57,8 +57,9 @@ def spark_job_pgids(run_id: str) -> set[int]:
 
 def delta_txn_version(uri: str, pipeline_id: str) -> int | None:
     from api.runs.delta_state import committed_txn_version
+    from spark_jobs.storage import Store
 
     try:
-        return committed_txn_version(uri, pipeline_id)
+        return committed_txn_version(Store(), uri, pipeline_id)
     except Exception:  # the table is being created: not committed yet
         return None

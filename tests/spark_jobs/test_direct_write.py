@@ -16,6 +16,7 @@ from spark_jobs.direct_write import DirectWritePlan, WriteUnit, pack_chunks, wri
 from spark_jobs.errors import JobError
 from spark_jobs.kafka_source import Chunk, consumer_config, kafka_struct
 from spark_jobs.spec import KafkaSource, Txn
+from spark_jobs.storage import Store
 from tests.fixtures.kafka import read_range
 
 
@@ -47,7 +48,7 @@ def test_a_task_writes_its_chunks_as_delta_files_and_reports_what_it_read(sandbo
         uri=uri, partition_by=["partition"], token="tok1", schema=schema,
         read_schema=to_arrow_schema(kafka_struct(True), timezone="UTC"),
         consumer_config=consumer_config(source.kafka_config, "g"), stall_timeout_s=10.0,
-        value_format="string", run_id="run-1", replace_ranges={},
+        value_format="string", run_id="run-1", replace_ranges={}, store=Store(),
     )
     # Partition 0 from offset 2, partition 1 up to 5 before its end, partition 2 not at all.
     chunks = (Chunk(topic, 0, 2, len(placed[0])), Chunk(topic, 1, 0, len(placed[1]) - 5))
@@ -60,7 +61,7 @@ def test_a_task_writes_its_chunks_as_delta_files_and_reports_what_it_read(sandbo
     assert all(Path(uri, f.path).name.startswith("part-tok1-") for f in report.files)
     stats = {k: (s.records, s.first_offset, s.last_offset) for k, s in report.partitions.items()}
     assert stats == {(topic, 0): (len(placed[0]) - 2, 2, len(placed[0]) - 1), (topic, 1): (len(placed[1]) - 5, 0, len(placed[1]) - 6)}
-    assert delta_sink.commit_files(uri, report.files, schema, ["partition"], Txn(app_id="a", version=1)) == 0
+    assert delta_sink.commit_files(Store(), uri, report.files, schema, ["partition"], Txn(app_id="a", version=1)) == 1
     table = DeltaTable(uri).to_pyarrow_table().sort_by([("partition", "ascending"), ("offset", "ascending")])
     expected = [m for c in chunks for m in read_range(bootstrap, topic, c.partition, c.start, c.end)]
     assert table.column_names == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers", "_inlet_run_id"]
@@ -85,7 +86,7 @@ def test_a_task_that_finds_its_offsets_deleted_fails_as_data_loss_and_leaves_no_
         uri=str(tmp_path / "t"), partition_by=[], token="tok2", schema=to_arrow_schema(decoded_struct(source), timezone="UTC"),
         read_schema=to_arrow_schema(kafka_struct(False), timezone="UTC"),
         consumer_config=consumer_config(source.kafka_config, "g"), stall_timeout_s=10.0,
-        value_format="raw", run_id="run-2", replace_ranges={},
+        value_format="raw", run_id="run-2", replace_ranges={}, store=Store(),
     )
 
     with pytest.raises(JobError) as failed:

@@ -1,4 +1,5 @@
-"""spark-submit run of Kafka ranges into another Kafka topic (real spark-submit, sandbox Kafka)."""
+"""spark-submit run of Kafka ranges into another Kafka topic (real spark-submit, sandbox Kafka), on
+``local[2]`` and through the standalone cluster's executors."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from tests.fixtures.kafka import read_range
-from tests.spark_jobs.helpers import make_spec, run_job
+from tests.spark_jobs.helpers import Placement, make_spec, run_job
 
 pytestmark = pytest.mark.slow
 
 
-def test_every_source_record_reaches_the_target_with_its_coordinates(sandbox_kafka, kafka_topic, produce_keyed, tmp_path: Path) -> None:
+def test_every_source_record_reaches_the_target_with_its_coordinates(sandbox_kafka, kafka_topic, produce_keyed,
+                                                                    placement: Placement, tmp_path: Path) -> None:
     source, target = kafka_topic(partitions=6), kafka_topic(partitions=3)
     placed = produce_keyed(sandbox_kafka.bootstrap_servers, source, 300, headers={"trace": b"abc"})
     ranges = {source: {str(p): (1, len(offsets)) for p, offsets in placed.items()}}
@@ -21,7 +23,7 @@ def test_every_source_record_reaches_the_target_with_its_coordinates(sandbox_kaf
                      {"type": "kafka", "kafka_config": {"bootstrap.servers": sandbox_kafka.bootstrap_servers}, "topic": target},
                      include_headers=True)
 
-    result = run_job(spec, tmp_path)
+    result = run_job(spec, tmp_path, settings=placement.settings)
 
     assert result.status == "succeeded", result.error
     expected = {(source, p, o) for p, offsets in placed.items() for o in offsets[1:]}

@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from spark_jobs.errors import JobError, classify
-from spark_jobs.kafka_source import Chunk, chunk_ranges, java_client_options
+from spark_jobs.kafka_source import Chunk, chunk_ranges
 from spark_jobs.spec import RunResult, RunSpec, redact, redacted_config
 from worker.launcher import SparkSubmitSettings, launch
 
@@ -38,7 +38,7 @@ def test_spec_round_trips_and_lists_its_secrets() -> None:
     assert again == spec
     assert again.source.schema_ == "id INT, name STRING" and '"schema":"id INT, name STRING"' in spec.to_json()
     assert again.source.ranges == {"orders": {"0": (5, 10), "3": (0, 0)}}
-    assert again.target.type == "kafka" and again.engine.reader == "python"
+    assert again.target.type == "kafka"
     assert set(spec.secret_values()) == {SECRET, "other-secret", PEM, "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC",
                                          "-----BEGIN PRIVATE KEY-----", "-----END PRIVATE KEY-----"}
     assert redacted_config(spec.source.kafka_config) == {
@@ -46,6 +46,15 @@ def test_spec_round_trips_and_lists_its_secrets() -> None:
     }
     line = f"conf sasl.password={SECRET} key line MIIEvQIBADANBgkqhkiG9w0BAQEFAASC"
     assert redact(line, spec.secret_values()) == "conf sasl.password=*** key line ***"
+
+
+def test_the_object_stores_credentials_are_secrets_of_the_spec() -> None:
+    options = {"AWS_ACCESS_KEY_ID": "AKIAEXAMPLE", "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG", "AWS_SESSION_TOKEN": "FwoGZXIvYXdzEJr"}
+    spec = RunSpec.model_validate({**spec_dict(), "target": {"type": "delta", "uri": "s3://b/t", "storage_options": options}})
+
+    assert {"wJalrXUtnFEMI/K7MDENG", "FwoGZXIvYXdzEJr"} <= set(spec.secret_values())
+    assert redact(f"options {options}", spec.secret_values()).count("***") == 2
+    assert spec.target.store.options == options
 
 
 @pytest.mark.parametrize(
@@ -85,15 +94,6 @@ def test_job_errors_survive_a_trip_through_exception_text() -> None:
     error = classify(wrapped)
     assert (error.kind, error.message, error.topic, error.partition) == ("kafka_auth", "SASL failed", "t", 3)
     assert classify(ValueError("boom")).kind == "internal"
-
-
-def test_java_client_options_carry_sasl_credentials_as_jaas() -> None:
-    options = java_client_options({"bootstrap.servers": "b", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "u", "sasl.password": 'p"w'})
-    assert options == {
-        "bootstrap.servers": "b",
-        "sasl.mechanism": "SCRAM-SHA-512",
-        "sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required username="u" password="p\\"w";',
-    }
 
 
 def fake_spark_submit(tmp_path: Path, body: str) -> SparkSubmitSettings:

@@ -1,0 +1,79 @@
+"""Where a run's tables live, and how every process of the job reaches them.
+
+A table is a local folder or an ``s3://bucket/prefix`` URL. Object storage needs its endpoint and
+credentials in every process that touches the table: the driver (delta-rs commits and reads) and
+each executor (pyarrow writes Parquet files). Executors on a cluster do not inherit the worker's
+environment, so the options travel inside the job: the spec (a 0600 file) and the task plans
+(pickled with the tasks), never argv, Spark conf or a data source option, which show in logs and UIs.
+
+Options use delta-rs's names (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``,
+``AWS_REGION``, ``AWS_ENDPOINT_URL``, ``AWS_ALLOW_HTTP``, ``AWS_CA_BUNDLE``...); ``filesystem`` maps them to pyarrow's.
+Absent credentials fall back, in both libraries, to the process's own (environment, instance role).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from pyarrow import fs as pafs
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+
+OBJECT_STORE_SCHEMES = frozenset({"s3", "s3a"})
+
+
+def scheme_of(uri: str) -> str:
+    """``s3`` for ``s3://b/p``; ``file`` for a path or ``file://`` URL."""
+    return uri.split("://", 1)[0].lower() if "://" in uri else "file"
+
+
+@dataclass(frozen=True)
+class Store:
+    """The storage options of one run's tables; cheap to pickle, filesystems built where used."""
+
+    options: Mapping[str, str] = field(default_factory=dict)
+
+    def filesystem(self, uri: str) -> tuple[pafs.FileSystem, str]:
+        """pyarrow's filesystem for ``uri`` and the path inside it (``bucket/key`` on S3)."""
+        if scheme_of(uri) in OBJECT_STORE_SCHEMES:
+            return _s3(tuple(sorted(self.options.items()))), uri.split("://", 1)[1].rstrip("/")
+        return pafs.FileSystem.from_uri(uri)
+
+    @property
+    def delta_options(self) -> dict[str, str] | None:
+        return dict(self.options) or None
+
+    def is_delta_table(self, uri: str) -> bool:
+        from deltalake import DeltaTable
+
+        return DeltaTable.is_deltatable(uri, storage_options=self.delta_options)
+
+    def delta_table(self, uri: str) -> DeltaTable:
+        from deltalake import DeltaTable
+
+        return DeltaTable(uri, storage_options=self.delta_options)
+
+
+@lru_cache(maxsize=8)
+def _s3(options: tuple[tuple[str, str], ...]) -> pafs.S3FileSystem:
+    """One S3 filesystem per set of options and process (a task reuses its worker's)."""
+    given = {key.upper(): value for key, value in options}
+    endpoint = given.get("AWS_ENDPOINT_URL") or given.get("AWS_ENDPOINT")
+    scheme, endpoint_override = None, None
+    if endpoint:
+        parts = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
+        scheme, endpoint_override = parts.scheme, parts.netloc
+    return pafs.S3FileSystem(
+        access_key=given.get("AWS_ACCESS_KEY_ID"),
+        secret_key=given.get("AWS_SECRET_ACCESS_KEY"),
+        session_token=given.get("AWS_SESSION_TOKEN"),
+        region=given.get("AWS_REGION") or given.get("AWS_DEFAULT_REGION"),
+        scheme=scheme,
+        endpoint_override=endpoint_override,
+        tls_ca_file_path=given.get("AWS_CA_BUNDLE"),
+    )
