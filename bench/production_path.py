@@ -103,9 +103,9 @@ def spark_cluster(workdir: Path, cores: int) -> Iterator[str]:
 
 def produce(bootstrap: str, topic: str, messages: int, partitions: int) -> dict[str, tuple[int, int]]:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10000, "acks": "1"})
-    values = os.urandom(200 * 4096)
+    values = os.urandom(200 * messages)  # incompressible: the Parquet files weigh what S3 moves
     for i in range(messages):
-        value = values[(i % 4096) * 200:(i % 4096 + 1) * 200][::-1 if i % 2 else 1]
+        value = values[i * 200:(i + 1) * 200]
         while True:
             try:
                 producer.produce(topic, key=str(i).encode(), value=value, partition=i % partitions)
