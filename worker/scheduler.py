@@ -40,8 +40,7 @@ def tick(engine: Engine, dispatcher: Dispatcher, settings: Settings) -> TickRepo
     while True:
         with unit_of_work(engine) as session:
             due = claim_due(session, now=utcnow(), limit=settings.scheduler_batch_size)
-        for pipeline_id, slot in due:
-            dispatcher.send_schedule(pipeline_id, slot)
+        dispatcher.send_schedules(due)
         fired += len(due)
         if len(due) < settings.scheduler_batch_size:
             break

@@ -2,12 +2,15 @@
 
 The API and the scheduler only send task names and ids (``send_task``), so neither imports the
 worker's code; a send that fails leaves the run queued, and the scheduler sends it again later.
+A scheduler tick's schedule slots go out as one pipelined batch on one connection (kombu's
+``Producer.batch``): ~0.25 ms a message instead of ~1 ms (bench/scheduler_dispatch.py).
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
@@ -20,6 +23,7 @@ FIRE_SCHEDULE = "inlet.fire_schedule"
 MIRROR_GROUP = "inlet.mirror_group_offsets"
 DELETE_GROUP = "inlet.delete_group"
 QUEUE = "inlet"
+_BATCH = 500  # Redis commands per pipelined round trip
 
 
 class Dispatcher(Protocol):
@@ -27,7 +31,8 @@ class Dispatcher(Protocol):
 
     def send_run(self, run_id: uuid.UUID) -> bool | None: ...
 
-    def send_schedule(self, pipeline_id: uuid.UUID, slot: datetime) -> bool | None: ...
+    def send_schedules(self, slots: Sequence[tuple[uuid.UUID, datetime]]) -> int | None:
+        """Send ``fire_schedule`` for each (pipeline, slot); how many the broker took."""
 
     def send_group_mirror(self, pipeline_id: uuid.UUID) -> bool | None: ...
 
@@ -51,8 +56,18 @@ class CeleryDispatcher:
     def send_run(self, run_id: uuid.UUID) -> bool:
         return self._send(EXECUTE_RUN, [str(run_id)])
 
-    def send_schedule(self, pipeline_id: uuid.UUID, slot: datetime) -> bool:
-        return self._send(FIRE_SCHEDULE, [str(pipeline_id), slot.isoformat()])
+    def send_schedules(self, slots: Sequence[tuple[uuid.UUID, datetime]]) -> int:
+        if not slots:
+            return 0
+        try:
+            with self._celery.producer_or_acquire() as producer, producer.batch(max_size=_BATCH):
+                for pipeline_id, slot in slots:
+                    self._celery.send_task(FIRE_SCHEDULE, args=[str(pipeline_id), slot.isoformat()], queue=QUEUE,
+                                           producer=producer)
+        except Exception as exc:  # the broker being down must not stop the scheduler; the next slot fires
+            log.warning("could not send %d schedule slot(s) to the broker (%s)", len(slots), type(exc).__name__)
+            return 0
+        return len(slots)
 
     def send_group_mirror(self, pipeline_id: uuid.UUID) -> bool:
         return self._send(MIRROR_GROUP, [str(pipeline_id)])

@@ -76,8 +76,8 @@ def test_the_scheduler_sweeps_at_start_up(client, app, settings, tenant, vault) 
         def send_run(self, run_id: uuid.UUID) -> bool:
             return True
 
-        def send_schedule(self, pipeline_id: uuid.UUID, slot: Any) -> bool:
-            return True
+        def send_schedules(self, slots: Any) -> int:
+            return 0
 
     scheduler = threading.Thread(target=run_forever, args=(app.state.engine, NoDispatch(), vault_settings, stop, store))
     scheduler.start()

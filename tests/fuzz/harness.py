@@ -78,7 +78,7 @@ class NullDispatcher:
     def send_run(self, run_id: uuid.UUID) -> None:
         pass
 
-    def send_schedule(self, pipeline_id: uuid.UUID, slot: object) -> None:
+    def send_schedules(self, slots: object) -> None:
         pass
 
 

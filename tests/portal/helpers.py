@@ -8,7 +8,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -56,8 +56,8 @@ class RecordingDispatcher:
     def send_run(self, run_id: uuid.UUID) -> None:
         self.runs.append(run_id)
 
-    def send_schedule(self, pipeline_id: uuid.UUID, slot: datetime) -> None:
-        self.schedules.append((pipeline_id, slot))
+    def send_schedules(self, slots: Sequence[tuple[uuid.UUID, datetime]]) -> None:
+        self.schedules.extend(slots)
 
     def send_group_mirror(self, pipeline_id: uuid.UUID) -> None:
         self.group_mirrors.append(pipeline_id)
