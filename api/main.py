@@ -6,6 +6,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from api.audit.router import router as audit_router
+from api.connections.clients import KafkaClientCache
 from api.connections.router import router as connections_router
 from api.core.config import Settings, get_settings
 from api.core.db import make_engine
@@ -38,6 +39,8 @@ def create_app(settings: Settings | None = None, *, dispatcher: Dispatcher | Non
     app.state.secrets = build_secret_store(settings)
     app.state.authenticate_tenant = authenticate_tenant
     app.state.dispatcher = dispatcher or CeleryDispatcher(settings.redis_url)
+    app.state.kafka_clients = KafkaClientCache(app.state.secrets, timeout_s=settings.kafka_timeout_s,
+                                               client_id="inlet-offsets")
 
     install_error_handlers(app)
     for router in (health_router, tenancy_router, connections_router, pipelines_router, runs_router, audit_router,

@@ -5,10 +5,11 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Query, Response
+from fastapi import APIRouter, Body, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from api.connections import probe, service
+from api.connections.clients import KafkaClientCache
 from api.connections.models import Connection
 from api.connections.schemas import ConnectionRead, ConnectionSpec, ConnectionTestResult
 from api.core.deps import Editor, IfMatch, SessionDep, SettingsDep, Viewer
@@ -116,8 +117,11 @@ def test_connection(
 
 @router.delete("/{connection_id}", operation_id="delete_connection", status_code=204)
 def delete_connection(
-    connection_id: uuid.UUID, ctx: Editor, session: SessionDep, secrets: SecretsDep, if_match: IfMatch = None
+    connection_id: uuid.UUID, request: Request, ctx: Editor, session: SessionDep, secrets: SecretsDep,
+    if_match: IfMatch = None,
 ) -> Response:
     """Delete a connection and every version of its secret; refused (409) while a pipeline uses it."""
     service.delete_connection(session=session, ctx=ctx, secrets=secrets, connection_id=connection_id, if_match=if_match)
+    clients: KafkaClientCache = request.app.state.kafka_clients
+    clients.forget(connection_id)
     return Response(status_code=204)

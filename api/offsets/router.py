@@ -8,7 +8,8 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request, Response
 
 from api.audit.schemas import AuditEventRead
-from api.core.deps import Editor, IfMatch, SessionDep, SettingsDep, Viewer
+from api.connections.clients import KafkaClientCache
+from api.core.deps import Editor, IfMatch, SessionDep, Viewer
 from api.core.http import resource_headers
 from api.core.pagination import Page, PageParams, page_params
 from api.offsets import service
@@ -19,15 +20,16 @@ from api.offsets.schemas import (
     OffsetsRead,
 )
 from api.pipelines.schemas import TOPIC_PATTERN
-from api.secrets.deps import SecretsDep
 
 router = APIRouter(prefix="/pipelines/{pipeline_id}/offsets", tags=["offsets"])
 
 HistoryPage = Annotated[PageParams, Depends(page_params(("created_at",), default="-created_at"))]
 
 
-def _kafka(secrets: SecretsDep, settings: SettingsDep) -> service.ClientFactory:
-    return service.default_client_factory(secrets, settings.kafka_timeout_s)
+def _kafka(request: Request) -> service.ClientFactory:
+    """The API process's warm clients, one per connection and credentials version (``KafkaClientCache``)."""
+    clients: KafkaClientCache = request.app.state.kafka_clients
+    return clients.client
 
 
 KafkaDep = Annotated[service.ClientFactory, Depends(_kafka)]

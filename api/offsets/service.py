@@ -19,14 +19,14 @@ from sqlmodel import Session
 from api.audit.models import AuditEvent
 from api.audit.service import list_events, record_by
 from api.connections.models import Connection
-from api.connections.service import client_config, referenced_connection
+from api.connections.service import referenced_connection
 from api.core.db import after_commit, utcnow
 from api.core.dispatch import Dispatcher
 from api.core.errors import Conflict, DomainError, ValidationFailed
 from api.core.etag import check_if_match, etag_for
 from api.core.pagination import PageParams
 from api.core.security import TenantContext
-from api.kafka.client import KafkaClient, Partition
+from api.kafka.client import Partition
 from api.kafka.errors import (
     KafkaClientError,
     KafkaTimeout,
@@ -50,7 +50,6 @@ from api.offsets.schemas import (
 from api.pipelines.models import Pipeline
 from api.pipelines.service import get_pipeline
 from api.runs.repository import active_run, runs_by_id
-from api.secrets.store import SecretStore
 
 RESOURCE_TYPE = "offsets"
 
@@ -100,11 +99,6 @@ class KafkaLookupFailed(KafkaProblem):
 def offsets_etag(stored: Iterable[PartitionOffset]) -> str:
     """Identifies the committed offsets' state: a hash of the sorted (topic, partition, committed)."""
     return etag_for("offsets", *sorted(f"{r.topic}/{r.partition}={r.committed}" for r in stored))
-
-
-def default_client_factory(secrets: SecretStore, timeout_s: float) -> ClientFactory:
-    """Bounded lookups (``timeout_s``) against the pipeline's source cluster."""
-    return lambda conn: KafkaClient(client_config(conn, secrets), timeout_s=timeout_s, client_id="inlet-offsets")
 
 
 def _open(session: Session, pipeline: Pipeline, factory: ClientFactory) -> OffsetsClient:

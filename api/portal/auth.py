@@ -25,6 +25,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
 
+from api.connections.clients import KafkaClientCache
 from api.core.config import Settings
 from api.core.db import unit_of_work
 from api.core.deps import SessionDep, SettingsDep, operator_token
@@ -128,6 +129,11 @@ class SignedIn:
     def dispatcher(self) -> Dispatcher:
         dispatcher: Dispatcher = self.request.app.state.dispatcher
         return dispatcher
+
+    @property
+    def kafka_clients(self) -> KafkaClientCache:
+        clients: KafkaClientCache = self.request.app.state.kafka_clients
+        return clients
 
     def fail(self, failure: BaseException) -> None:
         """Undo the request's work as a failed unit of work is undone (rollback and compensations)."""

@@ -51,9 +51,8 @@ class PipelineView:
 
 def pipeline_view(caller: SignedIn, pipeline_id: uuid.UUID) -> PipelineView:
     pipeline = pipelines.get_pipeline(session=caller.session, ctx=caller.ctx, pipeline_id=pipeline_id)
-    factory = offsets.default_client_factory(caller.secrets, caller.settings.kafka_timeout_s)
     table, etag = offsets.read_offsets(session=caller.session, ctx=caller.ctx, pipeline_id=pipeline.id,
-                                       client_factory=factory)
+                                       client_factory=caller.kafka_clients.client)
     read = pipelines.to_read(pipeline, caller.settings.resolved_storage_root)
     definition = read.model_dump(mode="json", by_alias=True, exclude={"id", "status", "created_at", "updated_at"})
     return PipelineView(

@@ -45,7 +45,7 @@ def replay(caller: Editor, pipeline_id: str, form: Annotated[ReplayForm, Form()]
         patch = form.to_patch()
         result = offsets.change_offsets(
             session=caller.session, ctx=caller.ctx, pipeline_id=ident, body=patch, if_match=form.if_match,
-            client_factory=offsets.default_client_factory(caller.secrets, caller.settings.kafka_timeout_s),
+            client_factory=caller.kafka_clients.client,
             dispatcher=caller.dispatcher)
     except (Unauthorized, Forbidden, NotFound):
         raise
