@@ -17,6 +17,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
+from sqlalchemy import exc as sqlalchemy_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 log = logging.getLogger(__name__)
@@ -230,6 +231,19 @@ def install_error_handlers(app: FastAPI) -> None:
         return problem(
             request, status=exc.status_code, code=phrase.lower().replace(" ", "-"), title=phrase,
             detail=detail, headers=getattr(exc, "headers", None),
+        )
+
+    @app.exception_handler(sqlalchemy_exc.OperationalError)
+    @app.exception_handler(sqlalchemy_exc.TimeoutError)
+    async def _database(request: Request, exc: Exception) -> JSONResponse:
+        # Unreachable, restarting, out of connections, or (SQLite) locked past the busy timeout.
+        cause = getattr(exc, "orig", None) or exc
+        log.warning("database unavailable on %s %s: %s", request.method, request.url.path, type(cause).__name__)
+        return problem(
+            request, status=503, code="database-unavailable", title="The database is unavailable",
+            detail="The database could not be reached or stayed busy; try again shortly "
+                   "(with the same Idempotency-Key, a repeated create is safe).",
+            headers={"Retry-After": "1"},
         )
 
     @app.exception_handler(Exception)

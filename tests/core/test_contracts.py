@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
 
+from api.core.config import Settings
+from api.main import create_app
 from tests.factories import (
     assert_problem,
     connection_body,
@@ -87,6 +90,20 @@ def test_unexpected_error_is_a_bare_500(client: TestClient, tenant, monkeypatch:
     body = assert_problem(response, 500)
     assert "SELECT" not in response.text and "Traceback" not in response.text
     assert body["type"] == "https://inlet.dev/problems/internal-error"
+
+
+def test_a_database_out_of_reach_is_a_503_problem_not_a_500(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    app = create_app(Settings(database_url=f"postgresql+psycopg://inlet@127.0.0.1:{port}/inlet", data_dir=tmp_path))
+
+    with TestClient(app, raise_server_exceptions=False) as down:
+        response = down.get("/pipelines", headers={"Authorization": "Bearer some-key"})
+
+    body = assert_problem(response, 503)
+    assert body["type"] == "https://inlet.dev/problems/database-unavailable" and response.headers["retry-after"] == "1"
+    assert "psycopg" not in response.text and str(port) not in response.text
 
 
 # --- ETag and If-Match -----------------------------------------------------------------------------

@@ -11,7 +11,8 @@ from api.core.errors import ValidationFailed
 from api.pipelines.storage import resolve_delta_uri
 
 ROOT = "s3://lake/inlet"
-ME, OTHER = uuid.uuid4(), uuid.uuid4()
+# Fixed ids: test ids must be the same in every xdist worker.
+ME, OTHER = uuid.UUID("00000000-0000-4000-8000-00000000000a"), uuid.UUID("00000000-0000-4000-8000-00000000000b")
 
 
 def test_a_relative_path_and_the_tenants_own_url_resolve_to_the_same_s3_table() -> None:
@@ -30,7 +31,7 @@ def test_a_relative_path_and_the_tenants_own_url_resolve_to_the_same_s3_table() 
     f"S3://lake/inlet/tenants/{ME}/orders",
     f"file:///lake/inlet/tenants/{ME}/orders",
     f"gs://lake/inlet/tenants/{ME}/orders",
-])
+], ids=["other-tenant", "dot-dot", "tenant-root", "other-bucket", "s3a", "upper-case-scheme", "file", "gs"])
 def test_a_url_outside_the_tenants_s3_root_is_refused_on_target_path(path: str) -> None:
     with pytest.raises(ValidationFailed) as refused:
         resolve_delta_uri(ROOT, ME, path)
