@@ -113,9 +113,5 @@ def json_schema(ddl: str) -> StructType:
     return schema
 
 
-def quarantine_columns(include_headers: bool) -> list[str]:
-    return [RAW_KEY, RAW_VALUE, *METADATA, *(["headers"] if include_headers else []), QUARANTINE_REASON, RUN_ID]
-
-
 def _string(column: str) -> Column:
     return F.col(column).cast("string").alias(column)
