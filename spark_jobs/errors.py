@@ -39,7 +39,7 @@ _STORAGE_KINDS: tuple[tuple[JobErrorKind, re.Pattern[str]], ...] = (
     ("storage_denied", re.compile(
         r"AccessDenied|Access Denied|InvalidAccessKeyId|SignatureDoesNotMatch|ExpiredToken|InvalidToken|"
         r"AuthorizationPermissionMismatch|AuthenticationFailed|\bForbidden\b|\b403\b|ACCESS_DENIED|"
-        r"No credentials|Unable to load credentials|missing credentials", re.I)),
+        r"No credentials|Unable to load credentials|missing credentials|Permission denied", re.I)),
     ("storage_unreachable", re.compile(
         r"resolve host|NETWORK_CONNECTION|Connection refused|Failed to connect|connect error|dns error|"
         r"error sending request|timed out|Timeout was reached|Connection reset|service unavailable|\b503\b", re.I)),

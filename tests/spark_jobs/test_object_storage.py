@@ -132,11 +132,13 @@ def test_storage_failures_name_a_kind_a_user_can_act_on(s3_bucket: Bucket) -> No
     # delta-rs on the driver raises its own OSError.
     (OSError("Generic S3 error: Error performing PUT http://s3/b/_delta_log/0.json in 1.2s - Server returned non-2xx status "
      "code: 403 Forbidden: InvalidAccessKeyId"), "storage_denied"),
+    # A table folder the job's user may not write (a shared volume mounted read-only, say).
+    (PermissionError(13, "Permission denied"), "storage_denied"),
 ])
 def test_a_task_failure_is_classified_by_its_root_cause(failure: Exception, kind: str) -> None:
     error = classify(failure)
     assert error.kind == kind
-    assert "PythonException" not in error.message and error.message.startswith("OSError: ")
+    assert "PythonException" not in error.message and error.message.startswith(("OSError: ", "PermissionError: "))
 
 
 def test_an_unknown_task_failure_keeps_its_python_exception_not_sparks_wrapper() -> None:
