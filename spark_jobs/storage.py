@@ -19,10 +19,9 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from pyarrow import fs as pafs
-
 if TYPE_CHECKING:
     from deltalake import DeltaTable
+    from pyarrow import fs as pafs
 
 OBJECT_STORE_SCHEMES = frozenset({"s3", "s3a"})
 
@@ -40,6 +39,8 @@ class Store:
 
     def filesystem(self, uri: str) -> tuple[pafs.FileSystem, str]:
         """pyarrow's filesystem for ``uri`` and the path inside it (``bucket/key`` on S3)."""
+        from pyarrow import fs as pafs  # here, not at import: every process that reads Settings imports this module
+
         if scheme_of(uri) in OBJECT_STORE_SCHEMES:
             return _s3(tuple(sorted(self.options.items()))), uri.split("://", 1)[1].rstrip("/")
         return pafs.FileSystem.from_uri(uri)
@@ -62,6 +63,8 @@ class Store:
 @lru_cache(maxsize=8)
 def _s3(options: tuple[tuple[str, str], ...]) -> pafs.S3FileSystem:
     """One S3 filesystem per set of options and process (a task reuses its worker's)."""
+    from pyarrow import fs as pafs
+
     given = {key.upper(): value for key, value in options}
     endpoint = given.get("AWS_ENDPOINT_URL") or given.get("AWS_ENDPOINT")
     scheme, endpoint_override = None, None

@@ -9,7 +9,7 @@ import pytest
 
 from api.core.config import Settings
 from spark_jobs.storage import Store
-from tests.factories import create_pipeline, make_tenant, plaintext_connection_body
+from tests.factories import create_sandbox_pipeline, make_tenant
 from tests.fixtures.kafka import produce_keyed
 from tests.fixtures.object_storage import Bucket
 from tests.fixtures.spark_cluster import CLUSTER_CONF
@@ -32,12 +32,8 @@ def test_a_run_through_the_cluster_into_s3_lands_once_and_commits_its_offsets(
     placed = produce_keyed(sandbox_kafka.bootstrap_servers, topic, 90)
     client = stack.client
     tenant = make_tenant(client)
-    conn = client.post("/connections", json=plaintext_connection_body(sandbox_kafka.bootstrap_servers),
-                       headers=tenant.editor).json()
-    pipeline = create_pipeline(
-        client, tenant, conn["id"], source={"connection_id": conn["id"], "topics": [topic], "value_format": "string"},
-        target={"type": "delta", "path": "bronze/orders"}, state="paused",
-    )
+    pipeline = create_sandbox_pipeline(client, tenant, sandbox_kafka.bootstrap_servers, [topic],
+                                       target={"type": "delta", "path": "bronze/orders"})
     uri = pipeline["status"]["target_uri"]
     assert uri == f"{s3_bucket.root}/tenants/{tenant.id}/bronze/orders"
     stack.env.update(s3_bucket.environment)  # the worker's environment, as a user would set it
