@@ -1,8 +1,10 @@
-"""The fixed cost of one run: trigger → succeeded for a one-record batch, through the whole stack
-(API, Redis, Celery worker, spark-submit, Delta commit, offsets commit), and runs per minute when
-many pipelines run one after another on this machine. Prints figures.
+"""The fixed cost of a run through the whole stack (API, Redis, Celery worker, Spark, Delta commit,
+offsets commit) on each run engine, measured in the same process: spark-submit per run (the
+reference) and the warm engine. Per engine it prints a one-record run's trigger → succeeded (the
+warm engine's first run, which starts it, is reported apart) and the small runs per minute of
+``--pipelines`` pipelines triggered at once on one worker; then warm beside submit.
 
-    .venv/bin/python bench/run_fixed_cost.py [--runs 3] [--pipelines 4]
+    .venv/bin/python bench/run_fixed_cost.py [--runs 5] [--pipelines 20] [--engines submit,warm]
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ import argparse
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 from confluent_kafka import Producer
 
 from cli.local_stack import LocalStack, free_port, wait_until
@@ -20,61 +24,87 @@ from cli.local_stack import LocalStack, free_port, wait_until
 TERMINAL = {"succeeded", "failed", "cancelled", "skipped"}
 
 
-def produce(bootstrap: str, topic: str, n: int) -> None:
+@dataclass
+class Figures:
+    first_s: float
+    one_record_s: list[float]
+    runs_per_minute: float
+
+
+def produce(bootstrap: str, topic: str, n: int, partition: int = 0) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
     for i in range(n):
-        producer.produce(topic, key=f"k{i}".encode(), value=b'{"n": 1}')
+        producer.produce(topic, key=f"k{i}".encode(), value=b'{"n": 1}', partition=partition)
     producer.flush(10)
 
 
-def run_once(api, pipeline_id: str) -> tuple[float, dict]:  # type: ignore[no-untyped-def]
+def wait_for(api: httpx.Client, run_id: str) -> dict:
+    run = wait_until(lambda: (b := api.get(f"/runs/{run_id}").json())["state"] in TERMINAL and b, 900, "a run", 0.05)
+    assert run["state"] == "succeeded", run
+    return run
+
+
+def run_once(api: httpx.Client, pipeline_id: str) -> float:
     started = time.perf_counter()
-    run_id = api.post(f"/pipelines/{pipeline_id}/runs").json()["id"]
-    run = wait_until(lambda: (b := api.get(f"/runs/{run_id}").json())["state"] in TERMINAL and b, 600, "a run", 0.1)
-    return time.perf_counter() - started, run
+    wait_for(api, api.post(f"/pipelines/{pipeline_id}/runs").json()["id"])
+    return time.perf_counter() - started
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=3, help="one-record runs to time")
-    parser.add_argument("--pipelines", type=int, default=4, help="pipelines run back to back for runs/minute")
-    args = parser.parse_args()
-
+def measure(engine: str, runs: int, pipelines: int) -> Figures:
     stack = LocalStack(Path(tempfile.mkdtemp(prefix="inlet-bench-")))
     try:
-        bootstrap = stack.start_sandbox("bench:1")
+        bootstrap = stack.start_sandbox("bench:1", "many:1")
         stack.start_redis()
-        stack.env["INLET_ADMIN_TOKEN"] = "bench"
+        stack.env |= {"INLET_ADMIN_TOKEN": "bench", "INLET_RUN_ENGINE": engine, "INLET_SPARK_MASTER": "local[2]"}
         api = stack.start_inlet(api_port=free_port(), scheduler=False)
         operator = {"Authorization": "Bearer bench"}
         tenant = api.post("/tenants", json={"name": "bench"}, headers=operator).json()
         key = api.post(f"/tenants/{tenant['id']}/api-keys", json={"name": "b", "role": "editor"}, headers=operator).json()
         api.headers["Authorization"] = f"Bearer {key['key']}"
         conn = api.post("/connections", json={"name": "sandbox", "bootstrap_servers": bootstrap}).json()
-        pipelines = [api.post("/pipelines", json={
-            "name": f"bench-{i}", "source": {"connection_id": conn["id"], "topics": ["bench"]},
-            "target": {"type": "delta", "path": f"bench/{i}"}, "state": "paused"}).json()["id"]
-            for i in range(max(args.pipelines, 1))]
 
+        def pipeline(name: str, topic: str) -> str:
+            return str(api.post("/pipelines", json={
+                "name": name, "source": {"connection_id": conn["id"], "topics": [topic]},
+                "target": {"type": "delta", "path": f"bench/{name}"}, "state": "paused"}).json()["id"])
+
+        single = pipeline("single", "bench")
+        produce(bootstrap, "bench", 1)
+        first = run_once(api, single)  # the warm engine starts here
         timings = []
-        for _ in range(args.runs):
+        for _ in range(runs):
             produce(bootstrap, "bench", 1)
-            seconds, run = run_once(api, pipelines[0])
-            assert run["state"] == "succeeded", run
-            timings.append(seconds)
-        print(f"one-record run, trigger → succeeded: median {statistics.median(timings):.1f}s "
-              f"(min {min(timings):.1f}s, max {max(timings):.1f}s, n={len(timings)})")
+            timings.append(run_once(api, single))
 
-        produce(bootstrap, "bench", 100)
+        # Small runs of many pipelines at once: a few records each, all triggered, one worker.
+        many = [pipeline(f"many-{i}", "many") for i in range(pipelines)]
+        produce(bootstrap, "many", 20)
         started = time.perf_counter()
-        for pipeline_id in pipelines:
-            seconds, run = run_once(api, pipeline_id)
-            assert run["state"] == "succeeded", run
+        run_ids = [api.post(f"/pipelines/{p}/runs").json()["id"] for p in many]
+        for run_id in run_ids:
+            wait_for(api, run_id)
         elapsed = time.perf_counter() - started
-        print(f"{len(pipelines)} pipelines' runs in a row: {elapsed:.1f}s → {60 * len(pipelines) / elapsed:.1f} runs/minute "
-              "on this machine (one worker, one spark-submit at a time)")
+        return Figures(first, timings, 60 * pipelines / elapsed)
     finally:
         stack.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=5, help="one-record runs to time after the first")
+    parser.add_argument("--pipelines", type=int, default=20, help="pipelines triggered at once for runs/minute")
+    parser.add_argument("--engines", default="submit,warm", help="run engines to measure, the reference first")
+    args = parser.parse_args()
+
+    figures = {engine: measure(engine, args.runs, args.pipelines) for engine in args.engines.split(",")}
+    for engine, f in figures.items():
+        print(f"{engine:>6}: one-record run, trigger → succeeded: median {statistics.median(f.one_record_s):.2f}s "
+              f"(min {min(f.one_record_s):.2f}s, max {max(f.one_record_s):.2f}s, n={len(f.one_record_s)}; "
+              f"the first {f.first_s:.2f}s); {args.pipelines} pipelines at once: {f.runs_per_minute:.1f} runs/minute")
+    if {"submit", "warm"} <= figures.keys():
+        submit, warm = figures["submit"], figures["warm"]
+        print(f"warm vs submit: one-record run {statistics.median(warm.one_record_s) / statistics.median(submit.one_record_s):.2f}×"
+              f" the time; {warm.runs_per_minute / submit.runs_per_minute:.1f}× the runs per minute")
 
 
 if __name__ == "__main__":

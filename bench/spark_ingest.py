@@ -1,12 +1,13 @@
-"""Benchmark: the Spark job's steady read-and-write rate against one plain confluent-kafka reader.
+"""Benchmark: the Spark job's read-and-write rate against one plain confluent-kafka reader.
 
 Produces ~1M 200-byte messages into a sandbox topic of 64 partitions (the sandbox keeps at most
 100k messages or ~5 MiB per partition), then times
   (a) one process reading the same ranges with confluent-kafka (the baseline), and
-  (b) the Spark job writing them into Delta through the launcher (what production runs),
-and a one-record run, whose duration is the job's fixed start-up cost.
+  (b) per run engine (spark-submit per run, the warm engine), the Spark job writing them into Delta
+      through the worker's launcher, end to end and steady,
+and one-record runs, whose duration is the fixed cost of a run (on the warm engine, once started).
 
-    .venv/bin/python bench/spark_ingest.py [--messages 1000000] [--partitions 32] [--master local[2]]
+    .venv/bin/python bench/spark_ingest.py [--messages 1000000] [--partitions 64] [--master local[2]]
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from sandbox.cluster import SandboxCluster
-from spark_jobs.spec import RunSpec
-from worker.launcher import SparkSubmitSettings, launch
+from spark_jobs.spec import RunSpec, Timings
+from worker.engine import WarmLauncher
+from worker.launcher import Launcher, SparkSubmitSettings, SubmitLauncher
 
 
 def produce(bootstrap: str, topic: str, messages: int, partitions: int) -> dict[int, tuple[int, int]]:
@@ -49,7 +51,7 @@ def plain_read(bootstrap: str, topic: str, ranges: dict[int, tuple[int, int]]) -
     while remaining:
         for message in consumer.consume(min(10_000, remaining), timeout=1.0):
             if message.error() is not None:
-                raise RuntimeError(message.error().str())
+                raise RuntimeError(str(message.error()))
             _ = (message.key(), message.value(), message.offset(), message.timestamp())
             count += 1
             remaining -= 1
@@ -67,11 +69,41 @@ def spec_for(bootstrap: str, topic: str, ranges: dict[str, tuple[int, int]], uri
     })
 
 
+def seconds(timings: Timings) -> float:
+    return (timings.finished_at - timings.started_at).total_seconds()
+
+
+def measure(launcher: Launcher, name: str, bootstrap: str, topic: str, ranges: dict[int, tuple[int, int]], tmp: str,
+            plain: float) -> None:
+    total = sum(end - start for start, end in ranges.values())
+    first = {"0": (ranges[0][0], ranges[0][0] + 1)}
+    started = launcher.launch(spec_for(bootstrap, topic, first, f"{tmp}/{name}-first"), workdir=Path(tmp, "w"), timeout_s=600)
+    one = launcher.launch(spec_for(bootstrap, topic, first, f"{tmp}/{name}-one"), workdir=Path(tmp, "w"), timeout_s=600)
+    assert started.status == one.status == "succeeded", (started.error, one.error)
+
+    began = time.monotonic()
+    full = launcher.launch(spec_for(bootstrap, topic, {str(p): r for p, r in ranges.items()}, f"{tmp}/{name}-all"),
+                           workdir=Path(tmp, "w"), timeout_s=1800)
+    wall_s = time.monotonic() - began
+    assert full.status == "succeeded" and full.rows_written == total, full.error
+    in_job = total / full.timings.process_s
+    # The steady rate is the marginal one: what the extra records cost beyond a one-record job's
+    # processing (Python workers starting, consumers connecting), which the fixed cost reports.
+    steady = (total - 1) / (full.timings.process_s - one.timings.process_s)
+    print(f"(b) {name}: {total / wall_s:,.0f} records/s end to end ({wall_s:.1f}s; process {full.timings.process_s:.1f}s, "
+          f"session {full.timings.session_start_s:.1f}s, commit {full.timings.commit_s:.2f}s); in the job {in_job:,.0f} "
+          f"records/s; steady (marginal) {steady:,.0f} records/s")
+    print(f"    ratio to the plain reader: end to end {total / wall_s / plain:.2f}, in the job {in_job / plain:.2f}, "
+          f"steady {steady / plain:.2f}")
+    print(f"    one-record run, launch to result: {seconds(one.timings):.2f}s (the first: {seconds(started.timings):.2f}s)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=64)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--engines", default="submit,warm")
     args = parser.parse_args()
     settings = SparkSubmitSettings(master=args.master)
 
@@ -88,27 +120,12 @@ def main() -> None:
         plain_s = time.monotonic() - began
         print(f"(a) plain confluent-kafka reader, 1 process: {total / plain_s:,.0f} records/s ({plain_s:.1f}s)")
 
-        one = launch(spec_for(bootstrap, topic, {"0": (ranges[0][0], ranges[0][0] + 1)}, f"{tmp}/one"), workdir=Path(tmp, "w1"), settings=settings, timeout_s=600)
-        assert one.status == "succeeded", one.error
-        fixed_s = (one.timings.finished_at - one.timings.started_at).total_seconds()
-
-        began = time.monotonic()
-        full = launch(spec_for(bootstrap, topic, {str(p): r for p, r in ranges.items()}, f"{tmp}/all"),
-                      workdir=Path(tmp, "w2"), settings=settings, timeout_s=1800)
-        wall_s = time.monotonic() - began
-        assert full.status == "succeeded" and full.rows_written == total, full.error
-        in_job = total / full.timings.process_s
-        # The steady rate is the marginal one: what the extra records cost beyond a one-record job's
-        # processing (Python workers starting, consumers connecting), which the fixed cost reports.
-        steady = (total - 1) / (full.timings.process_s - one.timings.process_s)
-        plain = total / plain_s
-        print(f"(b) Spark job into Delta ({args.master}): {in_job:,.0f} records/s in the job (process {full.timings.process_s:.1f}s, "
-              f"session {full.timings.session_start_s:.1f}s, commit {full.timings.commit_s:.2f}s), "
-              f"{total / wall_s:,.0f} records/s end to end ({wall_s:.1f}s)")
-        print(f"    steady (marginal) rate: {steady:,.0f} records/s "
-              f"(process {full.timings.process_s:.1f}s minus a one-record job's {one.timings.process_s:.1f}s)")
-        print(f"ratio Spark steady / plain reader: {steady / plain:.2f} (in-job rate / plain reader: {in_job / plain:.2f})")
-        print(f"fixed start-up cost (one-record run, spark-submit to result): {fixed_s:.1f}s")
+        for engine in args.engines.split(","):
+            launcher: Launcher = WarmLauncher(settings) if engine == "warm" else SubmitLauncher(settings)
+            try:
+                measure(launcher, f"{engine} on {args.master}", bootstrap, topic, ranges, tmp, total / plain_s)
+            finally:
+                launcher.close()
 
 
 if __name__ == "__main__":

@@ -117,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     api.set_defaults(func=_api)
 
     worker = sub.add_parser("worker", help="run a Celery worker that executes runs")
-    worker.add_argument("--concurrency", type=int, default=1, help="runs at once (each is a spark-submit)")
+    worker.add_argument("--concurrency", type=int, default=1, help="runs at once (each worker process keeps its own warm engine)")
     worker.add_argument("--log-level", default="INFO")
     worker.set_defaults(func=_worker)
 

@@ -23,6 +23,7 @@ JobErrorKind = Literal[
     "target_write",
     "target_commit",
     "invalid_spec",
+    "cancelled",  # the run was cancelled (or timed out) and the job stopped before committing
     "internal",
 ]
 

@@ -16,11 +16,14 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import pyarrow as pa
 
@@ -51,11 +54,46 @@ if TYPE_CHECKING:
 log = logging.getLogger("inlet.ingest")
 
 
+class Driver(Protocol):
+    """Where a run's Spark jobs go: a context of the run's own (spark-submit) or a resident one (the
+    warm engine). ``context`` is enough for tasks of plain Python functions; ``session`` adds SQL."""
+
+    def context(self, name: str) -> AbstractContextManager[SparkContext]: ...
+
+    def session(self, name: str) -> AbstractContextManager[SparkSession]: ...
+
+
+class OneShot:
+    """spark-submit's driver: the run's own SparkContext or SparkSession, stopped when the run ends."""
+
+    @contextmanager
+    def context(self, name: str) -> Iterator[SparkContext]:
+        from pyspark import SparkConf, SparkContext
+
+        # Tasks of plain Python functions need no SQL session: its start costs seconds.
+        context = SparkContext.getOrCreate(SparkConf().setAppName(name))
+        try:
+            yield context
+        finally:
+            context.stop()
+
+    @contextmanager
+    def session(self, name: str) -> Iterator[SparkSession]:
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.builder.appName(name).getOrCreate()
+        try:
+            yield spark
+        finally:
+            spark.stop()
+
+
 class _Run:
     """Counters and timings of one run, turned into a ``RunResult`` at the end."""
 
-    def __init__(self, spec: RunSpec):
+    def __init__(self, spec: RunSpec, cancelled: threading.Event | None = None):
         self.spec = spec
+        self.cancelled = cancelled or threading.Event()
         self.started_at = datetime.now(timezone.utc)
         self.stats: dict[PartitionKey, PartitionStats] = {}
         self.gaps: dict[PartitionKey, OffsetRange] = {}
@@ -63,6 +101,11 @@ class _Run:
         self.delta_version: int | None = None
         self.already_committed = False
         self.session_start_s = self.process_s = self.commit_s = 0.0
+
+    def check_cancelled(self, before: str) -> None:
+        """Stop here if the run was cancelled: Spark cancels the jobs it runs, not the steps between them."""
+        if self.cancelled.is_set():
+            raise JobError("cancelled", f"the run was cancelled before {before}")
 
     def result(self, error: JobError | None = None) -> RunResult:
         partitions = []
@@ -123,7 +166,7 @@ class DeltaCommit:
         return [f for f in self.files if f.table == table]
 
 
-def run(spec: RunSpec, scratch: str, state: _Run) -> None:
+def run(spec: RunSpec, driver: Driver, scratch: str, state: _Run) -> None:
     from spark_jobs import delta_sink
     from spark_jobs.kafka_source import check_watermarks
 
@@ -140,30 +183,21 @@ def run(spec: RunSpec, scratch: str, state: _Run) -> None:
     for gap in gaps:
         log.warning("data loss skipped: %s[%d] offsets [%d, %d) no longer exist", gap.topic, gap.partition, gap.start, gap.end)
 
-    from pyspark import SparkConf, SparkContext
-    from pyspark.sql import SparkSession
-
+    state.check_cancelled("reading")
     began = time.monotonic()
     name = f"inlet-{spec.pipeline_id}-{spec.run_id}"
     if isinstance(target, DeltaTarget) and spec.writes_directly:
-        # Tasks of plain Python functions need no SQL session: its start costs seconds.
-        context = SparkContext.getOrCreate(SparkConf().setAppName(name))
-        state.session_start_s = time.monotonic() - began
-        try:
+        with driver.context(name) as context:
+            state.session_start_s = time.monotonic() - began
             _to_delta_direct(context, spec, target, readable, group_id, state)
-        finally:
-            context.stop()
         return
-    spark = SparkSession.builder.appName(name).getOrCreate()
-    state.session_start_s = time.monotonic() - began
-    try:
+    with driver.session(name) as spark:
+        state.session_start_s = time.monotonic() - began
         records = _read(spark, spec, readable, group_id, scratch)
         if isinstance(target, DeltaTarget):
             _to_delta(spark, spec, target, records, scratch, state)
         else:
             _to_kafka(spec, target, records, scratch, state)
-    finally:
-        spark.stop()
 
 
 def _to_delta_direct(
@@ -289,6 +323,7 @@ def _commit_delta(commit: DeltaCommit, state: _Run) -> None:
     main_files, quarantine_files = commit.files_of("main"), commit.files_of("quarantine")
     began = time.monotonic()
     try:
+        state.check_cancelled("its Delta commit")
         # Quarantine first: if the main commit then fails, the retry skips the quarantine by its txn.
         if commit.quarantine_schema is not None and target.quarantine_uri:
             q_version = delta_sink.commit_files(
@@ -383,27 +418,8 @@ def _write_result(path: str, result: RunResult) -> None:
     os.replace(tmp, path)  # the launcher never sees a half-written result
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--spec", required=True)
-    parser.add_argument("--result", required=True)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-
-    with open(args.spec, "rb") as f:
-        raw = f.read()
-    try:
-        spec = RunSpec.from_json(raw)
-    except ValueError as exc:
-        try:
-            run_id = str(json.loads(raw).get("run_id", "unknown"))
-        except ValueError:
-            run_id = "unknown"
-        # pydantic's message quotes input values; only the locations and reasons are safe to keep.
-        reasons = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in getattr(exc, "errors", lambda: [])()) or "not JSON"
-        _write_result(args.result, _failed_without_spec(run_id, f"invalid spec: {reasons}"))
-        return 1
-
+def execute(spec: RunSpec, driver: Driver, cancelled: threading.Event | None = None) -> RunResult:
+    """Run ``spec`` on ``driver`` to its result: every failure, a cancel included, ends in a failed one."""
     log.info(
         "run %s of pipeline %s: source %s, target %s",
         spec.run_id,
@@ -416,16 +432,47 @@ def main(argv: list[str] | None = None) -> int:
         ),
     )
     scratch = tempfile.mkdtemp(prefix="inlet-run-")
-    state = _Run(spec)
+    state = _Run(spec, cancelled)
     try:
-        run(spec, scratch, state)
-        result = state.result()
-    except BaseException as exc:  # noqa: BLE001 - every failure must end in a result file
+        run(spec, driver, scratch, state)
+        return state.result()
+    except BaseException as exc:  # noqa: BLE001 - every failure must end in a result
         error = classify(exc)
         log.error("run %s failed: %s: %s", spec.run_id, error.kind, redact(error.message, spec.secret_values()))
-        result = state.result(error)
+        if error.kind == "internal":  # unforeseen: the whole story, for whoever reads the run's log
+            log.error("%s", redact(f"{type(exc).__name__}: {exc}", spec.secret_values()))
+        return state.result(error)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def parse_spec(raw: bytes) -> RunSpec | RunResult:
+    """The spec in ``raw``, or the failed result of a spec that is not valid."""
+    try:
+        return RunSpec.from_json(raw)
+    except ValueError as exc:
+        try:
+            run_id = str(json.loads(raw).get("run_id", "unknown"))
+        except (ValueError, AttributeError):
+            run_id = "unknown"
+        # pydantic's message quotes input values; only the locations and reasons are safe to keep.
+        reasons = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in getattr(exc, "errors", lambda: [])()) or "not JSON"
+        return _failed_without_spec(run_id, f"invalid spec: {reasons}")
+
+
+def configure_logging() -> None:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spec", required=True)
+    parser.add_argument("--result", required=True)
+    args = parser.parse_args(argv)
+    configure_logging()
+    with open(args.spec, "rb") as f:
+        spec = parse_spec(f.read())
+    result = spec if isinstance(spec, RunResult) else execute(spec, OneShot())
     _write_result(args.result, result)
     return 0 if result.status == "succeeded" else 1
 

@@ -29,7 +29,6 @@ ErrorKind = Literal[
     JobErrorKind,
     # Set by the launcher when the job left no result.
     "timeout",
-    "cancelled",
     "crashed",
 ]
 

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Protocol
 
 import spark_jobs
 from spark_jobs.spec import RunError, RunResult, RunSpec, Timings, redact
@@ -38,7 +39,7 @@ LEAN_CONF = {
     "spark.redaction.regex": r"(?i)secret|password|token|access[.]?key|jaas|credential|ssl\.key",
 }
 
-_TERM_GRACE_S = 10.0
+TERM_GRACE_S = 10.0
 # Runs in the child and execs spark-submit in place (so the JVM keeps it): SIGKILL when the worker's
 # launching thread ends. A preexec_fn would do the same but is unsafe beside the heartbeat thread.
 _DIE_WITH_PARENT = (
@@ -66,20 +67,49 @@ class SparkSubmitSettings:
 SCHEDULING_ONLY_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:CICompilerCount=2"
 
 
-def build_command(settings: SparkSubmitSettings, spec: RunSpec, spec_path: Path, result_path: Path, py_files: Path) -> list[str]:
-    conf = {**LEAN_CONF, "spark.pyspark.python": settings.python}
-    if spec.writes_directly and settings.master.startswith("local"):
-        conf["spark.driver.extraJavaOptions"] = SCHEDULING_ONLY_JVM
-    conf |= settings.conf
-    cmd = [settings.spark_submit, "--master", settings.master, "--name", f"inlet-{spec.pipeline_id}-{spec.run_id}"]
-    for key, value in conf.items():
+class Launcher(Protocol):
+    """How the worker runs a spec: ``SubmitLauncher`` (spark-submit per run) or
+    ``worker.engine.WarmLauncher`` (a resident driver). Both return a result, never raise."""
+
+    def launch(self, spec: RunSpec, *, workdir: Path, timeout_s: float, on_log_line: Callable[[str], None] | None = None,
+               cancel: threading.Event | None = None) -> RunResult: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class SubmitLauncher:
+    """A new spark-submit for every run: nothing of one run's JVM or Python workers is left for the next."""
+
+    settings: SparkSubmitSettings
+
+    def launch(self, spec: RunSpec, *, workdir: Path, timeout_s: float, on_log_line: Callable[[str], None] | None = None,
+               cancel: threading.Event | None = None) -> RunResult:
+        return launch(spec, workdir=workdir, settings=self.settings, timeout_s=timeout_s, on_log_line=on_log_line,
+                      cancel=cancel)
+
+    def close(self) -> None:
+        pass
+
+
+def spark_command(settings: SparkSubmitSettings, name: str, py_files: Path, script: str, *args: str,
+                  conf: dict[str, str] | None = None) -> list[str]:
+    """spark-submit of ``spark_jobs/<script>`` with Inlet's conf, then ``conf``, then the settings'."""
+    merged = {**LEAN_CONF, "spark.pyspark.python": settings.python, **(conf or {}), **settings.conf}
+    cmd = [settings.spark_submit, "--master", settings.master, "--name", name]
+    for key, value in merged.items():
         cmd += ["--conf", f"{key}={value}"]
     if settings.driver_memory:
         cmd += ["--driver-memory", settings.driver_memory]
     if settings.executor_memory:
         cmd += ["--executor-memory", settings.executor_memory]
-    ingest = Path(spark_jobs.__file__).parent / "ingest.py"
-    return cmd + ["--py-files", str(py_files), str(ingest), "--spec", str(spec_path), "--result", str(result_path)]
+    return cmd + ["--py-files", str(py_files), str(Path(spark_jobs.__file__).parent / script), *args]
+
+
+def build_command(settings: SparkSubmitSettings, spec: RunSpec, spec_path: Path, result_path: Path, py_files: Path) -> list[str]:
+    jvm = {"spark.driver.extraJavaOptions": SCHEDULING_ONLY_JVM} if spec.writes_directly and settings.master.startswith("local") else {}
+    return spark_command(settings, f"inlet-{spec.pipeline_id}-{spec.run_id}", py_files, "ingest.py",
+                         "--spec", str(spec_path), "--result", str(result_path), conf=jvm)
 
 
 def package_spark_jobs(workdir: Path) -> Path:
@@ -110,7 +140,7 @@ def launch(
     tail: deque[str] = deque(maxlen=20)
     try:
         cmd = build_command(settings, spec, spec_path, result_path, package_spark_jobs(workdir))
-        process = _start(cmd, env=_job_env(settings), cwd=workdir)
+        process = start_process(cmd, env=job_env(settings), cwd=workdir)
         log = threading.Thread(target=_pump_log, args=(process, spec.secret_values(), tail, on_log_line),
                                name=f"spark-log-{spec.run_id}", daemon=True)
         log.start()
@@ -140,14 +170,14 @@ def _write_private(path: Path, text: str) -> None:
         f.write(text)
 
 
-def _job_env(settings: SparkSubmitSettings) -> dict[str, str]:
+def job_env(settings: SparkSubmitSettings) -> dict[str, str]:
     # Inlet's own settings (a Vault token, the operator token) are no business of the job's.
     inherited = {k: v for k, v in os.environ.items() if not k.startswith(("INLET_", "VAULT_"))}
     return {**inherited, "PYSPARK_PYTHON": settings.python, "PYSPARK_DRIVER_PYTHON": settings.python,
             **settings.extra_env}
 
 
-def _start(cmd: list[str], *, env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
+def start_process(cmd: list[str], *, env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
     """spark-submit in a process group of its own (killed as one), dying with this worker on Linux."""
     if sys.platform.startswith("linux"):
         cmd = [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *cmd]
@@ -173,15 +203,15 @@ def _wait(process: subprocess.Popen[str], *, deadline: float, cancel: threading.
         if stopped_by is None and time.monotonic() > deadline:
             stopped_by = "timeout"
         if stopped_by:
-            _kill_group(process)
+            kill_group(process)
             return stopped_by
         (cancel.wait(0.2) if cancel is not None else time.sleep(0.2))
     return None
 
 
-def _kill_group(process: subprocess.Popen[str]) -> None:
+def kill_group(process: subprocess.Popen[str]) -> None:
     """SIGTERM the job's process group, then SIGKILL whatever outlives the grace period."""
-    for sig, wait_s in ((signal.SIGTERM, _TERM_GRACE_S), (signal.SIGKILL, 5.0)):
+    for sig, wait_s in ((signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, 5.0)):
         try:
             os.killpg(process.pid, sig)
         except ProcessLookupError:

@@ -1,5 +1,5 @@
 """The worker's part of a run: the steps in order, each in its own unit of work, and around the
-launch of ``spark-submit`` the lease kept alive and the log shipped.
+launch (on the warm engine, or by spark-submit) the lease kept alive and the log shipped.
 
 What each step decides (claiming, planning, recovering a run already in Delta, recording the
 result, retrying) is the runs domain's (``api.runs.execution``); reached from thin Celery tasks
@@ -26,7 +26,8 @@ from api.runs import execution, lifecycle
 from api.runs.execution import Outcome
 from api.secrets.store import SecretStore
 from spark_jobs.spec import RunResult, RunSpec
-from worker.launcher import SparkSubmitSettings, launch
+from worker.engine import EngineLimits, WarmLauncher
+from worker.launcher import Launcher, SparkSubmitSettings, SubmitLauncher
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,15 @@ def spark_settings(settings: Settings) -> SparkSubmitSettings:
         conf=dict(settings.spark_conf), driver_memory=settings.spark_driver_memory,
         executor_memory=settings.spark_executor_memory, python=settings.spark_python or defaults.python,
     )
+
+
+def make_launcher(settings: Settings) -> Launcher:
+    """The run engine the settings name: a warm engine per worker process, or spark-submit per run."""
+    if settings.run_engine == "submit":
+        return SubmitLauncher(spark_settings(settings))
+    limits = EngineLimits(max_runs=settings.engine_max_runs, max_memory_mb=settings.engine_max_memory_mb,
+                          idle_s=settings.engine_idle_s)
+    return WarmLauncher(spark_settings(settings), limits)
 
 
 class LogSink:
@@ -63,6 +73,7 @@ class RunExecutor:
         self.engine = engine
         self.secrets = secrets
         self.services = execution.Services(settings=settings, secrets=secrets)
+        self.launcher = make_launcher(settings)
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
 
     # Entry points.
@@ -130,8 +141,8 @@ class RunExecutor:
                                 name=f"heartbeat-{run_id}")
         beat.start()
         try:
-            return launch(spec, workdir=self._workdir(run_id), settings=spark_settings(self.settings),
-                          timeout_s=self.settings.run_timeout_s, on_log_line=sink.add, cancel=cancel)
+            return self.launcher.launch(spec, workdir=self._workdir(run_id), timeout_s=self.settings.run_timeout_s,
+                                        on_log_line=sink.add, cancel=cancel)
         finally:
             stop.set()
             beat.join(timeout=30)

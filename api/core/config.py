@@ -90,6 +90,17 @@ class Settings(BaseSettings):
         default=None, description="Python of the job's driver and executors (with Inlet's dependencies, at this path "
         "on every Spark host); defaults to the worker's own"
     )
+    run_engine: Literal["warm", "submit"] = Field(
+        default="warm", description="warm: each worker process keeps a resident Spark driver and runs run after run "
+        "on it; submit: a new spark-submit (JVM, session, Python workers) for every run"
+    )
+    engine_max_runs: int = Field(default=500, ge=1, description="A warm engine is replaced after this many runs")
+    engine_max_memory_mb: int = Field(
+        default=4096, ge=256, description="A warm engine is replaced after a run that leaves its processes holding more"
+    )
+    engine_idle_s: float = Field(
+        default=600.0, gt=0, description="A warm engine stops after this long without a run (giving back its executors)"
+    )
 
     # Requests.
     max_body_bytes: int = 1_048_576

@@ -38,17 +38,22 @@ def wait_for_run(stack: Stack, run_id: str, headers: dict[str, str], *, timeout_
 
 
 def spark_job_pgids(run_id: str) -> set[int]:
-    """Process groups of the spark-submit jobs running ``run_id`` (found by their command line)."""
+    """Process groups running ``run_id``: its spark-submit job (found by its command line) or the warm
+    engine running it (whose run thread is named ``run-<id>``, cut to the kernel's 15 bytes)."""
     import os
     from pathlib import Path
 
+    thread_name = f"run-{run_id}"[:15]
     groups = set()
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
             cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            if "spark_jobs/ingest.py" in cmdline and run_id in cmdline:
+            running = "spark_jobs/ingest.py" in cmdline and run_id in cmdline
+            if not running and "spark_jobs/engine.py" in cmdline:
+                running = any((task / "comm").read_text().strip() == thread_name for task in (proc / "task").iterdir())
+            if running:
                 groups.add(os.getpgid(int(proc.name)))
         except (OSError, ProcessLookupError):
             continue

@@ -1,23 +1,45 @@
 """Shared helpers of the spark_jobs tests: spec building, launching, reading a Delta table back, and
-where a job runs (``Placement``: local[2] with a folder, or the standalone cluster with S3)."""
+where a job runs (``Placement``: local[2] with a folder, or the standalone cluster with S3) and how
+(``engine``: the warm engine, kept per test process and settings as a worker keeps it, or
+spark-submit per run)."""
 
 from __future__ import annotations
 
+import atexit
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 from deltalake import DeltaTable
 
 from spark_jobs.spec import RunResult, RunSpec
 from spark_jobs.storage import Store
-from worker.launcher import SparkSubmitSettings, launch
+from worker.engine import WarmLauncher
+from worker.launcher import Launcher, SparkSubmitSettings, SubmitLauncher
 
 # Two local cores as on CI; small driver memory keeps the suite's footprint down.
 SETTINGS = SparkSubmitSettings(master="local[2]")
 RUN_TIMEOUT_S = 240
+
+EngineMode = Literal["warm", "submit"]
+_WARM: dict[str, WarmLauncher] = {}
+
+
+def launcher(settings: SparkSubmitSettings, engine: EngineMode) -> Launcher:
+    """spark-submit per run, or this test process's warm engine for ``settings``."""
+    if engine == "submit":
+        return SubmitLauncher(settings)
+    if repr(settings) not in _WARM:
+        _WARM[repr(settings)] = WarmLauncher(settings)
+    return _WARM[repr(settings)]
+
+
+@atexit.register
+def _stop_engines() -> None:
+    for warm in _WARM.values():
+        warm.close()
 
 
 def make_spec(
@@ -48,10 +70,14 @@ class Placement:
     settings: SparkSubmitSettings
     root: str
     store: Store = Store()
+    engine: EngineMode = "warm"
 
     def target(self, name: str, **options: Any) -> dict[str, Any]:
         """A Delta target named ``name`` under the root, reached with the placement's store."""
         return {"type": "delta", "uri": f"{self.root}/{name}", "storage_options": dict(self.store.options), **options}
+
+    def run(self, spec: RunSpec, workdir: Path, log: list[str] | None = None) -> RunResult:
+        return run_job(spec, workdir, log, self.settings, self.engine)
 
     def table(self, uri: str) -> DeltaTable:
         return self.store.delta_table(uri)
@@ -60,9 +86,10 @@ class Placement:
         return self.table(uri).to_pyarrow_table()
 
 
-def run_job(spec: RunSpec, workdir: Path, log: list[str] | None = None, settings: SparkSubmitSettings = SETTINGS) -> RunResult:
+def run_job(spec: RunSpec, workdir: Path, log: list[str] | None = None, settings: SparkSubmitSettings = SETTINGS,
+            engine: EngineMode = "warm") -> RunResult:
     lines = log if log is not None else []
-    result = launch(spec, workdir=workdir, settings=settings, timeout_s=RUN_TIMEOUT_S, on_log_line=lines.append)
+    result = launcher(settings, engine).launch(spec, workdir=workdir, timeout_s=RUN_TIMEOUT_S, on_log_line=lines.append)
     if result.error and result.error.kind in ("crashed", "internal"):
         print("\n".join(lines[-60:]))  # shown by pytest on failure
     return result

@@ -29,8 +29,8 @@ def test_two_attempts_of_one_run_at_once_commit_once_and_leave_no_stray_file(
                      {"type": "delta", "uri": uri, "storage_options": dict(store.options)}, value_format="string")
     results: dict[int, RunResult] = {}
 
-    def attempt(n: int) -> None:  # a worker taken over while its job still ran, say
-        results[n] = run_job(spec, tmp_path / f"work-{n}", settings=spark_cluster)
+    def attempt(n: int) -> None:  # a worker taken over while its job still ran, say: one warm, one not
+        results[n] = run_job(spec, tmp_path / f"work-{n}", settings=spark_cluster, engine=("warm", "submit")[n - 1])
 
     threads = [threading.Thread(target=attempt, args=(n,)) for n in (1, 2)]
     for thread in threads:

@@ -26,7 +26,7 @@ def test_subranges_land_exactly_once_and_a_rerun_adds_nothing(sandbox_kafka, kaf
     # Small tasks so that every partition is read in several chunks.
     spec = make_spec(sandbox_kafka.bootstrap_servers, ranges, target, max_records_per_task=30, include_headers=True)
 
-    first = run_job(spec, tmp_path / "work", settings=placement.settings)
+    first = placement.run(spec, tmp_path / "work")
 
     assert first.status == "succeeded", first.error
     expected = sorted((p, o) for p, offsets in placed.items() for o in offsets[3:-2])
@@ -42,7 +42,7 @@ def test_subranges_land_exactly_once_and_a_rerun_adds_nothing(sandbox_kafka, kaf
     assert first.bytes_read == sum(len(k or b"") + len(v or b"") for k, v in zip(table["key"].to_pylist(), table["value"].to_pylist()))
     assert placement.table(uri).transaction_version(spec.txn.app_id) == spec.txn.version
 
-    again = run_job(spec, tmp_path / "work", settings=placement.settings)
+    again = placement.run(spec, tmp_path / "work")
 
     assert again.status == "succeeded" and again.already_committed and again.rows_written == 0
     assert placement.table(uri).version() == 1 and placement.read(uri).num_rows == len(expected)
@@ -60,7 +60,7 @@ def test_json_quarantine_then_replace_mode_replay_leaves_no_duplicates(sandbox_k
     source = {"value_format": "json", "schema": "seq INT, name STRING"}
     spec = make_spec(sandbox_kafka.bootstrap_servers, ranges, target, **source)
 
-    first = run_job(spec, tmp_path / "work", settings=placement.settings)
+    first = placement.run(spec, tmp_path / "work")
 
     assert first.status == "succeeded", first.error
     bad = sum(1 for i in range(200) if i % 10 == 0 or i % 15 == 0)
@@ -78,7 +78,7 @@ def test_json_quarantine_then_replace_mode_replay_leaves_no_duplicates(sandbox_k
     replay = make_spec(sandbox_kafka.bootstrap_servers, half, {**target, "replace_ranges": half},
                        version=2, pipeline_id=spec.pipeline_id, **source)
 
-    second = run_job(replay, tmp_path / "work", settings=placement.settings)
+    second = placement.run(replay, tmp_path / "work")
 
     assert second.status == "succeeded", second.error
     assert second.delta_version == placement.table(uri).version()

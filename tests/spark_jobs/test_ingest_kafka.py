@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from tests.fixtures.kafka import read_range
-from tests.spark_jobs.helpers import Placement, make_spec, run_job
+from tests.spark_jobs.helpers import Placement, make_spec
 
 pytestmark = pytest.mark.slow
 
@@ -23,7 +23,7 @@ def test_every_source_record_reaches_the_target_with_its_coordinates(sandbox_kaf
                      {"type": "kafka", "kafka_config": {"bootstrap.servers": sandbox_kafka.bootstrap_servers}, "topic": target},
                      include_headers=True)
 
-    result = run_job(spec, tmp_path, settings=placement.settings)
+    result = placement.run(spec, tmp_path)
 
     assert result.status == "succeeded", result.error
     expected = {(source, p, o) for p, offsets in placed.items() for o in offsets[1:]}

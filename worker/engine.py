@@ -1,0 +1,381 @@
+"""Runs on a warm engine: the worker's side of ``spark_jobs/engine.py``.
+
+Each worker process keeps at most one engine, a resident Spark driver started (by spark-submit, with
+the settings a per-run launch uses) on its first run and kept for the next ones. The engine is
+replaced when it dies or hangs, and recycled between runs after ``max_runs`` runs, once its
+processes hold more than ``max_memory_mb``, when the ``spark_jobs`` code on disk is no longer the
+code it runs, and after ``idle_s`` without a run (which also gives a cluster its executors back).
+
+What a run keeps from spark-submit per run (``worker.launcher``), guarantee by guarantee:
+- The spec and its secrets reach the engine over a Unix socket in a 0700 folder, and live only in
+  its memory (and in the 0600 plan files of the run's scratch folder, as with spark-submit).
+- Cancel and timeout cancel the run's Spark jobs and stop it before its commit; an engine that has
+  not answered within the grace period is killed with its process group.
+- An engine that exits mid-run fails the run as ``crashed`` (retried by the usual rules); the next
+  run starts a new engine.
+- A worker that dies takes its engine with it: the engine exits when its socket closes, and its JVM
+  gets SIGKILL from the kernel (PR_SET_PDEATHSIG) when the thread that started it ends. So engines
+  are started from one thread that lives as long as the worker process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import queue
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import spark_jobs
+from spark_jobs.spec import RunError, RunResult, RunSpec, Timings, redact
+from worker.launcher import TERM_GRACE_S, SparkSubmitSettings, job_env, kill_group, package_spark_jobs, spark_command, start_process
+
+log = logging.getLogger(__name__)
+
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+# On a cluster an idle engine gives its executors back (and asks again at its next run's first job)
+# rather than hold cores other applications could use. The settings' spark_conf overrides any of it,
+# e.g. spark.dynamicAllocation.minExecutors to keep some warm.
+RELEASE_IDLE_EXECUTORS = {
+    "spark.dynamicAllocation.enabled": "true",
+    "spark.dynamicAllocation.shuffleTracking.enabled": "true",
+    "spark.dynamicAllocation.executorIdleTimeout": "60s",
+}
+
+
+@dataclass(frozen=True)
+class EngineLimits:
+    """When an engine is recycled between runs."""
+
+    max_runs: int = 500
+    max_memory_mb: int = 4096
+    idle_s: float = 600.0
+
+
+class EngineGone(Exception):
+    """The engine exited (or closed its socket) while a run needed it."""
+
+
+def code_digest() -> str:
+    """A digest of the ``spark_jobs`` sources on disk: an engine runs the code it started with."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(spark_jobs.__file__).parent.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+class Engine:
+    """One engine process, the socket to it, and its output."""
+
+    def __init__(self, process: subprocess.Popen[str], folder: Path, digest: str) -> None:
+        self.process = process
+        self.folder = folder
+        self.digest = digest
+        self.runs = 0
+        self._tail: deque[str] = deque(maxlen=20)
+        self._conn: socket.socket | None = None
+        self._messages: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self._sink: Callable[[str], None] | None = None
+        self._secrets: list[str] = []
+        self._lock = threading.Lock()
+        self._pump = threading.Thread(target=self._pump_log, name=f"engine-log-{process.pid}", daemon=True)
+        self._pump.start()
+
+    # Start-up.
+
+    def connect(self, listener: socket.socket, deadline: float) -> None:
+        """Accept the engine's connection and wait for its ``ready``."""
+        listener.settimeout(0.5)
+        while self._conn is None:
+            self._check_alive(deadline, "to connect")
+            try:
+                self._conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+        self._conn.settimeout(None)
+        threading.Thread(target=self._read_messages, name=f"engine-read-{self.process.pid}", daemon=True).start()
+        while (message := self.receive(0.5)) is None or message.get("event") != "ready":
+            self._check_alive(deadline, "to start its Spark session")
+
+    def _check_alive(self, deadline: float, what: str) -> None:
+        if self.process.poll() is not None:
+            raise EngineGone(f"the warm engine exited {self.process.returncode} before it was ready")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the warm engine took too long {what}")
+
+    # Talking to it.
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self._conn is not None  # connected in connect()
+        try:
+            self._conn.sendall(json.dumps(message).encode() + b"\n")
+        except OSError as exc:
+            raise EngineGone(f"the warm engine's socket failed: {exc}") from exc
+
+    def receive(self, timeout_s: float) -> dict[str, Any] | None:
+        """The engine's next message, or None after ``timeout_s``; ``EngineGone`` once it has exited."""
+        try:
+            message = self._messages.get(timeout=timeout_s)
+        except queue.Empty:
+            return None
+        if message is None:
+            self._messages.put(None)  # every later call sees it too
+            raise EngineGone("the warm engine closed its socket")
+        return message
+
+    def _read_messages(self) -> None:
+        assert self._conn is not None
+        try:
+            for line in self._conn.makefile("rb"):
+                self._messages.put(json.loads(line))
+        except (OSError, ValueError):
+            pass
+        self._messages.put(None)
+
+    # Its output: the current run's log, redacted with that run's secrets.
+
+    def attach(self, spec: RunSpec, sink: Callable[[str], None] | None) -> None:
+        with self._lock:
+            self._sink, self._secrets = sink, spec.secret_values()
+
+    def detach(self) -> None:
+        with self._lock:
+            self._sink = None  # the secrets stay: a late line of the run is still redacted
+
+    def _pump_log(self) -> None:
+        assert self.process.stdout is not None  # started with stdout=PIPE
+        for raw in self.process.stdout:
+            with self._lock:
+                line = redact(raw.rstrip("\n"), self._secrets)
+                self._tail.append(line)
+                if self._sink is not None:
+                    self._sink(line)
+
+    def last_lines(self) -> str:
+        """The engine's last output lines, joined: why it died, when it did."""
+        if not self.alive():
+            self._pump.join(timeout=2)  # the output of an exited engine is read to its end
+        return " | ".join(line for line in self._tail if line.strip())[-1500:]
+
+    # Its size and end.
+
+    def memory_bytes(self) -> int:
+        """Resident memory of the engine's process group: the JVM, the driver and its Python workers."""
+        total = 0
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                stat = (proc / "stat").read_text()
+                if int(stat.rsplit(")", 1)[1].split()[2]) == self.process.pid:  # field 5, the process group
+                    total += int((proc / "statm").read_text().split()[1]) * _PAGE
+            except (OSError, ValueError, IndexError):
+                continue
+        return total
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self) -> None:
+        """Ask the engine to stop its session and exit; kill its process group if it does not."""
+        try:
+            self.send({"op": "stop"})
+            self.process.wait(TERM_GRACE_S)
+        except (EngineGone, subprocess.TimeoutExpired):
+            pass
+        self.kill()
+
+    def kill(self) -> None:
+        kill_group(self.process)
+        if self._conn is not None:
+            self._conn.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class WarmLauncher:
+    """``launch`` for the worker: each run on this process's warm engine, one run at a time."""
+
+    def __init__(self, settings: SparkSubmitSettings, limits: EngineLimits = EngineLimits()) -> None:
+        self.settings = settings
+        self.limits = limits
+        self._engine: Engine | None = None
+        self._lock = threading.Lock()
+        self._last_used = time.monotonic()
+        # PR_SET_PDEATHSIG fires when the *thread* that started a process ends: engines are started
+        # from this one, which lives as long as the process, not from a run's thread.
+        self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine-spawner")
+        self._idle_timer: threading.Timer | None = None
+
+    def launch(
+        self,
+        spec: RunSpec,
+        *,
+        workdir: Path,
+        timeout_s: float,
+        on_log_line: Callable[[str], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> RunResult:
+        """Run ``spec`` on the warm engine (started if there is none) and return its result."""
+        started_at = datetime.now(timezone.utc)
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            try:
+                engine = self._ready_engine(deadline)
+            except EngineGone as exc:
+                return _failed(spec, started_at, "crashed", str(exc))
+            engine.attach(spec, on_log_line)
+            try:
+                return self._run(engine, spec, started_at, deadline, timeout_s, cancel)
+            finally:
+                engine.detach()
+                engine.runs += 1
+                self._last_used = time.monotonic()
+                self._recycle_if_due()
+                self._arm_idle_timer()
+
+    @property
+    def engine_pid(self) -> int | None:
+        """The process id of the engine's spark-submit (its process group's), while there is one."""
+        engine = self._engine
+        return engine.process.pid if engine is not None and engine.alive() else None
+
+    def close(self) -> None:
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+        with self._lock:
+            self._discard(graceful=True)
+        self._spawner.shutdown(wait=False)
+
+    # One run.
+
+    def _run(self, engine: Engine, spec: RunSpec, started_at: datetime, deadline: float, timeout_s: float,
+             cancel: threading.Event | None) -> RunResult:
+        stopped_by: str | None = None
+        result: RunResult | None = None
+        grace_until = 0.0
+        try:
+            engine.send({"op": "run", "spec": spec.to_json()})
+            while True:
+                message = engine.receive(0.2)
+                if message is not None and message.get("event") == "result":
+                    result = RunResult.from_json(message["result"])
+                    break
+                if stopped_by is None:
+                    stopped_by = "cancelled" if cancel is not None and cancel.is_set() else None
+                    if stopped_by is None and time.monotonic() > deadline:
+                        stopped_by = "timeout"
+                    if stopped_by is not None:
+                        engine.send({"op": "cancel"})
+                        grace_until = time.monotonic() + TERM_GRACE_S
+                elif time.monotonic() > grace_until:
+                    log.warning("the warm engine did not stop run %s within %.0fs: killing it", spec.run_id, TERM_GRACE_S)
+                    self._discard(graceful=False)
+                    break
+        except EngineGone as exc:
+            self._discard(graceful=False)
+            if stopped_by is None:
+                return _failed(spec, started_at, "crashed",
+                               f"{exc} (exit {engine.process.returncode}) without a result: {engine.last_lines()}")
+        if stopped_by == "timeout":
+            return _failed(spec, started_at, "timeout", f"the run took longer than {timeout_s:.0f}s and was stopped")
+        if stopped_by == "cancelled":
+            return _failed(spec, started_at, "cancelled", "the run was cancelled and its Spark jobs were stopped")
+        if result is None or result.run_id != spec.run_id:
+            self._discard(graceful=False)
+            return _failed(spec, started_at, "crashed", "the warm engine answered for another run")
+        return result
+
+    # The engine's life.
+
+    def _ready_engine(self, deadline: float) -> Engine:
+        engine = self._engine
+        if engine is not None and not engine.alive():
+            self._discard(graceful=False)
+        elif engine is not None and engine.digest != code_digest():
+            log.info("spark_jobs changed on disk: replacing the warm engine")
+            self._discard(graceful=True)
+        if self._engine is None:
+            self._engine = self._start_engine(deadline)
+        return self._engine
+
+    def _start_engine(self, deadline: float) -> Engine:
+        folder = Path(tempfile.mkdtemp(prefix="inlet-engine-"))  # 0700; short enough for a socket path
+        path = folder / "engine.sock"
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        engine: Engine | None = None
+        try:
+            listener.bind(str(path))
+            listener.listen(1)
+            digest = code_digest()
+            conf = {} if self.settings.master.startswith("local") else RELEASE_IDLE_EXECUTORS
+            cmd = spark_command(self.settings, "inlet-engine", package_spark_jobs(folder), "engine.py", "--socket", str(path),
+                                conf=conf)
+            engine = Engine(self._spawner.submit(start_process, cmd, env=job_env(self.settings), cwd=folder).result(),
+                            folder, digest)
+            engine.connect(listener, deadline)
+            log.info("warm engine %d ready", engine.process.pid)
+            return engine
+        except (EngineGone, TimeoutError, OSError) as exc:
+            if engine is None:
+                shutil.rmtree(folder, ignore_errors=True)
+                raise EngineGone(f"the warm engine could not start: {exc}") from exc
+            engine.kill()
+            raise EngineGone(f"{exc}: {engine.last_lines()}") from exc
+        finally:
+            listener.close()
+            path.unlink(missing_ok=True)  # connected (or given up): nobody else may connect
+
+    def _discard(self, *, graceful: bool) -> None:
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            engine.stop() if graceful else engine.kill()
+
+    def _recycle_if_due(self) -> None:
+        engine = self._engine
+        if engine is None:
+            return
+        if engine.runs >= self.limits.max_runs:
+            why = f"{engine.runs} runs"
+        elif (held := engine.memory_bytes()) > self.limits.max_memory_mb * 2**20:
+            why = f"{held / 2**20:.0f} MiB held"
+        else:
+            return
+        log.info("recycling the warm engine after %s", why)
+        self._discard(graceful=True)
+
+    def _arm_idle_timer(self) -> None:
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+        self._idle_timer = threading.Timer(self.limits.idle_s, self._stop_if_idle)
+        self._idle_timer.daemon = True
+        self._idle_timer.start()
+
+    def _stop_if_idle(self) -> None:
+        if not self._lock.acquire(blocking=False):
+            return  # a run is in progress: its end arms the timer again
+        try:
+            if time.monotonic() - self._last_used >= self.limits.idle_s and self._engine is not None:
+                log.info("stopping the warm engine after %.0fs without a run", self.limits.idle_s)
+                self._discard(graceful=True)
+        finally:
+            self._lock.release()
+
+
+def _failed(spec: RunSpec, started_at: datetime, kind: str, message: str) -> RunResult:
+    error = RunError.model_validate({"kind": kind, "message": redact(message, spec.secret_values())})
+    return RunResult(run_id=spec.run_id, status="failed", error=error,
+                     timings=Timings(started_at=started_at, finished_at=datetime.now(timezone.utc)))
