@@ -21,7 +21,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from sandbox.cluster import SandboxCluster
-from spark_jobs.spec import RunSpec, Timings
+from spark_jobs.spec import RunResult, RunSpec
 from worker.engine import WarmLauncher
 from worker.launcher import Launcher, SparkSubmitSettings, SubmitLauncher
 
@@ -69,23 +69,23 @@ def spec_for(bootstrap: str, topic: str, ranges: dict[str, tuple[int, int]], uri
     })
 
 
-def seconds(timings: Timings) -> float:
-    return (timings.finished_at - timings.started_at).total_seconds()
+def timed(launcher: Launcher, spec: RunSpec, workdir: Path) -> tuple[RunResult, float]:
+    """The result of a launch and its wall time (on a warm engine, the first one's includes its start)."""
+    began = time.monotonic()
+    result = launcher.launch(spec, workdir=workdir, timeout_s=1800)
+    assert result.status == "succeeded", result.error
+    return result, time.monotonic() - began
 
 
 def measure(launcher: Launcher, name: str, bootstrap: str, topic: str, ranges: dict[int, tuple[int, int]], tmp: str,
             plain: float) -> None:
     total = sum(end - start for start, end in ranges.values())
     first = {"0": (ranges[0][0], ranges[0][0] + 1)}
-    started = launcher.launch(spec_for(bootstrap, topic, first, f"{tmp}/{name}-first"), workdir=Path(tmp, "w"), timeout_s=600)
-    one = launcher.launch(spec_for(bootstrap, topic, first, f"{tmp}/{name}-one"), workdir=Path(tmp, "w"), timeout_s=600)
-    assert started.status == one.status == "succeeded", (started.error, one.error)
-
-    began = time.monotonic()
-    full = launcher.launch(spec_for(bootstrap, topic, {str(p): r for p, r in ranges.items()}, f"{tmp}/{name}-all"),
-                           workdir=Path(tmp, "w"), timeout_s=1800)
-    wall_s = time.monotonic() - began
-    assert full.status == "succeeded" and full.rows_written == total, full.error
+    _, first_s = timed(launcher, spec_for(bootstrap, topic, first, f"{tmp}/{name}-first"), Path(tmp, "w"))
+    one, one_s = timed(launcher, spec_for(bootstrap, topic, first, f"{tmp}/{name}-one"), Path(tmp, "w"))
+    full, wall_s = timed(launcher, spec_for(bootstrap, topic, {str(p): r for p, r in ranges.items()}, f"{tmp}/{name}-all"),
+                         Path(tmp, "w"))
+    assert full.rows_written == total
     in_job = total / full.timings.process_s
     # The steady rate is the marginal one: what the extra records cost beyond a one-record job's
     # processing (Python workers starting, consumers connecting), which the fixed cost reports.
@@ -95,7 +95,7 @@ def measure(launcher: Launcher, name: str, bootstrap: str, topic: str, ranges: d
           f"records/s; steady (marginal) {steady:,.0f} records/s")
     print(f"    ratio to the plain reader: end to end {total / wall_s / plain:.2f}, in the job {in_job / plain:.2f}, "
           f"steady {steady / plain:.2f}")
-    print(f"    one-record run, launch to result: {seconds(one.timings):.2f}s (the first: {seconds(started.timings):.2f}s)")
+    print(f"    one-record run, launch to result: {one_s:.2f}s (the first: {first_s:.2f}s)")
 
 
 def main() -> None:

@@ -80,7 +80,7 @@ class Engine:
     def __init__(self, spark: SparkSession, channel: Channel) -> None:
         self.driver = Resident(spark)
         self.channel = channel
-        self.current: threading.Thread | None = None
+        self.running: str | None = None  # the id of the run in progress
         self.cancelled = threading.Event()
 
     def serve(self) -> None:
@@ -103,9 +103,9 @@ class Engine:
         if isinstance(spec, RunResult):
             self._send_result(spec)
             return
-        if self.current is not None and self.current.is_alive():  # the worker sends one run at a time
-            raise RuntimeError(f"run {spec.run_id} sent while another run is in progress")
-        self.cancelled = threading.Event()
+        if self.running is not None:  # the worker sends one run at a time
+            raise RuntimeError(f"run {spec.run_id} sent while run {self.running} is in progress")
+        self.running, self.cancelled = spec.run_id, threading.Event()
 
         def work() -> None:
             _name_thread(f"run-{spec.run_id}")
@@ -114,15 +114,16 @@ class Engine:
             # without an active session in the JVM, through which a Python data source's writer is found.
             spark.sparkContext.setJobGroup(spec.run_id, f"inlet run {spec.run_id}", interruptOnCancel=True)
             SparkSession._get_j_spark_session_class(spark._jvm).setActiveSession(spark._jsparkSession)
-            self._send_result(execute(spec, self.driver, self.cancelled))
+            result = execute(spec, self.driver, self.cancelled)
+            self.running = None  # before the result: the worker may send the next run at once
+            self._send_result(result)
 
-        self.current = threading.Thread(target=work, name=f"run-{spec.run_id}", daemon=True)
-        self.current.start()
+        threading.Thread(target=work, name=f"run-{spec.run_id}", daemon=True).start()
 
     def _cancel(self) -> None:
         self.cancelled.set()
-        if self.current is not None and self.current.is_alive():
-            self.driver.spark.sparkContext.cancelJobGroup(self.current.name.removeprefix("run-"))
+        if (run_id := self.running) is not None:
+            self.driver.spark.sparkContext.cancelJobGroup(run_id)
 
     def _send_result(self, result: RunResult) -> None:
         self.channel.send({"event": "result", "result": result.to_json()})
