@@ -53,7 +53,7 @@ class ProcessWatch(threading.Thread):
                     environ = (proc / "environ").read_bytes()
                 except OSError:
                     continue
-                if b"spark_jobs/ingest.py" in cmdline:
+                if b"spark_jobs/ingest.py" in cmdline or b"spark_jobs/engine.py" in cmdline:
                     self.spark_seen += 1
                 for where, data in (("cmdline", cmdline), ("environ", environ)):
                     if any(n in data for n in self.needles):
@@ -116,7 +116,7 @@ def test_password_goes_nowhere_it_should_not(stack, sandbox_kafka, kafka_topic, 
     assert runs[2]["error"]["kind"] == "kafka_auth", runs[2]  # the job did take the password to the broker
     assert delta_coordinates(delta["status"]["target_uri"]) == sorted(
         (source, p, o) for p, offs in produced.items() for o in offs)
-    assert watch.spark_seen, "the process watch never saw a spark-submit job"
+    assert watch.spark_seen, "the process watch never saw a Spark job's process (the warm engine or spark-submit)"
     assert watch.hits == [], watch.hits
 
     # Every response of the API, the reads included.

@@ -79,18 +79,20 @@ def database_url(private_postgres: PrivatePostgres) -> str:
     return private_postgres.url
 
 
-def test_postgres_restarted_mid_run(stack, private_postgres, sandbox_kafka, kafka_topic) -> None:
+def test_postgres_restarted_mid_run(stack, private_postgres, sandbox_kafka, kafka_faults, kafka_topic) -> None:
     topic = kafka_topic(partitions=3)
     produced = produce_keyed(sandbox_kafka.bootstrap_servers, topic, 90)
     tenant, pipeline = sandbox_pipeline(stack, sandbox_kafka.bootstrap_servers, topic, "faults/pg-restart")
     stack.start_worker()
     stack.start_scheduler()
+    kafka_faults.hold_fetches()  # the run stays in its Spark job meanwhile
     run_id = trigger(stack, tenant, pipeline)
-    stack.wait_for(lambda: spark_job_pgids(run_id), timeout_s=120, every_s=0.1, what="spark-submit to start")
+    stack.wait_for(lambda: spark_job_pgids(run_id), timeout_s=120, every_s=0.1, what="the Spark job to start")
 
     private_postgres.stop("immediate")  # a crash: every connection of every process is cut
     time.sleep(DOWN_S)
     private_postgres.start()
+    kafka_faults.reset()
 
     run = wait_for_run(stack, run_id, tenant.viewer, timeout_s=300)
     assert run["state"] == "succeeded", (run, stack.log_text())

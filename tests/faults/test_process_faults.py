@@ -29,7 +29,6 @@ from tests.runs.helpers import committed_offsets, spark_job_pgids, wait_for_run
 
 pytestmark = pytest.mark.slow
 ENGINES = pytest.mark.parametrize("engine", ["warm", "submit"])
-FETCH, REQUEST_TIMED_OUT = 1, 7
 
 # INLET_TEST_FAULT_SEED=<n> replays another sequence of kill points; the seed is in every failure message.
 SEED = int(os.environ.get("INLET_TEST_FAULT_SEED", "20250609"))
@@ -91,7 +90,7 @@ def test_worker_killed_while_its_job_runs(stack, sandbox_kafka, kafka_faults, ka
     tenant, pipeline = sandbox_pipeline(stack, sandbox_kafka.bootstrap_servers, topic, "faults/worker-killed")
     stack.env["INLET_RUN_ENGINE"] = engine
     stack.start_worker()
-    kafka_faults.request_errors(FETCH, [REQUEST_TIMED_OUT] * 100_000)  # the job's tasks wait on Kafka
+    kafka_faults.hold_fetches()  # the job's tasks wait on Kafka
     run_id = trigger(stack, tenant, pipeline)
 
     stack.wait_for(lambda: spark_job_pgids(run_id), timeout_s=120, every_s=0.1, what="the Spark job to start")
@@ -124,7 +123,7 @@ def test_a_run_cancelled_or_timed_out_in_its_spark_job_stops_it_and_commits_noth
     tenant, pipeline = sandbox_pipeline(stack, sandbox_kafka.bootstrap_servers, topic, "faults/cancelled")
     stack.env |= {"INLET_RUN_ENGINE": engine, "INLET_RUN_TIMEOUT_S": "25", "INLET_RUN_MAX_ATTEMPTS": "1"}
     stack.start_worker()
-    kafka_faults.request_errors(FETCH, [REQUEST_TIMED_OUT] * 100_000)  # the job's tasks wait on Kafka
+    kafka_faults.hold_fetches()  # the job's tasks wait on Kafka
 
     cancelled_id = trigger(stack, tenant, pipeline)
     stack.wait_for(lambda: spark_job_pgids(cancelled_id), timeout_s=120, every_s=0.1, what="the Spark job to start")

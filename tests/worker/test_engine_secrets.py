@@ -44,6 +44,7 @@ def test_no_password_in_the_engines_log_event_log_or_ui(real_kafka, real_topic, 
     settings = SparkSubmitSettings(master="local[2]", conf={
         "spark.ui.enabled": "true", "spark.ui.port": str(port), "spark.port.maxRetries": "0",
         "spark.eventLog.enabled": "true", "spark.eventLog.dir": str(events),
+        "spark.eventLog.compress": "false",  # the same events, in plain text: a search of it means something
     })
     ranges = {topic: {"0": (0, 20), "1": (0, 20)}}
     bootstrap = sasl["bootstrap.servers"]

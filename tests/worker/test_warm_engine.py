@@ -27,7 +27,6 @@ from worker.engine import EngineLimits, WarmLauncher
 
 pytestmark = pytest.mark.slow
 
-FETCH, REQUEST_TIMED_OUT = 1, 7
 
 
 @pytest.fixture
@@ -96,7 +95,7 @@ def test_a_cancel_stops_the_runs_spark_job_and_the_engine_serves_the_next_run(sa
     placed = produce_keyed(sandbox_kafka.bootstrap_servers, topic, 40)
     uri = str(tmp_path / "events")
     spec = _spec(sandbox_kafka.bootstrap_servers, topic, placed, uri, value_format="string", stall_timeout_s=600)
-    kafka_faults.request_errors(FETCH, [REQUEST_TIMED_OUT] * 100_000)
+    kafka_faults.hold_fetches()
     cancel = threading.Event()
     timing: dict[str, float] = {}
 
@@ -131,7 +130,7 @@ def test_a_timeout_stops_the_run_and_a_killed_engine_fails_its_run_as_crashed(sa
     warmed = _launch(warm, _spec(sandbox_kafka.bootstrap_servers, topic, placed, str(tmp_path / "other"),
                                  pipeline_id="other", value_format="string"), tmp_path)
     assert warmed.status == "succeeded", warmed.error
-    kafka_faults.request_errors(FETCH, [REQUEST_TIMED_OUT] * 100_000)
+    kafka_faults.hold_fetches()
 
     began = time.monotonic()
     timed_out = _launch(warm, spec, tmp_path, timeout_s=5)
