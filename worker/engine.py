@@ -62,7 +62,7 @@ class EngineLimits:
     """When an engine is recycled between runs."""
 
     max_runs: int = 500
-    max_memory_mb: int = 4096
+    max_memory_mb: int = 2048
     idle_s: float = 600.0
 
 
@@ -252,6 +252,11 @@ class WarmLauncher:
         """The process id of the engine's spark-submit (its process group's), while there is one."""
         engine = self._engine
         return engine.process.pid if engine is not None and engine.alive() else None
+
+    def engine_memory_bytes(self) -> int | None:
+        """What the engine's processes hold now, while there is an engine."""
+        engine = self._engine
+        return engine.memory_bytes() if engine is not None and engine.alive() else None
 
     def close(self) -> None:
         if self._idle_timer is not None:

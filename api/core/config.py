@@ -96,7 +96,7 @@ class Settings(BaseSettings):
     )
     engine_max_runs: int = Field(default=500, ge=1, description="A warm engine is replaced after this many runs")
     engine_max_memory_mb: int = Field(
-        default=4096, ge=256, description="A warm engine is replaced after a run that leaves its processes holding more"
+        default=2048, ge=256, description="A warm engine is replaced after a run that leaves its processes holding more"
     )
     engine_idle_s: float = Field(
         default=600.0, gt=0, description="A warm engine stops after this long without a run (giving back its executors)"
