@@ -7,8 +7,9 @@ start-up. The worker listens on the socket (in a folder only its user can enter)
 connects to it. Specs, secrets included, come over it and stay in memory; results go back over
 it. Messages are JSON lines:
 
-    worker -> engine   {"op": "run", "spec": "<RunSpec JSON>"}   {"op": "cancel"}   {"op": "stop"}
+    worker -> engine   {"op": "run", "spec": "<RunSpec JSON>"}   {"op": "cancel"}   {"op": "ping"}   {"op": "stop"}
     engine -> worker   {"event": "ready", "pid": 123}   {"event": "result", "result": "<RunResult JSON>"}
+                       {"event": "pong", "stopped": false}
 
 One run at a time, in a thread named after it (``ps -L`` shows ``run-<id>``). Its Spark jobs are
 one job group, so a cancel stops them (interruptOnCancel) and the steps between jobs stop at the
@@ -91,6 +92,8 @@ class Engine:
                 self._start(message["spec"].encode())
             elif message["op"] == "cancel":
                 self._cancel()
+            elif message["op"] == "ping":  # answered through the JVM: a stopped or hung one answers nothing
+                self.channel.send({"event": "pong", "stopped": self.driver.spark.sparkContext._jsc.sc().isStopped()})
             elif message["op"] == "stop":
                 return
         # The socket closed without a stop: the worker died. A run may be between its last job and

@@ -11,8 +11,9 @@ What a run keeps from spark-submit per run (``worker.launcher``), guarantee by g
   its memory (and in the 0600 plan files of the run's scratch folder, as with spark-submit).
 - Cancel and timeout cancel the run's Spark jobs and stop it before its commit; an engine that has
   not answered within the grace period is killed with its process group.
-- An engine that exits mid-run fails the run as ``crashed`` (retried by the usual rules); the next
-  run starts a new engine.
+- An engine that exits mid-run, or answers no ping for ``hung_after_s``, fails the run as ``crashed``
+  (retried by the usual rules) and is killed; the next run starts a new engine. Before each run the
+  engine is pinged, so a hung idle engine is replaced rather than given the run.
 - A worker that dies takes its engine with it: the engine exits when its socket closes, and its JVM
   gets SIGKILL from the kernel (PR_SET_PDEATHSIG) when the thread that started it ends. So engines
   are started from one thread that lives as long as the worker process.
@@ -20,12 +21,14 @@ What a run keeps from spark-submit per run (``worker.launcher``), guarantee by g
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import queue
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -64,6 +67,12 @@ class EngineLimits:
     max_runs: int = 500
     max_memory_mb: int = 2048
     idle_s: float = 600.0
+    # An engine that answers no ping for this long is hung (a stopped JVM or driver, a deadlock): it is
+    # killed, and its run fails as crashed.
+    hung_after_s: float = 30.0
+
+
+_PING_EVERY_S = 5.0
 
 
 class EngineGone(Exception):
@@ -197,10 +206,30 @@ class Engine:
             self.process.wait(TERM_GRACE_S)
         except (EngineGone, subprocess.TimeoutExpired):
             pass
+        kill_group(self.process)  # whatever outlived a stop (its Python workers), or an engine that did not stop
         self.kill()
 
+    def responsive(self, within_s: float) -> bool:
+        """Whether the engine (its driver and, through it, its JVM) answers a ping within ``within_s``."""
+        try:
+            self.send({"op": "ping"})
+            deadline = time.monotonic() + within_s
+            while time.monotonic() < deadline:
+                message = self.receive(0.05)
+                if message is not None and message.get("event") == "pong":
+                    return not message.get("stopped", False)
+        except EngineGone:
+            return False
+        return False
+
     def kill(self) -> None:
-        kill_group(self.process)
+        """SIGKILL the engine's process group: nothing of a run it was given up on goes on."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(5)
         if self._conn is not None:
             self._conn.close()
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -274,11 +303,22 @@ class WarmLauncher:
         grace_until = 0.0
         try:
             engine.send({"op": "run", "spec": spec.to_json()})
+            answered = pinged = time.monotonic()
             while True:
                 message = engine.receive(0.2)
-                if message is not None and message.get("event") == "result":
-                    result = RunResult.from_json(message["result"])
-                    break
+                now = time.monotonic()
+                if message is not None:
+                    answered = now
+                    if message.get("event") == "result":
+                        result = RunResult.from_json(message["result"])
+                        break
+                if now - answered > self.limits.hung_after_s:
+                    self._discard(graceful=False)
+                    return _failed(spec, started_at, "crashed", f"the warm engine answered nothing for "
+                                   f"{self.limits.hung_after_s:.0f}s (hung) and was killed: {engine.last_lines()}")
+                if now - pinged > _PING_EVERY_S:
+                    engine.send({"op": "ping"})
+                    pinged = now
                 if stopped_by is None:
                     stopped_by = "cancelled" if cancel is not None and cancel.is_set() else None
                     if stopped_by is None and time.monotonic() > deadline:
@@ -308,7 +348,8 @@ class WarmLauncher:
 
     def _ready_engine(self, deadline: float) -> Engine:
         engine = self._engine
-        if engine is not None and not engine.alive():
+        if engine is not None and not engine.responsive(self.limits.hung_after_s):
+            log.warning("the warm engine %d is gone or hung: replacing it", engine.process.pid)
             self._discard(graceful=False)
         elif engine is not None and engine.digest != code_digest():
             log.info("spark_jobs changed on disk: replacing the warm engine")

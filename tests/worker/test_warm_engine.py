@@ -1,6 +1,7 @@
 """The warm engine with real Spark (``local[2]``) and the sandbox Kafka: run after run on one
-resident driver, a cancel and a timeout while a Spark job runs, an engine killed mid-run, and the
-engine replaced after N runs, above its memory bound, when the code changes and when idle.
+resident driver, a cancel and a timeout while a Spark job runs, an engine killed or hung (stopped)
+mid-run or between runs, and the engine replaced after N runs, above its memory bound, when the code
+changes and when idle.
 
 A run is held inside its Spark job by the sandbox refusing every fetch (the watermarks still
 answer), so that a cancel, timeout or kill lands while Spark executes the run's tasks. The same
@@ -186,3 +187,39 @@ def test_an_engine_is_replaced_after_its_runs_above_its_memory_on_new_code_and_w
     run()  # arms the idle timer with the new limit
     idle = warm.engine_pid
     assert idle is not None and _gone(idle, within_s=15) and warm.engine_pid is None
+
+
+def test_a_hung_engine_is_replaced_before_a_run_and_fails_the_run_it_hangs_in(sandbox_kafka, kafka_topic, produce_keyed,
+                                                                                kafka_faults, tmp_path: Path) -> None:
+    topic = kafka_topic(partitions=2)
+    placed = produce_keyed(sandbox_kafka.bootstrap_servers, topic, 40)
+    uri = str(tmp_path / "events")
+    warm = WarmLauncher(SETTINGS, EngineLimits(hung_after_s=5))
+    try:
+        warmed = _launch(warm, _spec(sandbox_kafka.bootstrap_servers, topic, placed, str(tmp_path / "other"),
+                                     pipeline_id="other", value_format="string"), tmp_path)
+        hung = warm.engine_pid
+        assert warmed.status == "succeeded" and hung is not None, warmed.error
+        os.killpg(hung, signal.SIGSTOP)  # a JVM and driver that answer nothing, as in a deadlock
+
+        first = _launch(warm, _spec(sandbox_kafka.bootstrap_servers, topic, placed, uri, halves=slice(0, 10),
+                                    value_format="string"), tmp_path)
+        assert first.status == "succeeded", first.error
+        assert _gone(hung) and warm.engine_pid not in (None, hung), "the hung engine was pinged, killed and replaced"
+
+        engine = warm.engine_pid
+        spec = _spec(sandbox_kafka.bootstrap_servers, topic, placed, uri, version=2, halves=slice(10, None),
+                     value_format="string")
+        kafka_faults.hold_fetches()
+        threading.Thread(target=lambda: os.killpg(min(_wait_until_running(spec.run_id)), signal.SIGSTOP), daemon=True).start()
+        began = time.monotonic()
+        crashed = _launch(warm, spec, tmp_path)
+        assert crashed.error is not None and crashed.error.kind == "crashed" and "hung" in crashed.error.message
+        assert time.monotonic() - began < 30 and engine is not None and _gone(engine)
+
+        kafka_faults.reset()
+        again = _launch(warm, spec, tmp_path)
+        assert again.status == "succeeded", again.error
+        assert coordinates(read_table(uri)) == sorted((p, o) for p, offsets in placed.items() for o in offsets)
+    finally:
+        warm.close()
