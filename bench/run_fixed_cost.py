@@ -4,7 +4,7 @@ reference) and the warm engine. Per engine it prints a one-record run's trigger 
 warm engine's first run, which starts it, is reported apart) and the small runs per minute of
 ``--pipelines`` pipelines triggered at once on one worker; then warm beside submit.
 
-    .venv/bin/python bench/run_fixed_cost.py [--runs 5] [--pipelines 20] [--engines submit,warm]
+    .venv/bin/python bench/run_fixed_cost.py [--runs 5] [--pipelines 20] [--engines submit,warm] [--concurrency 1]
 """
 
 from __future__ import annotations
@@ -50,13 +50,13 @@ def run_once(api: httpx.Client, pipeline_id: str) -> float:
     return time.perf_counter() - started
 
 
-def measure(engine: str, runs: int, pipelines: int) -> Figures:
+def measure(engine: str, runs: int, pipelines: int, concurrency: int) -> Figures:
     stack = LocalStack(Path(tempfile.mkdtemp(prefix="inlet-bench-")))
     try:
         bootstrap = stack.start_sandbox("bench:1", "many:1")
         stack.start_redis()
         stack.env |= {"INLET_ADMIN_TOKEN": "bench", "INLET_RUN_ENGINE": engine, "INLET_SPARK_MASTER": "local[2]"}
-        api = stack.start_inlet(api_port=free_port(), scheduler=False)
+        api = stack.start_inlet(api_port=free_port(), scheduler=False, worker_concurrency=concurrency)
         operator = {"Authorization": "Bearer bench"}
         tenant = api.post("/tenants", json={"name": "bench"}, headers=operator).json()
         key = api.post(f"/tenants/{tenant['id']}/api-keys", json={"name": "b", "role": "editor"}, headers=operator).json()
@@ -94,13 +94,15 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5, help="one-record runs to time after the first")
     parser.add_argument("--pipelines", type=int, default=20, help="pipelines triggered at once for runs/minute")
     parser.add_argument("--engines", default="submit,warm", help="run engines to measure, the reference first")
+    parser.add_argument("--concurrency", type=int, default=1, help="the worker's processes (each with its engine)")
     args = parser.parse_args()
 
-    figures = {engine: measure(engine, args.runs, args.pipelines) for engine in args.engines.split(",")}
+    figures = {engine: measure(engine, args.runs, args.pipelines, args.concurrency) for engine in args.engines.split(",")}
     for engine, f in figures.items():
         print(f"{engine:>6}: one-record run, trigger → succeeded: median {statistics.median(f.one_record_s):.2f}s "
               f"(min {min(f.one_record_s):.2f}s, max {max(f.one_record_s):.2f}s, n={len(f.one_record_s)}; "
-              f"the first {f.first_s:.2f}s); {args.pipelines} pipelines at once: {f.runs_per_minute:.1f} runs/minute")
+              f"the first {f.first_s:.2f}s); {args.pipelines} pipelines at once: {f.runs_per_minute:.1f} runs/minute "
+              f"(one worker, --concurrency {args.concurrency})")
     if {"submit", "warm"} <= figures.keys():
         submit, warm = figures["submit"], figures["warm"]
         print(f"warm vs submit: one-record run {statistics.median(warm.one_record_s) / statistics.median(submit.one_record_s):.2f}×"

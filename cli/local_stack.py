@@ -74,13 +74,14 @@ class LocalStack:
         self.env["INLET_REDIS_URL"] = url
         return url
 
-    def start_inlet(self, *, api_port: int, worker: bool = True, scheduler: bool = True) -> httpx.Client:
+    def start_inlet(self, *, api_port: int, worker: bool = True, scheduler: bool = True,
+                    worker_concurrency: int = 1) -> httpx.Client:
         """Migrate, then start the API (and the worker and scheduler); returns an API client."""
         subprocess.run([sys.executable, "-m", "cli.main", "migrate"], cwd=ROOT, env=self.env, check=True,
                        stdout=subprocess.DEVNULL)
         self.inlet("api", "api", "--port", str(api_port), "--no-migrate", "--log-level", "warning")
         if worker:
-            self.inlet("worker", "worker")
+            self.inlet("worker", "worker", "--concurrency", str(worker_concurrency))
         if scheduler:
             self.inlet("scheduler", "scheduler")
         api = httpx.Client(base_url=f"http://127.0.0.1:{api_port}", timeout=30)

@@ -1,6 +1,6 @@
 """Races decided by the database, not by luck: simultaneous triggers, two schedulers, two workers
 claiming one run. Real database and Redis; the messages the API and schedulers send are read back
-from Redis itself."""
+from Redis itself. And runs of two pipelines at once on one worker, each on its own warm engine."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import threading
 import uuid
 from datetime import timedelta
 
+import pytest
 import redis
 from sqlalchemy import update
 from sqlmodel import Session
@@ -20,6 +21,9 @@ from api.pipelines.models import Pipeline
 from api.runs import lifecycle
 from api.runs.models import Run
 from tests.factories import create_pipeline, make_tenant
+from tests.faults.helpers import assert_exact, sandbox_pipeline, trigger
+from tests.fixtures.kafka import produce_keyed
+from tests.runs.helpers import spark_job_pgids, wait_for_run
 from worker.scheduler import tick
 
 
@@ -111,3 +115,25 @@ def test_a_pipeline_with_an_active_run_cannot_be_deleted(client, tenant) -> None
 
     assert refused.status_code == 409 and refused.json()["run_id"] == str(run_id)
     assert client.get(f"/pipelines/{pipeline['id']}", headers=tenant.viewer).status_code == 200
+
+
+@pytest.mark.slow
+def test_one_worker_runs_two_pipelines_at_once_each_on_its_own_engine(stack, sandbox_kafka, kafka_faults,
+                                                                      kafka_topic) -> None:
+    topics = [kafka_topic(partitions=2) for _ in range(2)]
+    produced = [produce_keyed(sandbox_kafka.bootstrap_servers, topic, 40) for topic in topics]
+    pipelines = [sandbox_pipeline(stack, sandbox_kafka.bootstrap_servers, topic, f"parallel/{i}")
+                 for i, topic in enumerate(topics)]
+    stack.start_worker(concurrency=2)
+    kafka_faults.hold_fetches()  # each run stays in its Spark job until both are seen running
+    run_ids = [trigger(stack, tenant, pipeline) for tenant, pipeline in pipelines]
+
+    stack.wait_for(lambda: all(spark_job_pgids(r) for r in run_ids), timeout_s=180, every_s=0.1,
+                   what="both runs in their Spark jobs at once")
+    first, second = (spark_job_pgids(r) for r in run_ids)
+    assert first and second and first.isdisjoint(second), "two runs at once, on two engines"
+    kafka_faults.reset()
+    for run_id, (tenant, pipeline), topic, placed in zip(run_ids, pipelines, topics, produced):
+        run = wait_for_run(stack, run_id, tenant.viewer)
+        assert run["state"] == "succeeded", (run, stack.log_text())
+        assert_exact(stack, pipeline, topic, placed, 2)
