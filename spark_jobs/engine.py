@@ -118,6 +118,7 @@ class Engine:
             spark.sparkContext.setJobGroup(spec.run_id, f"inlet run {spec.run_id}", interruptOnCancel=True)
             SparkSession._get_j_spark_session_class(spark._jvm).setActiveSession(spark._jsparkSession)
             result = execute(spec, self.driver, self.cancelled)
+            _name_thread("run-over")  # ps no longer shows a run that is over, even while the thread ends
             self.running = None  # before the result: the worker may send the next run at once
             self._send_result(result)
 
