@@ -310,7 +310,7 @@ class WarmLauncher:
                 if message is not None:
                     answered = now
                     if message.get("event") == "result":
-                        result = RunResult.from_json(message["result"])
+                        result = _parsed_result(message.get("result"))
                         break
                 if now - answered > self.limits.hung_after_s:
                     self._discard(graceful=False)
@@ -341,7 +341,7 @@ class WarmLauncher:
             return _failed(spec, started_at, "cancelled", "the run was cancelled and its Spark jobs were stopped")
         if result is None or result.run_id != spec.run_id:
             self._discard(graceful=False)
-            return _failed(spec, started_at, "crashed", "the warm engine answered for another run")
+            return _failed(spec, started_at, "crashed", "the warm engine answered with no result of this run")
         return result
 
     # The engine's life.
@@ -419,6 +419,13 @@ class WarmLauncher:
                 self._discard(graceful=True)
         finally:
             self._lock.release()
+
+
+def _parsed_result(raw: object) -> RunResult | None:
+    try:
+        return RunResult.from_json(raw) if isinstance(raw, (str, bytes)) else None
+    except ValueError:
+        return None
 
 
 def _failed(spec: RunSpec, started_at: datetime, kind: str, message: str) -> RunResult:
