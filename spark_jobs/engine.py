@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 
-from spark_jobs.ingest import configure_logging, execute, parse_spec
+from spark_jobs.ingest import configure_logging, execute, failed_before_start, parse_spec
 from spark_jobs.spec import RunResult
 
 if TYPE_CHECKING:
@@ -113,11 +113,16 @@ class Engine:
         def work() -> None:
             _name_thread(f"run-{spec.run_id}")
             spark = self.driver.spark
-            # A new thread starts without a job group (nothing of an earlier run's carries over) and
-            # without an active session in the JVM, through which a Python data source's writer is found.
-            spark.sparkContext.setJobGroup(spec.run_id, f"inlet run {spec.run_id}", interruptOnCancel=True)
-            SparkSession._get_j_spark_session_class(spark._jvm).setActiveSession(spark._jsparkSession)
-            result = execute(spec, self.driver, self.cancelled)
+            try:
+                # A new thread starts without a job group (nothing of an earlier run's carries over) and
+                # without an active session in the JVM, through which a Python data source's writer is found.
+                spark.sparkContext.setJobGroup(spec.run_id, f"inlet run {spec.run_id}", interruptOnCancel=True)
+                SparkSession._get_j_spark_session_class(spark._jvm).setActiveSession(spark._jsparkSession)
+            except Exception as exc:  # noqa: BLE001 - a JVM that cannot take a job: the run fails, the worker is told
+                log.exception("run %s could not start on this engine", spec.run_id)
+                result = failed_before_start(spec, exc)
+            else:
+                result = execute(spec, self.driver, self.cancelled)
             _name_thread("run-over")  # ps no longer shows a run that is over, even while the thread ends
             self.running = None  # before the result: the worker may send the next run at once
             self._send_result(result)

@@ -411,6 +411,11 @@ def _failed_without_spec(run_id: str, message: str) -> RunResult:
     )
 
 
+def failed_before_start(spec: RunSpec, exc: BaseException) -> RunResult:
+    """The result of a run that failed before its first step: nothing was read or written."""
+    return _Run(spec).result(classify(exc))
+
+
 def _write_result(path: str, result: RunResult) -> None:
     tmp = f"{path}.tmp"
     with open(tmp, "w") as f:
