@@ -73,6 +73,7 @@ class EngineLimits:
 
 
 _PING_EVERY_S = 5.0
+_FOLDER_PREFIX = "inlet-engine-"
 
 
 class EngineGone(Exception):
@@ -359,7 +360,9 @@ class WarmLauncher:
         return self._engine
 
     def _start_engine(self, deadline: float) -> Engine:
-        folder = Path(tempfile.mkdtemp(prefix="inlet-engine-"))  # 0700; short enough for a socket path
+        sweep_engine_folders()
+        # 0700; short enough for a socket path; named by this process, whose death leaves it to the sweep
+        folder = Path(tempfile.mkdtemp(prefix=f"{_FOLDER_PREFIX}{os.getpid()}-"))
         path = folder / "engine.sock"
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         engine: Engine | None = None
@@ -419,6 +422,25 @@ class WarmLauncher:
                 self._discard(graceful=True)
         finally:
             self._lock.release()
+
+
+def sweep_engine_folders() -> None:
+    """Remove the folders (the job's code) of engines whose worker process is gone: a worker killed
+    with its engine had no chance to."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{_FOLDER_PREFIX}*-*"):
+        owner = folder.name.removeprefix(_FOLDER_PREFIX).split("-", 1)[0]
+        if owner.isdigit() and not _alive(int(owner)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _parsed_result(raw: object) -> RunResult | None:

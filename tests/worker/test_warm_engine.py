@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -75,6 +77,10 @@ def test_runs_after_the_first_reuse_the_engine_and_land_exactly_once(sandbox_kaf
     placed = produce_keyed(sandbox_kafka.bootstrap_servers, topic, 90, value=lambda i: f'{{"n": {i}}}'.encode())
     uri = str(tmp_path / "events")
     log: list[str] = []
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    left = Path(tempfile.gettempdir()) / f"inlet-engine-{gone.pid}-left"  # a killed worker's engine folder
+    left.mkdir()
     # Direct writes (plain tasks), then a run that needs the SQL session (json decoding): one engine.
     first = _launch(warm, _spec(sandbox_kafka.bootstrap_servers, topic, placed, uri, halves=slice(0, 15),
                                 value_format="string"), tmp_path, log=log)
@@ -88,6 +94,7 @@ def test_runs_after_the_first_reuse_the_engine_and_land_exactly_once(sandbox_kaf
     assert first.delta_version is not None and second.delta_version is not None and second.delta_version > first.delta_version
     assert coordinates(read_table(uri)) == sorted((p, o) for p, offsets in placed.items() for o in offsets)
     assert any("run " in line and second.run_id in line for line in log), "the run's own log lines reach its sink"
+    assert not left.exists(), "the folder of an engine whose worker is gone is swept when an engine starts"
 
 
 def test_a_cancel_stops_the_runs_spark_job_and_the_engine_serves_the_next_run(sandbox_kafka, kafka_topic, produce_keyed,
