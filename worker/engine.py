@@ -44,7 +44,7 @@ from typing import Any
 
 import spark_jobs
 from spark_jobs.spec import RunError, RunResult, RunSpec, Timings, redact
-from worker.launcher import TERM_GRACE_S, SparkSubmitSettings, job_env, kill_group, package_spark_jobs, spark_command, start_process
+from worker.launcher import TERM_GRACE_S, SparkSubmitSettings, job_env, package_spark_jobs, spark_command, start_process
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ RELEASE_IDLE_EXECUTORS = {
 
 @dataclass(frozen=True)
 class EngineLimits:
-    """When an engine is recycled between runs."""
+    """When an engine is replaced: recycled between runs, or given up on as hung."""
 
     max_runs: int = 500
     max_memory_mb: int = 2048
@@ -207,8 +207,7 @@ class Engine:
             self.process.wait(TERM_GRACE_S)
         except (EngineGone, subprocess.TimeoutExpired):
             pass
-        kill_group(self.process)  # whatever outlived a stop (its Python workers), or an engine that did not stop
-        self.kill()
+        self.kill()  # whatever outlived the stop (its Python workers), or an engine that did not stop
 
     def responsive(self, within_s: float) -> bool:
         """Whether the engine (its driver and, through it, its JVM) answers a ping within ``within_s``."""
@@ -322,12 +321,12 @@ class WarmLauncher:
                     pinged = now
                 if stopped_by is None:
                     stopped_by = "cancelled" if cancel is not None and cancel.is_set() else None
-                    if stopped_by is None and time.monotonic() > deadline:
+                    if stopped_by is None and now > deadline:
                         stopped_by = "timeout"
                     if stopped_by is not None:
                         engine.send({"op": "cancel"})
-                        grace_until = time.monotonic() + TERM_GRACE_S
-                elif time.monotonic() > grace_until:
+                        grace_until = now + TERM_GRACE_S
+                elif now > grace_until:
                     log.warning("the warm engine did not stop run %s within %.0fs: killing it", spec.run_id, TERM_GRACE_S)
                     self._discard(graceful=False)
                     break

@@ -203,13 +203,13 @@ def _wait(process: subprocess.Popen[str], *, deadline: float, cancel: threading.
         if stopped_by is None and time.monotonic() > deadline:
             stopped_by = "timeout"
         if stopped_by:
-            kill_group(process)
+            _kill_group(process)
             return stopped_by
         (cancel.wait(0.2) if cancel is not None else time.sleep(0.2))
     return None
 
 
-def kill_group(process: subprocess.Popen[str]) -> None:
+def _kill_group(process: subprocess.Popen[str]) -> None:
     """SIGTERM the job's process group, then SIGKILL whatever outlives the grace period."""
     for sig, wait_s in ((signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, 5.0)):
         try:
