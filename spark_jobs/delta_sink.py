@@ -418,9 +418,11 @@ def commit_files(
     partition_by: list[str],
     txn: Txn,
     removes: Sequence[RemoveAction] = (),
+    notes: dict[str, str] | None = None,
 ) -> int | None:
     """Commit ``files`` (and ``removes``) as one transaction; None if ``txn`` was committed before,
-    or by a concurrent attempt of the same run that won the race (the store's put-if-absent)."""
+    or by a concurrent attempt of the same run that won the race (the store's put-if-absent).
+    ``notes`` go into the commit's metadata (the subject version a run read, say)."""
     from deltalake import Schema
     from deltalake.exceptions import DeltaError
     from deltalake.transaction import AddAction, CommitProperties, Transaction
@@ -429,7 +431,7 @@ def commit_files(
     adds = [AddAction(f.path, f.size, f.partition_values, now, True, f.stats) for f in files]
     commit = CommitProperties(
         app_transactions=[Transaction(txn.app_id, txn.version)],
-        custom_metadata={"inlet.txn": f"{txn.app_id}:{txn.version}"},
+        custom_metadata={"inlet.txn": f"{txn.app_id}:{txn.version}", **(notes or {})},
     )
     try:
         if not store.is_delta_table(uri):
@@ -440,8 +442,9 @@ def commit_files(
             return None
         if list(table.metadata().partition_columns) != list(partition_by):
             raise JobError("invalid_spec", f"{uri} is partitioned by {table.metadata().partition_columns}, the spec says {partition_by}")
-        merged = evolve_schema(table, schema)
-        table.create_write_transaction(adds + list(removes), mode="append", schema=merged, partition_by=partition_by, commit_properties=commit)
+        evolve_schema(store, uri, table, schema)
+        table.create_write_transaction(adds + list(removes), mode="append", schema=table.schema(), partition_by=partition_by,
+                                       commit_properties=commit)
         table.update_incremental()
         return table.version()
     except (DeltaError, OSError) as exc:
@@ -465,6 +468,16 @@ def _create_empty(store: Store, uri: str, schema: Schema, partition_by: list[str
             raise
 
 
+def last_note(store: Store, uri: str, key: str, within: int = 100) -> str | None:
+    """The newest value of commit metadata ``key`` among the table's last ``within`` commits."""
+    if not store.is_delta_table(uri):
+        return None
+    for commit in store.delta_table(uri).history(within):
+        if key in commit:
+            return str(commit[key])
+    return None
+
+
 def _committed_meanwhile(store: Store, uri: str, txn: Txn) -> bool:
     """After a failed commit: whether another attempt of this run committed ``txn`` first."""
     try:
@@ -473,18 +486,20 @@ def _committed_meanwhile(store: Store, uri: str, txn: Txn) -> bool:
         return False
 
 
-def evolve_schema(table: DeltaTable, schema: pa.Schema) -> Schema:
-    """The table's schema plus ``schema``'s new columns (added as nullable); other changes fail."""
-    from deltalake import Field, Schema
+def evolve_schema(store: Store, uri: str, table: DeltaTable, schema: pa.Schema) -> None:
+    """Add ``schema``'s new columns, nested ones too, to the table (as nullable); a changed type fails
+    as ``schema_incompatible``. delta-rs's write transaction keeps the table's schema, so the new
+    columns go in a metadata-only commit just before the data's: readers may see an added nullable
+    column one version early, never rows without their columns."""
+    from deltalake import write_deltalake
 
-    current = {f.name: f for f in table.schema().fields}
-    incoming = Schema.from_arrow(schema).fields
-    for f in incoming:
-        if f.name in current and current[f.name].type != f.type:
-            raise JobError("target_commit", f"column {f.name!r} is {current[f.name].type} in the table, {f.type} in this run")
-    new = [Field(f.name, f.type, nullable=True) for f in incoming if f.name not in current]
-    if new:
-        # A metadata-only commit ahead of the data commit: delta-rs's write transaction keeps the
-        # table's schema. Adding nullable columns is harmless if the data commit then fails.
-        table.alter.add_columns(new)
-    return table.schema()
+    from spark_jobs.formats.evolution import TypeChange, field_paths, merge_schema
+
+    current = pa.schema(table.schema().to_arrow())
+    try:
+        merged = merge_schema(current, schema)
+    except TypeChange as change:
+        raise JobError("schema_incompatible", f"{uri}: {change}") from None
+    if field_paths(merged) != field_paths(current):
+        write_deltalake(table, merged.empty_table(), mode="append", schema_mode="merge", storage_options=store.delta_options)
+        table.update_incremental()

@@ -8,6 +8,9 @@ reports; the driver commits them in ONE delta-rs transaction, as for the ``inlet
 Compared with ``inlet_kafka`` → ``decode`` → ``inlet_delta``, this skips the Python data source's
 planning calls and the Arrow → JVM rows → Arrow round trip of every row.
 
+Registry formats (avro, protobuf, json_schema) decode here too (``decode_framed``), and the records
+that do not decode go to the quarantine table's files, written by the same task.
+
 json values keep that Spark path: ``from_json``'s PERMISSIVE parsing and type rules decide what is
 quarantined, and re-implementing them here would make the two engines disagree on edge cases.
 
@@ -29,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import SparkContext
 
-from spark_jobs.decode import decode_arrow
+from spark_jobs.decode import Framed, decode_arrow, decode_framed
 from spark_jobs.delta_sink import RewriteFile, _FileSet, carried_rows, delete_run_files
 from spark_jobs.kafka_source import Chunk, read_chunks
 from spark_jobs.plans import ClientConfig, PartitionStats, TaskReport
@@ -54,6 +57,8 @@ class DirectWritePlan:
     run_id: str
     replace_ranges: Ranges  # empty outside replace mode
     store: Store
+    framed: Framed | None = None  # registry formats: how to decode, and the quarantine table's columns
+    quarantine_uri: str | None = None
 
 
 @dataclass(frozen=True)
@@ -91,10 +96,16 @@ def pack_chunks(chunks: list[Chunk], max_records_per_task: int, slots: int) -> l
 def write_unit(plan: DirectWritePlan, unit: WriteUnit) -> TaskReport:
     """Runs on an executor: one unit's files, reported (and deleted again if the task fails)."""
     report = TaskReport()
-    schema = plan.schema
+    schema, framed = plan.schema, plan.framed
     files = _FileSet("main", plan.store, plan.uri, schema, plan.partition_by, plan.token)
+    quarantine = None
+    if framed is not None and plan.quarantine_uri:
+        quarantine = _FileSet("quarantine", plan.store, plan.quarantine_uri, framed.quarantine_schema, [], plan.token)
     try:
-        if unit.rewrite is not None:
+        if unit.rewrite is not None and unit.rewrite.table == "quarantine":
+            assert quarantine is not None and framed is not None  # only planned with a quarantine table
+            quarantine.write(carried_rows(plan.store, unit.rewrite, plan.replace_ranges, framed.quarantine_schema))
+        elif unit.rewrite is not None:
             files.write(carried_rows(plan.store, unit.rewrite, plan.replace_ranges, schema))
         else:
             batches = read_chunks(plan.consumer_config, list(unit.chunks), plan.read_schema, plan.stall_timeout_s)
@@ -103,10 +114,20 @@ def write_unit(plan: DirectWritePlan, unit: WriteUnit) -> TaskReport:
                 size = sum(pc.sum(pc.binary_length(batch.column(c))).as_py() or 0 for c in ("key", "value"))
                 stats = report.partitions.setdefault((chunk.topic, chunk.partition), PartitionStats())
                 stats.merge(batch.num_rows, low.as_py(), high.as_py(), size)
-                files.write(decode_arrow(batch, plan.value_format, plan.run_id, schema), group=(chunk.topic, chunk.partition))
-        report.files = files.close()
+                group = (chunk.topic, chunk.partition)
+                if framed is None:
+                    files.write(decode_arrow(batch, plan.value_format, plan.run_id, schema), group=group)
+                    continue
+                rows, bad = decode_framed(batch, framed, plan.run_id, schema)
+                files.write(rows, group=group)
+                report.quarantined += bad.num_rows
+                if quarantine is not None:
+                    quarantine.write(bad, group=group)
+        report.files = files.close() + (quarantine.close() if quarantine else [])
     except BaseException:
         files.discard()
+        if quarantine:
+            quarantine.discard()
         raise
     return report
 
@@ -118,5 +139,7 @@ def run_units(context: SparkContext, plan: DirectWritePlan, units: list[WriteUni
     try:
         return context.parallelize(units, len(units)).map(partial(write_unit, plan)).collect()
     except BaseException:
-        delete_run_files(plan.store, plan.uri, plan.token)  # files of the tasks that did finish
+        for root in (plan.uri, plan.quarantine_uri):  # files of the tasks that did finish
+            if root:
+                delete_run_files(plan.store, root, plan.token)
         raise

@@ -17,6 +17,11 @@ JobErrorKind = Literal[
     "data_loss",
     "kafka_unavailable",
     "kafka_auth",
+    "registry_unavailable",  # the schema registry could not be reached, timed out or answered 5xx
+    "registry_auth",  # the schema registry refused the credentials
+    "schema_not_found",  # the registry has no such subject or version
+    "schema_incompatible",  # the subject's schema cannot go into the table (a field changed its type)
+    "schema_changed",  # a record uses a newer version of the subject than the run read: the next attempt reads it
     "storage_unreachable",  # the object store's endpoint could not be reached (DNS, connection, timeout)
     "storage_denied",  # the store refused the credentials or the permission
     "storage_not_found",  # the bucket (or container) does not exist

@@ -21,15 +21,19 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
 import pyarrow as pa
 
 from spark_jobs.errors import JobError, classify
+from spark_jobs.registry import RegistryConfig
 from spark_jobs.spec import (
+    REGISTRY_FORMATS,
     DeltaTarget,
+    KafkaSource,
+    SubjectRef,
     KafkaTarget,
     OffsetRange,
     PartitionResult,
@@ -48,6 +52,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import DataType
 
+    from spark_jobs.decode import Framed
     from spark_jobs.delta_sink import ReplacePlan
     from spark_jobs.plans import DataFile, PartitionKey, PartitionStats, TableRole, TaskReport
 
@@ -157,6 +162,7 @@ class DeltaCommit:
     main_schema: pa.Schema
     quarantine_schema: pa.Schema | None  # None: nothing is committed to a quarantine table
     replace: ReplacePlan
+    notes: dict[str, str] = field(default_factory=dict)  # commit metadata of the main table
 
     @property
     def files(self) -> list[DataFile]:
@@ -210,15 +216,23 @@ def _to_delta_direct(
     from spark_jobs.kafka_source import chunk_ranges, consumer_config, kafka_struct
 
     source = spec.source
-    struct = decoded_struct(source)
-    for name, data_type in _missing_table_columns(struct.fieldNames(), target):
-        struct.add(name, data_type, True)
-    schema = to_arrow_schema(struct, timezone="UTC")
+    read_schema = to_arrow_schema(kafka_struct(source.include_headers), timezone="UTC")
+    framed = _framed(source, read_schema) if source.decodes_framed else None
+    if framed is None:
+        struct = decoded_struct(source)
+        for name, data_type in _missing_table_columns(struct.fieldNames(), target):
+            struct.add(name, data_type, True)
+        schema = to_arrow_schema(struct, timezone="UTC")
+    else:
+        schema = _table_schema(target, framed_columns(framed, source, read_schema), framed)
 
     replace = delta_sink.ReplacePlan()
     if target.replace_ranges:
         delta_sink.plan_replace(target.store, "main", target.uri, target.replace_ranges, replace)
-        log.info("replace: removing %d files, rewriting %d partially replaced ones", len(replace.remove["main"]), len(replace.rewrite))
+        if framed is not None and target.quarantine_uri:
+            delta_sink.plan_replace(target.store, "quarantine", target.quarantine_uri, target.replace_ranges, replace)
+        log.info("replace: removing %d files, rewriting %d partially replaced ones",
+                 sum(len(r) for r in replace.remove.values()), len(replace.rewrite))
     chunks = chunk_ranges(readable, source.max_records_per_task)
     groups = direct_write.pack_chunks(chunks, source.max_records_per_task, context.defaultParallelism)
     units = [direct_write.WriteUnit(chunks=g) for g in groups] + [direct_write.WriteUnit(rewrite=f) for f in replace.rewrite]
@@ -227,20 +241,67 @@ def _to_delta_direct(
         partition_by=target.partition_by,
         token=uuid.uuid4().hex[:12],
         schema=schema,
-        read_schema=to_arrow_schema(kafka_struct(source.include_headers), timezone="UTC"),
+        read_schema=read_schema,
         consumer_config=consumer_config(source.kafka_config, group_id),
         stall_timeout_s=source.stall_timeout_s,
         value_format=source.value_format,
         run_id=spec.run_id,
         replace_ranges=target.replace_ranges or {},
         store=target.store,
+        framed=framed,
+        quarantine_uri=target.quarantine_uri if framed is not None else None,
     )
     log.info("reading %d chunks of %d partitions in %d tasks, rewriting %d files", len(chunks), sum(len(p) for p in readable.values()), len(groups), len(replace.rewrite))
     began = time.monotonic()
     reports = direct_write.run_units(context, plan, units)
     state.process_s = time.monotonic() - began
     _merge_reports(reports, state)
-    _commit_delta(DeltaCommit(target, spec.txn, reports, schema, None, replace), state)
+    quarantine = framed.quarantine_schema if framed is not None and target.quarantine_uri else None
+    notes = {f"inlet.{s.part}_schema": f"{s.subject} version {s.version} (schema id {s.schema.id})"
+             for s in (framed.value, framed.key) if s is not None} if framed is not None else {}
+    _commit_delta(DeltaCommit(target, spec.txn, reports, schema, quarantine, replace, notes), state)
+
+
+def _framed(source: KafkaSource, read_schema: pa.Schema) -> Framed:
+    """The subjects this run reads, resolved on the driver once (``resolve``), for every task."""
+    from spark_jobs.decode import Framed, quarantine_struct
+    from spark_jobs.formats.wire import Part, RegistryFormat, SubjectSchema, resolve
+
+    registry = source.registry.config() if source.registry else None
+    subjects: dict[Part, SubjectSchema] = {}
+    parts: tuple[tuple[Part, str | None, SubjectRef | None], ...] = (
+        ("value", source.value_format, source.value_subject), ("key", source.key_format, source.key_subject))
+    for part, fmt, ref in parts:
+        if ref is not None:
+            assert registry is not None and fmt in REGISTRY_FORMATS  # the spec's validation
+            subjects[part] = resolve(registry, part, cast(RegistryFormat, fmt), ref.subject, ref.version)
+            log.info("%ss: %s", part, subjects[part].describe())
+    return Framed(registry or RegistryConfig(url=""), subjects.get("value"), subjects.get("key"), quarantine_struct(read_schema))
+
+
+def framed_columns(framed: Framed, source: KafkaSource, read_schema: pa.Schema) -> pa.Schema:
+    from spark_jobs.decode import framed_schema
+
+    return framed_schema(read_schema, source.value_format, source.key_format, framed.value, framed.key)
+
+
+def _table_schema(target: DeltaTarget, columns: pa.Schema, framed: Framed) -> pa.Schema:
+    """The run's columns merged into the existing table's (``formats.evolution``), checked before
+    anything is read: a field whose type changed fails the run, naming the subject's versions."""
+    from spark_jobs.delta_sink import last_note
+    from spark_jobs.formats.evolution import TypeChange, merge_schema
+
+    if not target.store.is_delta_table(target.uri):
+        return columns
+    table = pa.schema(target.store.delta_table(target.uri).schema().to_arrow())
+    try:
+        return merge_schema(table, columns)
+    except TypeChange as change:
+        subject = framed.key if change.path == "key" or change.path.startswith("key.") else framed.value
+        written = last_note(target.store, target.uri, f"inlet.{subject.part}_schema") if subject else None
+        read = subject.describe() if subject else "this run"
+        raise JobError("schema_incompatible", f"{read} cannot go into {target.uri}: {change}"
+                                              + (f" (last written from {written})" if written else "")) from None
 
 
 def _read(spark: SparkSession, spec: RunSpec, readable: Ranges, group_id: str, scratch: str) -> DataFrame:
@@ -338,7 +399,8 @@ def _commit_delta(commit: DeltaCommit, state: _Run) -> None:
             if q_version is None:
                 delta_sink.delete_files(target.store, quarantine_files, target.uri, target.quarantine_uri)
         state.delta_version = delta_sink.commit_files(
-            target.store, target.uri, main_files, commit.main_schema, target.partition_by, txn, commit.replace.remove["main"]
+            target.store, target.uri, main_files, commit.main_schema, target.partition_by, txn, commit.replace.remove["main"],
+            commit.notes,
         )
     except BaseException:
         delta_sink.delete_files(target.store, commit.files, target.uri, target.quarantine_uri)

@@ -18,12 +18,15 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from spark_jobs.errors import JobErrorKind
+from spark_jobs.registry import RegistryConfig
 from spark_jobs.storage import Store
 
 OffsetRange = tuple[int, int]
 Ranges = dict[str, dict[str, OffsetRange]]
 
-ValueFormat = Literal["raw", "string", "json"]
+ValueFormat = Literal["raw", "string", "json", "avro", "protobuf", "json_schema"]
+KeyFormat = Literal["raw", "string", "avro", "protobuf", "json_schema"]
+REGISTRY_FORMATS = ("avro", "protobuf", "json_schema")
 
 ErrorKind = Literal[
     JobErrorKind,
@@ -58,12 +61,38 @@ def _check_ranges(ranges: Ranges) -> Ranges:
     return ranges
 
 
+class Registry(_Model):
+    """How the job reaches the connection's schema registry (``password`` and ``token`` are secrets)."""
+
+    url: str
+    username: str | None = None
+    password: str | None = None
+    token: str | None = None
+    ca_pem: str | None = None
+    verify_hostname: bool = True
+
+    def config(self) -> RegistryConfig:
+        return RegistryConfig(**self.model_dump())
+
+
+class SubjectRef(_Model):
+    """A registry format's subject, and the version a run reads (``latest``: the newest one)."""
+
+    subject: str
+    version: int | Literal["latest"] = "latest"
+
+
 class KafkaSource(_Model):
     kafka_config: dict[str, str]
     ranges: Ranges
     value_format: ValueFormat = "raw"
     schema_: str | None = Field(default=None, alias="schema")
     include_headers: bool = False
+    registry: Registry | None = None
+    value_subject: SubjectRef | None = None
+    # None: raw keys for raw values, strings otherwise.
+    key_format: KeyFormat | None = None
+    key_subject: SubjectRef | None = None
     on_data_loss: Literal["fail", "skip"] = "fail"
     max_records_per_task: int = Field(default=200_000, gt=0)
     # A partition that makes no progress for this long fails the run as kafka_unavailable.
@@ -82,7 +111,19 @@ class KafkaSource(_Model):
             raise ValueError("kafka_config needs bootstrap.servers")
         if self.value_format == "json" and not self.schema_:
             raise ValueError("value_format json needs a schema (Spark DDL)")
+        for part, fmt, subject in (("value", self.value_format, self.value_subject), ("key", self.key_format, self.key_subject)):
+            if (fmt in REGISTRY_FORMATS) != (subject is not None):
+                raise ValueError(f"{part}_subject goes with a registry {part}_format (avro, protobuf, json_schema), and only with one")
+            if fmt in REGISTRY_FORMATS and self.registry is None:
+                raise ValueError(f"{part}_format {fmt} needs the registry")
         return self
+
+
+    @property
+    def decodes_framed(self) -> bool:
+        """Whether values or keys are decoded per record on Arrow (``decode.decode_framed``): a
+        registry format, or a key format chosen apart from the value's."""
+        return self.value_format in REGISTRY_FORMATS or self.key_format is not None
 
 
 class DeltaTarget(_Model):
@@ -122,17 +163,17 @@ class RunSpec(_Model):
     target: Target
 
     @model_validator(mode="after")
-    def _json_needs_delta_quarantine(self) -> RunSpec:
-        if self.source.value_format == "json" and isinstance(self.target, DeltaTarget):
-            if not self.target.quarantine_uri:
-                raise ValueError("a json pipeline into Delta needs target.quarantine_uri")
+    def _decoding_needs_delta_quarantine(self) -> RunSpec:
+        decodes = self.source.value_format not in ("raw", "string") or self.source.key_format in REGISTRY_FORMATS
+        if decodes and isinstance(self.target, DeltaTarget) and not self.target.quarantine_uri:
+            raise ValueError(f"a {self.source.value_format} pipeline into Delta needs target.quarantine_uri")
         return self
 
     @property
     def writes_directly(self) -> bool:
         """Whether each task reads, decodes and writes its Parquet files itself (``direct_write``):
-        raw and string values into Delta. The JVM then only schedules tasks; json keeps Spark's
-        ``from_json``, whose parsing the pipeline's DDL schema is checked against."""
+        raw, string and registry-format values into Delta. The JVM then only schedules tasks; json
+        keeps Spark's ``from_json``, whose parsing the pipeline's DDL schema is checked against."""
         return isinstance(self.target, DeltaTarget) and self.source.value_format != "json"
 
     def to_json(self) -> str:
@@ -145,6 +186,8 @@ class RunSpec(_Model):
     def secret_values(self) -> list[str]:
         """Every credential in the spec, for redaction (multi-line values also line by line)."""
         configs = [self.source.kafka_config]
+        if self.source.registry is not None:
+            configs.append({k: v for k, v in self.source.registry.model_dump().items() if isinstance(v, str)})
         if isinstance(self.target, KafkaTarget):
             configs.append(self.target.kafka_config)
         else:

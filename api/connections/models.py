@@ -1,5 +1,5 @@
-"""The connections table: how to reach a tenant's Kafka cluster. Credentials are never stored here:
-only the path of their secret and its version."""
+"""The connections table: how to reach a tenant's Kafka cluster and its schema registry. Credentials
+are never stored here: only the path of their secret and its version."""
 
 from __future__ import annotations
 
@@ -28,6 +28,8 @@ class Connection(SQLModel, table=True):
     sasl_mechanism: SaslMechanism | None = Field(default=None, sa_column=Column(String(16)))
     ssl: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
     options: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    # The registry's public part: url, ca_pem, endpoint_identification, and which credentials (auth).
+    schema_registry: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
     secret_path: str | None = Field(default=None, sa_column=Column(String(512)))
     credentials_version: int | None = None
     revision: int = 1

@@ -10,23 +10,34 @@ also says why (``reason``: ``untrusted_certificate``, ``expired_certificate``, `
 password and an unknown user are one ``auth`` failure: Kafka answers both alike, by design. Texts
 come from ``api.kafka``, which scrubs every configured secret out of them; credentials are never
 echoed.
+
+A connection with a schema registry is then tested there too (the cluster first): one ``GET
+/subjects`` with the registry's credentials, bounded by the same time. Its failures are problems of
+their own, ``schema-registry-<kind>`` with ``kind`` one of ``auth`` (401 or 403: the credentials),
+``unreachable`` (refused, DNS, TLS), ``timeout`` (504) and ``error`` (the registry answered, but not
+as a registry does: a 5xx, a 404 for a URL that serves none); registry credentials are never echoed.
 """
 
 from __future__ import annotations
 
 import logging
+import ssl
+import time
 import uuid
 
+import httpx
 from sqlmodel import Session
 
 from api.connections import service
-from api.connections.schemas import BrokerRead, ConnectionSpec, ConnectionTestResult
-from api.core.errors import ValidationFailed
+from api.connections.schemas import BrokerRead, ConnectionSpec, ConnectionTestResult, SchemaRegistryTestResult
+from api.core.errors import DomainError, ValidationFailed
 from api.core.security import TenantContext
 from api.kafka import KafkaClient, KafkaClientConfig, KafkaClientError, KafkaConfigError
 from api.kafka.problems import KafkaProblem
 from api.kafka.tls import TlsDiagnosis, diagnose
 from api.secrets.store import SecretStore
+from spark_jobs.errors import JobError
+from spark_jobs.registry import RegistryClient, RegistryConfig
 
 log = logging.getLogger(__name__)
 
@@ -64,11 +75,52 @@ class ConnectionTestFailed(KafkaProblem):
         self.code = f"kafka-{kind.replace('_', '-')}"
 
 
+_REGISTRY_TITLES = {
+    "auth": "The schema registry refused the credentials",
+    "unreachable": "The schema registry cannot be reached",
+    "tls": "The TLS handshake with the schema registry failed",
+    "timeout": "The schema registry did not answer in time",
+    "error": "The schema registry answered with an error",
+}
+
+
+class SchemaRegistryTestFailed(DomainError):
+    """The connection's schema registry could not be used; ``kind`` says how."""
+
+    status, code, title = 502, "schema-registry-error", _REGISTRY_TITLES["error"]
+
+    def __init__(self, error: JobError, config: RegistryConfig) -> None:
+        kind, tls = _registry_kind(error)
+        detail = f"Schema registry test failed ({kind}): {error.message}"
+        for secret in config.secret_values():
+            detail = detail.replace(secret, "***")
+        super().__init__(detail, kind=kind)
+        self.status = 504 if kind == "timeout" else 502
+        self.code = f"schema-registry-{kind}"
+        self.title = _REGISTRY_TITLES["tls" if tls else kind]
+
+
+def _registry_kind(error: JobError) -> tuple[str, bool]:
+    """The kind of a registry failure, and whether it was the TLS handshake. The client raises its
+    errors from the HTTP library's, whose type tells a timeout from a refusal."""
+    cause = error.__context__
+    if error.kind == "registry_auth":
+        return "auth", False
+    if error.kind == "registry_unavailable" and isinstance(cause, httpx.TimeoutException):
+        return "timeout", False
+    if error.kind == "registry_unavailable" and isinstance(cause, httpx.TransportError):
+        text = str(cause)
+        return "unreachable", isinstance(cause.__context__, ssl.SSLError) or "SSL" in text or "CERTIFICATE" in text
+    return "error", False
+
+
 def probe_connection(
     *, session: Session, ctx: TenantContext, secrets: SecretStore, connection_id: uuid.UUID, timeout_s: float
 ) -> ConnectionTestResult:
     conn = service.get_connection(session=session, ctx=ctx, connection_id=connection_id)
-    return _probe(service.client_config(conn, secrets), timeout_s)
+    result = _probe(service.client_config(conn, secrets), timeout_s)
+    registry = service.registry_config(conn, secrets)
+    return result if registry is None else result.model_copy(update={"schema_registry": _probe_registry(registry, timeout_s)})
 
 
 def probe_spec(*, spec: ConnectionSpec, timeout_s: float) -> ConnectionTestResult:
@@ -76,7 +128,25 @@ def probe_spec(*, spec: ConnectionSpec, timeout_s: float) -> ConnectionTestResul
         config = service.spec_client_config(spec)
     except KafkaConfigError as exc:
         raise ValidationFailed(f"The connection settings cannot make a Kafka client: {exc.message}") from None
-    return _probe(config, timeout_s)
+    result = _probe(config, timeout_s)
+    registry = service.spec_registry_config(spec)
+    return result if registry is None else result.model_copy(update={"schema_registry": _probe_registry(registry, timeout_s)})
+
+
+def _probe_registry(config: RegistryConfig, timeout_s: float) -> SchemaRegistryTestResult:
+    try:
+        client = RegistryClient(config, timeout_s=timeout_s)
+    except (ssl.SSLError, ValueError):
+        raise ValidationFailed.field("schema_registry.ca_pem", "ca_pem is not a PEM CA certificate bundle") from None
+    started = time.perf_counter()
+    try:
+        with client:
+            subjects = client.subjects()
+    except JobError as exc:
+        log.info("schema registry test of %s failed: %s", config.host, exc.kind)
+        raise SchemaRegistryTestFailed(exc, config) from None
+    return SchemaRegistryTestResult(url=config.url, subjects=len(subjects),
+                                    latency_ms=round((time.perf_counter() - started) * 1000, 3))
 
 
 def _probe(config: KafkaClientConfig, timeout_s: float) -> ConnectionTestResult:

@@ -1,4 +1,4 @@
-"""``/connections``: a tenant's Kafka clusters and how to reach them."""
+"""``/connections``: a tenant's Kafka clusters, their schema registries, and how to reach them."""
 
 from __future__ import annotations
 
@@ -50,10 +50,11 @@ def create_connection(
 # ":test" is a custom method on the collection (AIP-136 style): "/connections/test" would sit in
 # the "/connections/{connection_id}" space and GET/PUT on it would answer as if "test" were an id.
 _TEST_RESPONSES: dict[int | str, dict[str, Any]] = {
-    422: {"description": "Settings librdkafka cannot use"},
-    502: {"description": "The cluster could not be used: kind dns, refused, tls, auth, not_found or unknown"},
+    422: {"description": "Settings librdkafka (or the registry's TLS) cannot use"},
+    502: {"description": "The cluster could not be used (kafka-<kind>: dns, refused, tls, auth, not_found or unknown), "
+                         "or its schema registry (schema-registry-<kind>: auth, unreachable or error)"},
     503: {"description": "The secret backend is unavailable or refuses Inlet"},
-    504: {"description": "The cluster did not answer within kafka_timeout_s (kind timeout)"},
+    504: {"description": "The cluster or the schema registry did not answer within kafka_timeout_s (kind timeout)"},
 }
 
 
@@ -110,7 +111,7 @@ def patch_connection(
 def test_connection(
     connection_id: uuid.UUID, ctx: Editor, session: SessionDep, secrets: SecretsDep, settings: SettingsDep
 ) -> ConnectionTestResult:
-    """Fetch the cluster's metadata with the stored credentials (editor+: Inlet connects out)."""
+    """Fetch the cluster's metadata, and its schema registry's subjects, with the stored credentials (editor+)."""
     return probe.probe_connection(session=session, ctx=ctx, secrets=secrets, connection_id=connection_id,
                                   timeout_s=settings.kafka_timeout_s)
 

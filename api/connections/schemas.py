@@ -1,8 +1,9 @@
 """Connections as the API takes and shows them.
 
-Credentials and the TLS private key are write-only: they go to the secret store and never come back.
-On PUT and PATCH an omitted write-only field keeps its stored value and ``null`` removes it, so a
-client that cannot read them back (Terraform) still round-trips cleanly.
+Credentials (the cluster's and the schema registry's) and the TLS private key are write-only: they go
+to the secret store and never come back. On PUT and PATCH an omitted write-only field keeps its stored
+value and ``null`` removes it, so a client that cannot read them back (Terraform) still round-trips
+cleanly.
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ import re
 import uuid
 from datetime import datetime
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from api.kafka.config import ALLOWED_CLIENT_OPTIONS, SaslMechanism, SecurityProtocol
 
 CredentialsStatus = Literal["ok", "missing", "unknown"]
+RegistryAuth = Literal["none", "basic", "bearer"]
 
 _HOSTNAME = re.compile(r"^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
 _PEM = Field(default=None, max_length=65_536)
@@ -72,6 +75,83 @@ class SslSettings(BaseModel):
     endpoint_identification: Literal["https", "none"] = "https"
 
 
+def check_registry_url(url: str) -> str:
+    """An http(s) URL with a host and no credentials in it; ``ValueError`` saying what is wrong (never
+    repeating the URL: a password pasted into it must not come back)."""
+    if url != url.strip() or any(c.isspace() for c in url):
+        raise ValueError("the URL must not contain spaces")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        raise ValueError("the URL must start with http:// or https://")
+    if "@" in parts.netloc:
+        raise ValueError("the URL must not hold credentials (user:password@): send them as schema_registry.credentials")
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        port = 0
+    if port is not None and not 1 <= port <= 65535:
+        raise ValueError("the URL's port is not a number from 1 to 65535")
+    if not host:
+        raise ValueError("the URL has no host")
+    if parts.netloc.startswith("["):
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ValueError("the URL's bracketed host is not an IPv6 address") from None
+    elif not _HOSTNAME.match(host):
+        raise ValueError("the URL's host is not a valid host name or IPv4 address")
+    if parts.query or parts.fragment or url.endswith(("?", "#")):
+        raise ValueError("the URL must not have a query or a fragment: give the registry's base URL")
+    return url
+
+
+class RegistryBasicAuth(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    username: str = Field(min_length=1, max_length=256)
+    password: SecretStr = Field(min_length=1, max_length=1024)
+
+
+class RegistryBearerAuth(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    token: SecretStr = Field(min_length=1, max_length=8192)
+
+
+class SchemaRegistrySettings(BaseModel):
+    """A Confluent-compatible Schema Registry that the cluster's producers register their schemas in."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(min_length=1, max_length=2048, examples=["https://registry.example.com:8081"],
+                     description="The registry's base URL (http or https), without credentials")
+    credentials: RegistryBasicAuth | RegistryBearerAuth | None = Field(
+        default=None, description="Write-only: username and password (HTTP basic auth), or a bearer token")
+    ca_pem: str | None = Field(default=None, max_length=65_536,
+                               description="CA bundle that signs the registry's certificate (https)")
+    endpoint_identification: Literal["https", "none"] = Field(
+        default="https", description="https: check the registry's host name against its certificate; none: do not")
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, url: str) -> str:
+        return check_registry_url(url)
+
+    @field_validator("credentials", mode="before")
+    @classmethod
+    def _one_kind(cls, value: Any) -> Any:
+        # Said once, at ``credentials``, rather than once per member of the union.
+        if isinstance(value, dict) and "token" in value and ({"username", "password"} & set(value)):
+            raise ValueError("give username and password (basic auth) or a token (bearer), not both")
+        return value
+
+    @model_validator(mode="after")
+    def _tls_for_https(self) -> SchemaRegistrySettings:
+        if self.ca_pem is not None and not self.url.startswith("https://"):
+            raise ValueError("ca_pem is only used with an https:// url")
+        return self
+
+
 class ConnectionSpec(BaseModel):
     """The writable shape of a connection (POST, PUT)."""
 
@@ -84,6 +164,8 @@ class ConnectionSpec(BaseModel):
     credentials: SaslCredentials | OAuthCredentials | None = Field(default=None, description="Write-only")
     ssl: SslSettings | None = None
     options: dict[str, str | int | bool] = Field(default_factory=dict, max_length=64)
+    schema_registry: SchemaRegistrySettings | None = Field(
+        default=None, description="The schema registry of the cluster's Avro, Protobuf and JSON Schema records")
 
     @field_validator("bootstrap_servers")
     @classmethod
@@ -127,6 +209,13 @@ class SslRead(BaseModel):
     has_key: bool
 
 
+class SchemaRegistryRead(BaseModel):
+    url: str
+    ca_pem: str | None
+    endpoint_identification: Literal["https", "none"]
+    auth: RegistryAuth = Field(description="Which credentials are stored (never shown): none, basic or bearer")
+
+
 class ConnectionRead(BaseModel):
     id: uuid.UUID
     name: str
@@ -135,6 +224,7 @@ class ConnectionRead(BaseModel):
     sasl_mechanism: SaslMechanism | None
     ssl: SslRead | None
     options: dict[str, str | int | bool]
+    schema_registry: SchemaRegistryRead | None
     has_credentials: bool
     credentials_version: int | None = Field(description="Version of the stored secret; moves on every rotation")
     credentials_status: CredentialsStatus | None = Field(default=None, description=(
@@ -151,6 +241,12 @@ class BrokerRead(BaseModel):
     port: int
 
 
+class SchemaRegistryTestResult(BaseModel):
+    url: str
+    subjects: int = Field(description="Subjects the registry lists to these credentials")
+    latency_ms: float = Field(description="Round trip of GET /subjects")
+
+
 class ConnectionTestResult(BaseModel):
     """What a successful connection test saw (a failure is a problem+json instead)."""
 
@@ -159,3 +255,5 @@ class ConnectionTestResult(BaseModel):
     brokers: list[BrokerRead]
     topics_visible: int = Field(description="Topics the credentials can see (Kafka's internal topics excluded)")
     latency_ms: float = Field(description="Round trip of the metadata request")
+    schema_registry: SchemaRegistryTestResult | None = Field(
+        default=None, description="What the connection's schema registry answered; null without one")

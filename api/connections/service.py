@@ -1,4 +1,9 @@
-"""Connections: create, read, replace, patch, delete, and the client config a run or test uses.
+"""Connections: create, read, replace, patch, delete, and the client configs (Kafka, schema
+registry) a run or test uses.
+
+One secret per connection holds everything write-only: the cluster's ``credentials``, the TLS
+``ssl_key`` and the schema registry's ``registry_credentials``; a change to any of them is a new
+version (``credentials_version``).
 
 Write order keeps the database and the secret store in step: the row is flushed first (name
 conflicts fail before anything leaves the process), then the secret is written, and a rollback
@@ -23,7 +28,15 @@ from sqlmodel import Session
 
 from api.audit.service import record_by
 from api.connections.models import Connection
-from api.connections.schemas import ConnectionRead, ConnectionSpec, CredentialsStatus, SslRead
+from api.connections.schemas import (
+    ConnectionRead,
+    ConnectionSpec,
+    CredentialsStatus,
+    RegistryAuth,
+    SchemaRegistryRead,
+    SchemaRegistrySettings,
+    SslRead,
+)
 from api.core.db import after_commit, on_rollback, utcnow
 from api.core.errors import Conflict, DomainError, NotFound, ValidationFailed
 from api.core.etag import check_if_match, etag_for
@@ -41,6 +54,7 @@ from api.secrets.store import (
     SecretStore,
     connection_secret_path,
 )
+from spark_jobs.registry import RegistryConfig
 
 log = logging.getLogger(__name__)
 
@@ -97,10 +111,14 @@ def to_read(conn: Connection, credentials_status: CredentialsStatus | None = Non
             endpoint_identification=conn.ssl.get("endpoint_identification", "https"),
             has_key=bool(conn.ssl.get("has_key")),
         )
+    registry = None
+    if conn.schema_registry is not None:
+        registry = SchemaRegistryRead.model_validate(conn.schema_registry)
     return ConnectionRead(
         id=conn.id, name=conn.name, bootstrap_servers=conn.bootstrap_servers,
         security_protocol=conn.security_protocol, sasl_mechanism=conn.sasl_mechanism, ssl=ssl,
-        options=conn.options, has_credentials=bool(conn.secret_path and conn.credentials_version),
+        options=conn.options, schema_registry=registry,
+        has_credentials=bool(conn.secret_path and conn.credentials_version),
         credentials_version=conn.credentials_version, credentials_status=credentials_status,
         created_at=conn.created_at, updated_at=conn.updated_at,
     )
@@ -114,6 +132,22 @@ def _audit_view(conn: Connection) -> dict[str, Any]:
     return to_read(conn).model_dump(mode="json", exclude={"created_at", "updated_at", "credentials_status"})
 
 
+def _registry_auth(conn: Connection) -> RegistryAuth:
+    return (conn.schema_registry or {}).get("auth", "none")
+
+
+def _auth_of(registry_credentials: dict[str, Any] | None) -> RegistryAuth:
+    if not registry_credentials:
+        return "none"
+    return "bearer" if "token" in registry_credentials else "basic"
+
+
+def _plain(model: Any) -> dict[str, Any]:
+    """A credentials model as the secret stores it: secrets revealed, unset fields left out."""
+    return {k: (v.get_secret_value() if hasattr(v, "get_secret_value") else v)
+            for k, v in model.model_dump().items() if v is not None}
+
+
 def _secret_of(spec: ConnectionSpec, current: dict[str, Any]) -> dict[str, Any]:
     """The secret the connection should hold: ``current`` changed by what ``spec`` explicitly sets."""
     payload = dict(current)
@@ -121,10 +155,7 @@ def _secret_of(spec: ConnectionSpec, current: dict[str, Any]) -> dict[str, Any]:
         if spec.credentials is None:
             payload.pop("credentials", None)
         else:
-            payload["credentials"] = {
-                k: (v.get_secret_value() if hasattr(v, "get_secret_value") else v)
-                for k, v in spec.credentials.model_dump().items() if v is not None
-            }
+            payload["credentials"] = _plain(spec.credentials)
     if spec.ssl is None:
         payload.pop("ssl_key", None)
     else:
@@ -140,6 +171,11 @@ def _secret_of(spec: ConnectionSpec, current: dict[str, Any]) -> dict[str, Any]:
             payload["ssl_key"] = key
         else:
             payload.pop("ssl_key", None)
+    registry = spec.schema_registry
+    if registry is None or ("credentials" in registry.model_fields_set and registry.credentials is None):
+        payload.pop("registry_credentials", None)
+    elif registry.credentials is not None:
+        payload["registry_credentials"] = _plain(registry.credentials)
     return payload
 
 
@@ -148,8 +184,13 @@ def _touches_secret(spec: ConnectionSpec, conn: Connection) -> bool:
     if "credentials" in spec.model_fields_set:
         return True
     if spec.ssl is None:
-        return bool(conn.ssl and conn.ssl.get("has_key"))
-    return any(name in spec.ssl.model_fields_set for name in _WRITE_ONLY_SSL)
+        if conn.ssl and conn.ssl.get("has_key"):
+            return True
+    elif any(name in spec.ssl.model_fields_set for name in _WRITE_ONLY_SSL):
+        return True
+    if spec.schema_registry is None:
+        return _registry_auth(conn) != "none"
+    return "credentials" in spec.schema_registry.model_fields_set
 
 
 def _known_shape(conn: Connection) -> dict[str, Any]:
@@ -159,11 +200,17 @@ def _known_shape(conn: Connection) -> dict[str, Any]:
         shape["credentials"] = True
     if conn.ssl and conn.ssl.get("has_key"):
         shape["ssl_key"] = {"key_pem": True}
+    auth = _registry_auth(conn)
+    if auth != "none":
+        shape["registry_credentials"] = {"token": True} if auth == "bearer" else {"username": True, "password": True}
     return shape
 
 
-def _check_secret_complete(spec: ConnectionSpec, payload: dict[str, Any], *, lost: str = "") -> None:
-    """``lost``: why nothing stored could be kept (the secret version is gone), told with the error."""
+def _check_secret_complete(
+    spec: ConnectionSpec, payload: dict[str, Any], *, lost: str = "", stored_registry_auth: RegistryAuth = "none"
+) -> None:
+    """``lost``: why nothing stored could be kept (the secret version is gone), told with the error;
+    ``stored_registry_auth``: which registry credentials the lost version held."""
     if spec.sasl_mechanism is not None and "credentials" not in payload:
         raise ValidationFailed.field("credentials", f"sasl_mechanism {spec.sasl_mechanism} needs credentials{lost}")
     if spec.sasl_mechanism is None and "credentials" in payload:
@@ -172,6 +219,13 @@ def _check_secret_complete(spec: ConnectionSpec, payload: dict[str, Any], *, los
         )
     if spec.ssl is not None and bool(spec.ssl.certificate_pem) != bool(payload.get("ssl_key", {}).get("key_pem")):
         raise ValidationFailed.field("ssl", f"TLS client authentication needs both certificate_pem and key_pem{lost}")
+    # A registry is reachable without credentials, so losing them must not silently mean "none".
+    if (lost and stored_registry_auth != "none" and spec.schema_registry is not None
+            and "credentials" not in spec.schema_registry.model_fields_set):
+        raise ValidationFailed.field(
+            "schema_registry.credentials",
+            f"The schema registry's {stored_registry_auth} credentials need to be sent again{lost}; "
+            "send \"credentials\": null to use the registry without them")
 
 
 def _apply_public(conn: Connection, spec: ConnectionSpec, payload: dict[str, Any]) -> None:
@@ -183,6 +237,11 @@ def _apply_public(conn: Connection, spec: ConnectionSpec, payload: dict[str, Any
     conn.ssl = None if spec.ssl is None else {
         "ca_pem": spec.ssl.ca_pem, "certificate_pem": spec.ssl.certificate_pem,
         "endpoint_identification": spec.ssl.endpoint_identification, "has_key": "ssl_key" in payload,
+    }
+    registry = spec.schema_registry
+    conn.schema_registry = None if registry is None else {
+        "url": registry.url, "ca_pem": registry.ca_pem, "endpoint_identification": registry.endpoint_identification,
+        "auth": _auth_of(payload.get("registry_credentials")),
     }
 
 
@@ -271,6 +330,7 @@ def replace_connection(
     check_if_match(if_match, etag(conn))
     _ensure_name_free(session, ctx, spec.name, own_id=conn.id)
     before = _audit_view(conn)
+    stored_registry_auth = _registry_auth(conn)
     current: dict[str, Any] | None = None
     lost = ""
     if _touches_secret(spec, conn):
@@ -283,7 +343,7 @@ def replace_connection(
         payload = _secret_of(spec, current)
     else:
         payload = _known_shape(conn)
-    _check_secret_complete(spec, payload, lost=lost)
+    _check_secret_complete(spec, payload, lost=lost, stored_registry_auth=stored_registry_auth)
     _apply_public(conn, spec, payload)
     rewritten = current is not None and (payload != current or bool(lost))
     if rewritten:
@@ -310,12 +370,17 @@ def patch_connection(
     )
     if public["ssl"] is not None:
         public["ssl"].pop("has_key")
+    if public["schema_registry"] is not None:
+        public["schema_registry"].pop("auth")
     merged = merge_patch(public, {k: v for k, v in patch.items() if k != "credentials"})
     if "credentials" in patch:
         merged["credentials"] = patch["credentials"]
-    for name in _WRITE_ONLY_SSL:  # explicit nulls of write-only fields mean "remove", keep them
-        if isinstance(patch.get("ssl"), dict) and name in patch["ssl"] and isinstance(merged.get("ssl"), dict):
-            merged["ssl"][name] = patch["ssl"][name]
+    # Write-only fields are taken as sent: an explicit null means "remove", and a new value replaces the
+    # stored one whole (it is never merged into what cannot be read).
+    for part, names in (("ssl", _WRITE_ONLY_SSL), ("schema_registry", ("credentials",))):
+        for name in names:
+            if isinstance(patch.get(part), dict) and name in patch[part] and isinstance(merged.get(part), dict):
+                merged[part][name] = patch[part][name]
     try:
         spec = ConnectionSpec.model_validate(merged)
     except ValidationError as exc:
@@ -346,13 +411,18 @@ def delete_connection(
     record_by(session, ctx, resource_type="connection", resource_id=connection_id, action="delete", before=before)
 
 
-def client_config(conn: Connection, secrets: SecretStore, *, version: int | None = None) -> KafkaClientConfig:
-    """How to reach the connection's cluster, with its credentials (``version``: a planned run's)."""
+def _stored_secret(conn: Connection, secrets: SecretStore, version: int | None) -> dict[str, Any]:
+    """The connection's secret at ``version`` (default: its current one); {} without a secret."""
     wanted = version or conn.credentials_version
     try:
-        secret = secrets.read(conn.secret_path, wanted) if conn.secret_path else {}
+        return secrets.read(conn.secret_path, wanted) if conn.secret_path else {}
     except SecretNotFound:
         raise CredentialsMissing(conn, wanted) from None
+
+
+def client_config(conn: Connection, secrets: SecretStore, *, version: int | None = None) -> KafkaClientConfig:
+    """How to reach the connection's cluster, with its credentials (``version``: a planned run's)."""
+    secret = _stored_secret(conn, secrets, version)
     ssl = None
     if conn.ssl is not None:
         ssl = {k: v for k, v in conn.ssl.items() if k != "has_key" and v is not None} | secret.get("ssl_key", {})
@@ -394,3 +464,31 @@ def spec_client_config(spec: ConnectionSpec) -> KafkaClientConfig:
         bootstrap_servers=spec.bootstrap_servers, security_protocol=spec.security_protocol,
         sasl_mechanism=spec.sasl_mechanism, credentials=payload.get("credentials"), ssl=ssl, options=dict(spec.options),
     )
+
+
+def _registry_config(registry: dict[str, Any], credentials: dict[str, Any]) -> RegistryConfig:
+    return RegistryConfig(
+        url=registry["url"], username=credentials.get("username"), password=credentials.get("password"),
+        token=credentials.get("token"), ca_pem=registry.get("ca_pem"),
+        verify_hostname=registry.get("endpoint_identification", "https") == "https",
+    )
+
+
+def registry_config(conn: Connection, secrets: SecretStore, *, version: int | None = None) -> RegistryConfig | None:
+    """How to reach the connection's schema registry, with its credentials (``version``: a planned
+    run's, as for ``client_config``); None where the connection has no registry."""
+    if conn.schema_registry is None:
+        return None
+    credentials: dict[str, Any] = {}
+    if _registry_auth(conn) != "none":  # a registry without credentials needs no secret read
+        credentials = _stored_secret(conn, secrets, version).get("registry_credentials", {})
+    return _registry_config(conn.schema_registry, credentials)
+
+
+def spec_registry_config(spec: ConnectionSpec) -> RegistryConfig | None:
+    """How to reach the schema registry a not-yet-saved ``spec`` names, with the credentials it carries."""
+    registry: SchemaRegistrySettings | None = spec.schema_registry
+    if registry is None:
+        return None
+    public = registry.model_dump(include={"url", "ca_pem", "endpoint_identification"})
+    return _registry_config(public, _secret_of(spec, {}).get("registry_credentials", {}))

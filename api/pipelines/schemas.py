@@ -55,6 +55,31 @@ class AsWritten(BaseModel):
         return {key: value for key, value in data.items() if key in written}
 
 
+ValueFormat = Literal["raw", "string", "json", "avro", "protobuf", "json_schema"]
+KeyFormat = Literal["raw", "string", "avro", "protobuf", "json_schema"]
+REGISTRY_FORMATS = frozenset({"avro", "protobuf", "json_schema"})
+
+
+class RegistrySchema(AsWritten):
+    """Which schema of the connection's schema registry gives the columns of a registry format."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    subject: str | None = Field(default=None, min_length=1, max_length=255,
+                                description="Default: <topic>-value (<topic>-key for keys), for a pipeline of one topic")
+    version: int | Literal["latest"] = Field(
+        default="latest",
+        description="latest: each run reads the subject's newest version and evolves the table to it; "
+                    "a number pins that version (records of other versions are read as it)")
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, version: int | str) -> int | str:
+        if isinstance(version, int) and version < 1:
+            raise ValueError("a schema version is a number from 1, or latest")
+        return version
+
+
 class KafkaSource(AsWritten):
     model_config = ConfigDict(extra="forbid")
 
@@ -84,9 +109,17 @@ class KafkaSource(AsWritten):
                     "kafka-consumer-groups.sh, Burrow or kafka-ui show the pipeline's lag. Inlet never joins the "
                     "group; its own offsets stay the source of truth",
     )
-    value_format: Literal["raw", "string", "json"] = "raw"
+    value_format: ValueFormat = Field(
+        default="raw",
+        description="avro, protobuf and json_schema: the Confluent wire format, with schemas from the connection's "
+                    "schema registry; the table's columns are the subject's fields")
     schema_: str | None = Field(default=None, alias="schema", max_length=65_536,
                                 description="Spark DDL of the value, for value_format json")
+    value_schema: RegistrySchema | None = Field(default=None, description="The value's subject and version, for registry formats")
+    key_format: KeyFormat | None = Field(
+        default=None, description="Default: raw keys for raw values, strings otherwise; a registry format decodes the "
+                                  "key into a struct column key")
+    key_schema: RegistrySchema | None = Field(default=None, description="The key's subject and version, for registry formats")
     include_headers: bool = False
     on_data_loss: Literal["fail", "skip"] = "fail"
 
@@ -141,6 +174,15 @@ class KafkaSource(AsWritten):
                                  f"the decoded ones ({', '.join(sorted(RESERVED_COLUMNS))}); rename them")
         elif self.schema_ is not None:
             raise ValueError("schema is only used with value_format json")
+        if self.key_format is not None and self.value_format == "json":
+            raise ValueError("key_format is not used with value_format json, whose keys are strings")
+        for part, fmt, chosen in (("value", self.value_format, self.value_schema), ("key", self.key_format, self.key_schema)):
+            if fmt in REGISTRY_FORMATS:
+                if (chosen is None or chosen.subject is None) and (self.topics is None or len(self.topics) != 1):
+                    raise ValueError(f"{part}_schema.subject: name the subject of the {part}s; the default "
+                                     f"(<topic>-{part}) needs a pipeline of exactly one topic")
+            elif chosen is not None:
+                raise ValueError(f"{part}_schema is only used with {part}_format avro, protobuf or json_schema")
         if self.starting_timestamp is not None and self.starting_offsets != "earliest":
             raise ValueError("give starting_offsets or starting_timestamp, not both")
         if isinstance(self.starting_offsets, dict) and self.topics is not None:
@@ -148,6 +190,16 @@ class KafkaSource(AsWritten):
             if unknown:
                 raise ValueError(f"starting_offsets names topics the pipeline does not read: {', '.join(unknown)}")
         return self
+
+
+def registry_subject(source: KafkaSource, part: Literal["value", "key"]) -> tuple[str, int | Literal["latest"]] | None:
+    """The (subject, version) a registry format of ``part`` reads, or None for other formats."""
+    fmt, chosen = (source.value_format, source.value_schema) if part == "value" else (source.key_format, source.key_schema)
+    if fmt not in REGISTRY_FORMATS:
+        return None
+    chosen = chosen or RegistrySchema()
+    # Without a subject the pipeline reads exactly one topic (validated).
+    return chosen.subject or f"{(source.topics or [''])[0]}-{part}", chosen.version
 
 
 class DeltaTarget(AsWritten):

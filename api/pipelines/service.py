@@ -20,7 +20,7 @@ from api.core.scoping import get_scoped, scoped_select
 from api.core.security import TenantContext
 from api.pipelines.models import Pipeline
 from api.pipelines.scheduling import next_fire
-from api.pipelines.schemas import KafkaTarget, PipelineRead, PipelineSpec, PipelineStatus
+from api.pipelines.schemas import KafkaTarget, PipelineRead, PipelineSpec, PipelineStatus, registry_subject
 from api.pipelines.states import PIPELINE_STATES
 from api.pipelines.storage import resolve_delta_uri
 
@@ -75,8 +75,15 @@ def _check_references(session: Session, ctx: TenantContext, spec: PipelineSpec, 
     if isinstance(spec.target, KafkaTarget):
         refs.append(("target.connection_id", spec.target.connection_id))
     for field, ident in refs:
-        if session.exec(scoped_select(Connection, ctx.tenant_id).where(Connection.id == ident)).first() is None:
+        conn = session.exec(scoped_select(Connection, ctx.tenant_id).where(Connection.id == ident)).first()
+        if conn is None:
             raise ValidationFailed.field(field, f"Connection {ident} does not exist")
+        if field == "source.connection_id" and conn.schema_registry is None:
+            for part in ("value", "key"):
+                if registry_subject(spec.source, part) is not None:
+                    raise ValidationFailed.field(
+                        f"source.{part}_format", f"This {part}_format reads its schemas from the connection's schema "
+                        f"registry, and connection {ident} has none; add schema_registry to it")
     if spec.target.type == "delta":
         resolve_delta_uri(storage_root, ctx.tenant_id, spec.target.path)
 

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 from sqlmodel import Session
 
-from api.connections.service import client_config, referenced_connection
+from api.connections.service import client_config, referenced_connection, registry_config
 from api.core.config import Settings
 from api.pipelines.models import Pipeline
+from api.pipelines.schemas import registry_subject
 from api.pipelines.service import spec_of, target_uri
 from api.runs.delta_state import app_id
 from api.runs.models import Run
 from api.runs.planning import Plan
 from api.secrets.store import SecretStore
-from spark_jobs.spec import DeltaTarget, KafkaSource, KafkaTarget, RunSpec, Txn
+from spark_jobs.spec import DeltaTarget, KafkaSource, KafkaTarget, Registry, RunSpec, SubjectRef, Txn
 
 
 def quarantine_uri(table_uri: str) -> str:
@@ -25,12 +26,19 @@ def build_spec(session: Session, run: Run, pipeline: Pipeline, *, settings: Sett
     plan = Plan.from_json(run.plan or {"partitions": []})
     source_conn = referenced_connection(session, pipeline.connection_id)
     source = spec_of(pipeline).source  # the stored source holds only what its author wrote
+    subjects = {part: SubjectRef(subject=found[0], version=found[1])
+                for part in ("value", "key") if (found := registry_subject(source, part)) is not None}
+    registry = registry_config(source_conn, secrets, version=run.source_credentials_version) if subjects else None
     spec_source = KafkaSource(
         kafka_config=client_config(source_conn, secrets, version=run.source_credentials_version).librdkafka_config(),
         ranges=plan.ranges(),
         value_format=source.value_format,
         schema_=source.schema_,
         include_headers=source.include_headers,
+        registry=Registry(**vars(registry)) if registry else None,
+        value_subject=subjects.get("value"),
+        key_format=source.key_format,
+        key_subject=subjects.get("key"),
         on_data_loss=source.on_data_loss,
     )
     target: DeltaTarget | KafkaTarget

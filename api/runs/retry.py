@@ -16,7 +16,8 @@ from api.kafka.errors import KafkaClientError, KafkaTimeout, KafkaUnavailable
 from api.secrets.store import SecretBackendRefused, SecretBackendUnavailable
 
 # Failures worth the same plan again after a pause.
-TRANSIENT_KINDS = frozenset({"kafka_unavailable", "crashed", "secret_backend_unavailable", "storage_unreachable"})
+TRANSIENT_KINDS = frozenset({"kafka_unavailable", "crashed", "secret_backend_unavailable", "storage_unreachable",
+                             "registry_unavailable", "schema_changed"})
 
 
 def error_of(exc: Exception) -> dict[str, Any]:

@@ -50,7 +50,7 @@ def _expected_success(bootstrap_servers: str, body: dict[str, Any]) -> dict[str,
                for i, hp in enumerate(bootstrap_servers.split(","))]
     assert isinstance(body["latency_ms"], float) and 0 <= body["latency_ms"] < TIMEOUT_S * 1000
     return {"ok": True, "cluster_id": body["cluster_id"], "brokers": brokers, "topics_visible": topics,
-            "latency_ms": body["latency_ms"]}
+            "latency_ms": body["latency_ms"], "schema_registry": None}
 
 
 def _failure(body: dict[str, Any], *, status: int, kind: str, title: str, instance: str) -> dict[str, Any]:

@@ -28,8 +28,9 @@ def test_create_reads_back_without_credentials(client: TestClient, tenant) -> No
     created = client.post("/connections", json=sent, headers=tenant.editor)
     assert created.status_code == 201, created.text
     body = created.json()
-    assert body == {**_public(sent), "id": body["id"], "ssl": None, "has_credentials": True, "credentials_version": 1,
-                    "credentials_status": "ok", "created_at": body["created_at"], "updated_at": body["updated_at"]}
+    assert body == {**_public(sent), "id": body["id"], "ssl": None, "schema_registry": None, "has_credentials": True,
+                    "credentials_version": 1, "credentials_status": "ok", "created_at": body["created_at"],
+                    "updated_at": body["updated_at"]}
     assert created.headers["location"] == f"/connections/{body['id']}"
     read = client.get(f"/connections/{body['id']}", headers=tenant.viewer)
     assert read.status_code == 200

@@ -19,7 +19,7 @@ from sqlalchemy import event, select
 from sqlmodel import Session
 
 from api.connections.models import Connection
-from api.connections.service import client_config
+from api.connections.service import client_config, registry_config
 from api.main import create_app
 from api.models import metadata
 from tests.factories import PASSWORD, connection_body, create_connection
@@ -70,7 +70,7 @@ def test_create_writes_the_secret_at_the_tenant_path(client, app, tenant, vault)
     body = created.json()
     assert body == {
         "id": body["id"], "name": "orders", "bootstrap_servers": "broker-1.example.com:9092,broker-2.example.com:9092",
-        "security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512", "ssl": None,
+        "security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512", "ssl": None, "schema_registry": None,
         "options": {"client.id": "inlet-tests"}, "has_credentials": True, "credentials_version": 1,
         "credentials_status": "ok", "created_at": body["created_at"], "updated_at": body["updated_at"],
     }
@@ -114,6 +114,28 @@ def test_rotation_moves_the_version_and_keeps_the_planned_one_readable(client, a
     planned = client_config(row, app.state.secrets, version=1)
     assert dict(planned.credentials) == _creds()["credentials"]
     assert dict(client_config(row, app.state.secrets).credentials) == {"username": "other", "password": PASSWORD}
+
+
+def test_registry_credentials_live_beside_the_clusters_and_rotate_with_them(client, app, tenant, vault) -> None:
+    registry = {"url": "https://registry.example.com", "credentials": {"username": "sr", "password": ROTATED}}
+    conn = create_connection(client, tenant, schema_registry=registry)
+    path = _path(tenant.id, conn["id"])
+    assert vault.paths() == [path]
+    assert vault.read(path) == _creds() | {"registry_credentials": {"username": "sr", "password": ROTATED}}
+
+    merge = tenant.editor | {"Content-Type": "application/merge-patch+json"}
+    rotated = client.patch(f"/connections/{conn['id']}", json={"schema_registry": {"credentials": {"token": PASSWORD}}},
+                           headers=merge)
+    assert rotated.status_code == 200, rotated.text
+    assert (rotated.json()["credentials_version"], rotated.json()["schema_registry"]["auth"]) == (2, "bearer")
+    assert vault.read(path) == _creds() | {"registry_credentials": {"token": PASSWORD}}
+    assert vault.read(path, 1)["registry_credentials"] == registry["credentials"]
+    planned = registry_config(_row(app, conn["id"]), app.state.secrets, version=1)
+    assert planned is not None and (planned.username, planned.password, planned.token) == ("sr", ROTATED, None)
+
+    removed = client.patch(f"/connections/{conn['id']}", json={"schema_registry": None}, headers=merge)
+    assert (removed.json()["credentials_version"], removed.json()["schema_registry"]) == (3, None)
+    assert vault.read(path) == _creds()
 
 
 def test_removing_credentials_destroys_the_secret_after_commit(client, app, tenant, vault) -> None:

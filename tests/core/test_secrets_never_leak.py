@@ -1,4 +1,4 @@
-"""A Kafka password and the API keys never show up where they must not: no response body or header,
+"""A Kafka password, a schema registry's credentials and the API keys never show up where they must not: no response body or header,
 no database row, no log line, and the local secret store keeps them encrypted in 0600 files."""
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from api.models import metadata
 from tests.factories import PASSWORD, assert_problem, connection_body, pipeline_body
 
 ROTATED = PASSWORD + "-rotated"
+REGISTRY_PASSWORD = "sr-Pa55word-never-shown-5e2a"
+REGISTRY_TOKEN = "sr-T0ken-never-shown-0b7c"
 
 
 def _dump_database(url: str) -> str:
@@ -131,3 +133,49 @@ def test_a_password_pasted_into_bootstrap_servers_is_not_echoed(client: TestClie
     response = client.post("/connections", json=connection_body(bootstrap_servers=PASSWORD), headers=tenant.editor)
     assert_problem(response, 422, fields={"bootstrap_servers"})
     assert PASSWORD not in response.text
+
+
+def test_schema_registry_credentials_never_leak(client: TestClient, tenant, other_tenant, settings,  # type: ignore[no-untyped-def]
+                                                caplog: pytest.LogCaptureFixture) -> None:
+    """The registry's password and token: not in any response (a 422 of any shape included), not in
+    the database or the audit log, not in a log line."""
+    caplog.set_level(logging.DEBUG)
+    basic = {"url": "https://registry.example.com", "credentials": {"username": "sr", "password": REGISTRY_PASSWORD}}
+    token = {"url": "https://registry.example.com", "credentials": {"token": REGISTRY_TOKEN}}
+    r = []
+    created = client.post("/connections", json=connection_body(schema_registry=basic), headers=tenant.editor)
+    r.append(created)
+    path = f"/connections/{created.json()['id']}"
+    r.append(client.patch(path, json={"schema_registry": token}, headers=tenant.editor))
+    r.append(client.put(path, json=connection_body(name=created.json()["name"], schema_registry=basic), headers=tenant.editor))
+    for bad in (
+        {"url": f"https://sr:{REGISTRY_PASSWORD}@registry.example.com"},
+        {"url": f"https://registry.example.com/?token={REGISTRY_TOKEN}"},
+        {"url": "https://registry.example.com", "credentials": {"username": "sr", "password": REGISTRY_PASSWORD,
+                                                                "token": REGISTRY_TOKEN}},
+        {"url": "https://registry.example.com", "credentials": {"token": REGISTRY_TOKEN * 400}},
+        {"url": "https://registry.example.com", "credentials": {"password": REGISTRY_PASSWORD}},
+        {"url": "https://registry.example.com", "credentials": REGISTRY_TOKEN},
+        {"url": REGISTRY_PASSWORD},
+    ):
+        refused = client.post("/connections", json=connection_body(schema_registry=bad), headers=tenant.editor)
+        assert_problem(refused, 422)
+        r += [refused, client.patch(path, json={"schema_registry": bad}, headers=tenant.editor)]
+    r.append(client.patch(path, json={"schema_registry": token}, headers=other_tenant.editor))  # 404
+    r.append(client.post(f"{path}/test", headers=tenant.editor))  # example.com: the cluster fails first
+    r.append(client.post("/connections:test", json=connection_body(bootstrap_servers="127.0.0.1:1",
+                                                                    schema_registry=token), headers=tenant.editor))
+    r += [client.get(path, headers=tenant.viewer), client.get("/connections", headers=tenant.viewer),
+          client.get("/audit-events", params={"limit": 500}, headers=tenant.viewer)]
+    r.append(client.delete(path, headers=tenant.editor))
+
+    assert [x.status_code for x in r[:3]] == [201, 200, 200]
+    assert [x.status_code for x in r[-7:]] == [404, 502, 502, 200, 200, 200, 204]
+    database = _dump_database(settings.resolved_database_url)
+    assert "registry.example.com" in database  # the dump did read the registry's public part (in the audit log)
+    logs = "\n".join(f"{x.name} {x.getMessage()} {x.exc_text or ''}" for x in caplog.records)
+    for secret in (REGISTRY_PASSWORD, REGISTRY_TOKEN):
+        for response in r:
+            assert response.status_code != 500, response.text
+            assert secret not in response.text + repr(response.headers.raw), response.request.url
+        assert secret not in database and secret not in logs

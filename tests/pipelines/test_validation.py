@@ -35,6 +35,7 @@ ACCEPTED = [
     _src(starting_timestamp="2026-11-01T09:30:00+01:00", starting_timestamp_strategy="latest"),
     _src(value_format="raw", schema=None),
     _src(value_format="string", schema=None, include_headers=True, on_data_loss="skip"),
+    _src(value_format="string", schema=None, key_format="raw"),
     _src(schema="id BIGINT NOT NULL, `user id` STRING COMMENT 'who', tags ARRAY<STRING>, "
                 "attrs MAP<STRING, INT>, geo STRUCT<lat: DOUBLE, lon: DOUBLE>, amount DECIMAL(10, 2)"),
     {"schedule": {"cron": "0 3 * * 1-5", "timezone": "America/New_York"}},
@@ -94,7 +95,13 @@ REFUSED = [
     (_src(max_offsets_per_run=0), "source.max_offsets_per_run"),
     (_src(max_offsets_per_run=10**13), "source.max_offsets_per_run"),
     # formats and schemas
-    (_src(value_format="avro"), "source.value_format"),
+    (_src(value_format="xml"), "source.value_format"),
+    (_src(value_format="avro", schema=None), "source.value_format"),  # the connection has no schema registry
+    (_src(value_format="avro", schema=None, topics=["a", "b"]), "source"),  # which subject?
+    (_src(value_format="protobuf", schema=None, value_schema={"version": 0}), "source.value_schema.version"),
+    (_src(value_format="string", schema=None, value_schema={"subject": "s"}), "source"),
+    (_src(value_format="string", schema=None, key_format="avro", topics=["a", "b"]), "source"),
+    (_src(key_format="string"), "source"),  # json keys are strings
     (_src(schema=None), "source"),
     (_src(schema=""), "source"),
     (_src(schema="id BIGINTEGER"), "source"),

@@ -1,0 +1,206 @@
+"""A Confluent-compatible Schema Registry, as Inlet reads it: schemas by subject and version or by id.
+
+One small HTTP client (``RegistryClient``) used by the control plane (the connection test) and by a
+run (the driver resolves the subject's version; executors fetch the writer schemas their records
+name). Registered schemas never change, so ``by_id`` answers from a process-wide cache after the
+first fetch: a schema id costs one request per process, never one per record.
+
+Failures are ``JobError``s a user can act on: ``registry_unavailable`` (unreachable, timed out, a
+5xx: worth retrying), ``registry_auth`` (401/403: the credentials), ``schema_not_found`` (no such
+subject or version). Messages name the URL's host and the path asked, never the credentials.
+"""
+
+from __future__ import annotations
+
+import base64
+import ssl
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import quote, urlsplit
+
+import httpx
+
+from spark_jobs.errors import JobError
+
+SchemaType = Literal["AVRO", "PROTOBUF", "JSON"]
+
+
+@dataclass(frozen=True)
+class RegistryConfig:
+    """How to reach a registry: its URL, basic-auth or bearer credentials, and TLS trust."""
+
+    url: str
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    token: str | None = field(default=None, repr=False)
+    ca_pem: str | None = None
+    verify_hostname: bool = True
+
+    def secret_values(self) -> list[str]:
+        return [s for s in (self.password, self.token) if s]
+
+    @property
+    def host(self) -> str:
+        """The URL without credentials or path, for messages."""
+        parts = urlsplit(self.url)
+        return f"{parts.scheme}://{parts.hostname}{f':{parts.port}' if parts.port else ''}"
+
+
+@dataclass(frozen=True)
+class Reference:
+    name: str
+    subject: str
+    version: int
+
+
+@dataclass(frozen=True)
+class RegisteredSchema:
+    """A schema as the registry keeps it; ``subject``/``version`` where it was asked by subject."""
+
+    id: int
+    schema_type: SchemaType
+    schema: str
+    references: tuple[Reference, ...] = ()
+    subject: str | None = None
+    version: int | None = None
+
+
+_cache: dict[tuple[str, int], RegisteredSchema | None] = {}
+_serialized: dict[tuple[str, int], bytes] = {}
+_subject_versions: dict[tuple[str, int], list[tuple[str, int]]] = {}
+_lock = threading.Lock()
+
+
+class RegistryClient:
+    def __init__(self, config: RegistryConfig, *, timeout_s: float = 10.0) -> None:
+        self.config = config
+        auth: httpx.Auth | None = None
+        headers = {"Accept": "application/vnd.schemaregistry.v1+json, application/json"}
+        if config.username is not None and config.password is not None:
+            auth = httpx.BasicAuth(config.username, config.password)
+        elif config.token:
+            headers["Authorization"] = f"Bearer {config.token}"
+        verify: ssl.SSLContext | bool = True
+        if config.ca_pem or not config.verify_hostname:
+            context = ssl.create_default_context(cadata=config.ca_pem) if config.ca_pem else ssl.create_default_context()
+            context.check_hostname = config.verify_hostname
+            verify = context
+        self._http = httpx.Client(base_url=config.url.rstrip("/"), auth=auth, headers=headers, verify=verify,
+                                  timeout=timeout_s, follow_redirects=False)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> RegistryClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- what Inlet asks ---------------------------------------------------------------------------
+
+    def subjects(self) -> list[str]:
+        return list(self._get("/subjects") or [])
+
+    def versions(self, subject: str) -> list[int]:
+        found = self._get(f"/subjects/{quote(subject, safe='')}/versions", missing=f"subject {subject!r}")
+        return sorted(int(v) for v in found)
+
+    def version(self, subject: str, version: int | Literal["latest"]) -> RegisteredSchema:
+        """A subject's schema at ``version`` (a number or ``latest``)."""
+        what = f"version {version} of subject {subject!r}" if version != "latest" else f"subject {subject!r}"
+        body = self._get(f"/subjects/{quote(subject, safe='')}/versions/{version}", missing=what)
+        schema = _registered(body)
+        with _lock:
+            _cache.setdefault((self.config.url, schema.id), schema)
+        return schema
+
+    def by_id(self, schema_id: int) -> RegisteredSchema | None:
+        """The schema registered under ``schema_id``, or None where the registry knows no such id."""
+        key = (self.config.url, schema_id)
+        with _lock:
+            if key in _cache and _cache[key] is not None:
+                return _cache[key]
+        body = self._get(f"/schemas/ids/{schema_id}", missing=None)
+        schema = None if body is None else _registered({**body, "id": schema_id})
+        with _lock:
+            if schema is not None:
+                _cache[key] = schema
+        return schema
+
+    def subject_versions_of(self, schema_id: int) -> list[tuple[str, int]]:
+        """The (subject, version) pairs that registered ``schema_id`` (asked once per process)."""
+        key = (self.config.url, schema_id)
+        with _lock:
+            if key in _subject_versions:
+                return _subject_versions[key]
+        body = self._get(f"/schemas/ids/{schema_id}/versions", missing=None) or []
+        found = [(item["subject"], int(item["version"])) for item in body]
+        with _lock:
+            _subject_versions[key] = found
+        return found
+
+    def serialized_protobuf(self, schema_id: int) -> bytes:
+        """A Protobuf schema as a serialized ``FileDescriptorProto`` (``?format=serialized``)."""
+        key = (self.config.url, schema_id)
+        with _lock:
+            if key in _serialized:
+                return _serialized[key]
+        body = self._get(f"/schemas/ids/{schema_id}", params={"format": "serialized"}, missing=f"schema id {schema_id}")
+        raw = base64.b64decode(body["schema"])
+        with _lock:
+            _serialized[key] = raw
+        return raw
+
+    # --- HTTP ----------------------------------------------------------------------------------------
+
+    def _get(self, path: str, *, params: dict[str, str] | None = None, missing: str | None = "") -> Any:
+        """GET ``path`` as JSON. A 404 is None when ``missing`` is None, else ``schema_not_found``
+        naming ``missing``."""
+        where = f"schema registry {self.config.host}"
+        try:
+            response = self._http.get(path, params=params)
+        except httpx.TimeoutException:
+            raise JobError("registry_unavailable", f"{where} did not answer {path} in time") from None
+        except httpx.HTTPError as exc:
+            raise JobError("registry_unavailable", f"{where} cannot be reached: {_reason(exc)}") from None
+        if response.status_code in (401, 403):
+            raise JobError("registry_auth", f"{where} refused the credentials ({response.status_code} on {path})")
+        if response.status_code == 404:
+            if missing is None:
+                return None
+            raise JobError("schema_not_found", f"{where} has no {missing or path} ({_message(response)})")
+        if response.status_code >= 500:
+            raise JobError("registry_unavailable", f"{where} answered {response.status_code} on {path}: {_message(response)}")
+        if response.status_code != 200:
+            raise JobError("invalid_spec", f"{where} answered {response.status_code} on {path}: {_message(response)}")
+        try:
+            return response.json()
+        except ValueError:
+            raise JobError("registry_unavailable", f"{where} answered {path} with something other than JSON") from None
+
+
+def _registered(body: dict[str, Any]) -> RegisteredSchema:
+    return RegisteredSchema(
+        id=int(body["id"]),
+        schema_type=body.get("schemaType") or "AVRO",
+        schema=body["schema"],
+        references=tuple(Reference(r["name"], r["subject"], int(r["version"])) for r in body.get("references") or ()),
+        subject=body.get("subject"),
+        version=int(body["version"]) if "version" in body else None,
+    )
+
+
+def _message(response: httpx.Response) -> str:
+    try:
+        return str(response.json().get("message", ""))[:300]
+    except (ValueError, AttributeError):
+        return response.text[:300]
+
+
+def _reason(exc: httpx.HTTPError) -> str:
+    text = str(exc) or type(exc).__name__
+    if "CERTIFICATE_VERIFY_FAILED" in text:
+        return f"TLS: the registry's certificate is not trusted ({text[:200]})"
+    return text[:300]
