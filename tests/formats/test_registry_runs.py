@@ -346,3 +346,27 @@ def test_a_registry_that_stops_answering_mid_run_is_retried_like_kafka(
     log = client.get(f"/runs/{run_id}/log", headers=tenant.viewer).text
     assert f"schema registry {real_registry.url} did not answer" in log, log
     assert [r["n"] for r in _table(pipeline["status"]["target_uri"]).to_pylist()] == list(range(20))
+
+
+def test_keys_decode_with_a_subject_of_their_own(stack, real_kafka, real_topic, real_registry) -> None:
+    client = stack.client
+    tenant = make_tenant(client)
+    conn = _registry_connection(client, tenant, real_kafka, real_registry)
+    topic = real_topic(partitions=1)
+    key_schema = {"type": "record", "name": "OrderKey", "fields": [{"name": "region", "type": "string"},
+                                                                  {"name": "id", "type": "long"}]}
+    key_id = real_registry.register(f"{topic}-key", json.dumps(key_schema))
+    encode = avro_encoder(json.dumps(key_schema))
+    keys = [confluent_frame(key_id, encode({"region": "eu", "id": i})) for i in range(3)] + [None]
+    produce_framed(real_kafka.bootstrap_servers, topic, [f"v{i}".encode() for i in range(4)], partition=0, keys=keys)
+    pipeline = _pipeline(client, tenant, conn, topic, "string", "keyed", key_format="avro")
+    stack.start_worker()
+
+    run = _succeeded(stack, tenant, pipeline)
+
+    assert (run["records_read"], run["rows_written"], run["rows_quarantined"]) == (4, 4, 0)
+    uri = pipeline["status"]["target_uri"]
+    assert _types(uri, ["key", "value"]) == {"key": "struct<region: string, id: int64>", "value": "string"}
+    assert [(r["key"], r["value"]) for r in _table(uri).to_pylist()] == [
+        ({"region": "eu", "id": 0}, "v0"), ({"region": "eu", "id": 1}, "v1"), ({"region": "eu", "id": 2}, "v2"),
+        (None, "v3")]  # a record without a key has a null key, not a quarantined one
