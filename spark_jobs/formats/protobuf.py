@@ -1,8 +1,8 @@
 """Protobuf: a registered schema's Arrow type, and payloads decoded with the ``protobuf`` runtime.
 
 Schemas come from the registry as serialized ``FileDescriptorProto``s (``?format=serialized``), so no
-``.proto`` parser is needed; imports are the registered references (fetched the same way) or
-Google's well-known types. The record's message is the one its message indexes name in the writer's
+``.proto`` parser is needed; they may import Google's well-known types (references to other subjects
+are refused for now: Karapace 6.2 cannot serve such a schema serialized, so they could not be tested). The record's message is the one its message indexes name in the writer's
 file; it is decoded with the reader's message of the same full name, so fields a newer writer added
 are skipped and fields it lacks read as their defaults: Protobuf's own evolution rules.
 
@@ -206,7 +206,7 @@ def _single_type(field: FieldDescriptor, seen: tuple[str, ...], path: str) -> pa
 
 
 def _repeated(field: FieldDescriptor) -> bool:
-    return bool(field.is_repeated)
+    return field.label == FieldDescriptor.LABEL_REPEATED
 
 
 def _message_of(field: FieldDescriptor) -> Descriptor:

@@ -42,7 +42,7 @@ class SubjectSchema:
     schema: RegisteredSchema
     follow_latest: bool
     arrow_type: pa.DataType
-    files: tuple[bytes, ...] = ()  # protobuf: serialized file descriptors, dependencies first
+    files: tuple[bytes, ...] = ()  # protobuf: the serialized file descriptor
     read_type: pa.DataType | None = None  # of the decoded values, where it differs from arrow_type (cast after)
 
     @property
@@ -75,7 +75,9 @@ def resolve(config: RegistryConfig, part: Part, fmt: RegistryFormat, subject: st
                 arrow = avro.arrow_type(avro.load(schema.schema))
                 read_type = avro.arrow_type(avro.load(schema.schema), as_read=True)
             elif fmt == "protobuf":
-                files = _protobuf_files(registry, schema)
+                if schema.references:
+                    raise protobuf.UnsupportedSchema("Protobuf schema references to other subjects are not supported")
+                files = (registry.serialized_protobuf(schema.id),)
                 pool, file = protobuf.file_pool(list(files))
                 arrow = protobuf.arrow_type(protobuf.message_at(pool, file, [0]))
             else:
@@ -87,16 +89,6 @@ def resolve(config: RegistryConfig, part: Part, fmt: RegistryFormat, subject: st
     assert schema.version is not None  # asked by subject and version
     return SubjectSchema(part, fmt, subject, schema.version, schema, version == "latest", arrow, files,
                          read_type if read_type != arrow else None)
-
-
-def _protobuf_files(registry: RegistryClient, schema: RegisteredSchema) -> tuple[bytes, ...]:
-    """The schema's file and every file it references, dependencies first."""
-    files: list[bytes] = []
-    for reference in schema.references:
-        referenced = registry.version(reference.subject, reference.version)
-        files.extend(f for f in _protobuf_files(registry, referenced) if f not in files)
-    files.append(registry.serialized_protobuf(schema.id))
-    return tuple(files)
 
 
 Codec = Callable[[bytes], Any]
@@ -156,6 +148,8 @@ class WireDecoder:
             codec: Codec | str = f"{reader.part} names schema id {schema_id}, which the registry does not know"
         elif writer.schema_type != reader.schema.schema_type:
             codec = f"{reader.part} names schema id {schema_id}, a {writer.schema_type} schema, not {reader.schema.schema_type}"
+        elif writer.references:
+            codec = f"{reader.part} names schema id {schema_id}, which references other subjects (not supported yet)"
         else:
             if writer.id != reader.schema.id and reader.follow_latest:
                 self._check_not_newer(writer)
@@ -181,7 +175,8 @@ class WireDecoder:
         if reader.format == "avro":
             decode_avro = avro.decoder(avro.load(writer.schema), avro.load(reader.schema.schema))
             return lambda payload: decode_avro(payload[_WIRE_HEADER:])
-        return _ProtobufCodec(reader, _protobuf_files(self._client(), writer) if writer.id != reader.schema.id else reader.files)
+        writer_files = (self._client().serialized_protobuf(writer.id),) if writer.id != reader.schema.id else reader.files
+        return _ProtobufCodec(reader, writer_files)
 
 
 class _ProtobufCodec:
