@@ -25,7 +25,6 @@ import ssl
 import time
 import uuid
 
-import httpx
 from sqlmodel import Session
 
 from api.connections import service
@@ -37,7 +36,7 @@ from api.kafka.problems import KafkaProblem
 from api.kafka.tls import TlsDiagnosis, diagnose
 from api.secrets.store import SecretStore
 from spark_jobs.errors import JobError
-from spark_jobs.registry import RegistryClient, RegistryConfig
+from spark_jobs.registry import RegistryClient, RegistryConfig, RegistryUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -101,16 +100,11 @@ class SchemaRegistryTestFailed(DomainError):
 
 
 def _registry_kind(error: JobError) -> tuple[str, bool]:
-    """The kind of a registry failure, and whether it was the TLS handshake. The client raises its
-    errors from the HTTP library's, whose type tells a timeout from a refusal."""
-    cause = error.__context__
+    """The kind of a registry failure, and whether it was the TLS handshake."""
     if error.kind == "registry_auth":
         return "auth", False
-    if error.kind == "registry_unavailable" and isinstance(cause, httpx.TimeoutException):
-        return "timeout", False
-    if error.kind == "registry_unavailable" and isinstance(cause, httpx.TransportError):
-        text = str(cause)
-        return "unreachable", isinstance(cause.__context__, ssl.SSLError) or "SSL" in text or "CERTIFICATE" in text
+    if isinstance(error, RegistryUnavailable) and error.how != "error":
+        return ("unreachable", True) if error.how == "tls" else (error.how, False)
     return "error", False
 
 
@@ -119,8 +113,7 @@ def probe_connection(
 ) -> ConnectionTestResult:
     conn = service.get_connection(session=session, ctx=ctx, connection_id=connection_id)
     result = _probe(service.client_config(conn, secrets), timeout_s)
-    registry = service.registry_config(conn, secrets)
-    return result if registry is None else result.model_copy(update={"schema_registry": _probe_registry(registry, timeout_s)})
+    return _with_registry(result, service.registry_config(conn, secrets), timeout_s)
 
 
 def probe_spec(*, spec: ConnectionSpec, timeout_s: float) -> ConnectionTestResult:
@@ -128,9 +121,16 @@ def probe_spec(*, spec: ConnectionSpec, timeout_s: float) -> ConnectionTestResul
         config = service.spec_client_config(spec)
     except KafkaConfigError as exc:
         raise ValidationFailed(f"The connection settings cannot make a Kafka client: {exc.message}") from None
-    result = _probe(config, timeout_s)
-    registry = service.spec_registry_config(spec)
-    return result if registry is None else result.model_copy(update={"schema_registry": _probe_registry(registry, timeout_s)})
+    return _with_registry(_probe(config, timeout_s), service.spec_registry_config(spec), timeout_s)
+
+
+def _with_registry(
+    result: ConnectionTestResult, registry: RegistryConfig | None, timeout_s: float
+) -> ConnectionTestResult:
+    """The cluster's ``result``, with the registry's test where the connection has a registry."""
+    if registry is None:
+        return result
+    return result.model_copy(update={"schema_registry": _probe_registry(registry, timeout_s)})
 
 
 def _probe_registry(config: RegistryConfig, timeout_s: float) -> SchemaRegistryTestResult:

@@ -74,6 +74,16 @@ class CredentialsMissing(DomainError):
         )
 
 
+class RegistryMissing(DomainError):
+    """A pipeline reads a registry format through a connection that has no schema registry (any more)."""
+
+    status, code, title = 409, "schema-registry-missing", "The connection has no schema registry"
+
+    def __init__(self, conn: Connection) -> None:
+        super().__init__(f"Connection {conn.id} has no schema registry, and the pipeline's formats read their "
+                         "schemas from one; add schema_registry to the connection", connection_id=str(conn.id))
+
+
 class ConnectionGone(NotFound):
     """A connection a pipeline refers to is gone (only a deleted pipeline's leftover work sees this)."""
 

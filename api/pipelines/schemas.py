@@ -19,6 +19,7 @@ from pydantic import (
     Field,
     SerializationInfo,
     SerializerFunctionWrapHandler,
+    StrictInt,
     field_validator,
     model_serializer,
     model_validator,
@@ -67,7 +68,7 @@ class RegistrySchema(AsWritten):
 
     subject: str | None = Field(default=None, min_length=1, max_length=255,
                                 description="Default: <topic>-value (<topic>-key for keys), for a pipeline of one topic")
-    version: int | Literal["latest"] = Field(
+    version: StrictInt | Literal["latest"] = Field(
         default="latest",
         description="latest: each run reads the subject's newest version and evolves the table to it; "
                     "a number pins that version (records of other versions are read as it)")

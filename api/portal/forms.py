@@ -21,10 +21,24 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from api.connections.schemas import ConnectionSpec, SaslCredentials, SslSettings
+from api.connections.schemas import (
+    ConnectionSpec,
+    RegistryBasicAuth,
+    RegistryBearerAuth,
+    SaslCredentials,
+    SchemaRegistrySettings,
+    SslSettings,
+)
 from api.core.errors import Conflict, DomainError, ValidationFailed, validation_errors
 from api.offsets.schemas import OffsetsPatch, PartitionOffsetRead
-from api.pipelines.schemas import CronSchedule, DeltaTarget, IntervalSchedule, KafkaSource, PipelineSpec
+from api.pipelines.schemas import (
+    REGISTRY_FORMATS,
+    CronSchedule,
+    DeltaTarget,
+    IntervalSchedule,
+    KafkaSource,
+    PipelineSpec,
+)
 from api.portal.views import FormErrors
 
 M = TypeVar("M", bound=BaseModel)
@@ -68,6 +82,11 @@ class _Parts:
                 error["field"] = f"{at}.{error['field']}" if error["field"] else at
                 self.errors.append(error)
             return None
+
+    def refuse(self, at: str, message: str) -> None:
+        """Note a form's own refusal of the part at field ``at``, named as the API names it."""
+        self._failed.add(at)
+        self.errors.append({"field": at, "message": message, "type": "value_error"})
 
     def whole(self, model: type[M], data: Mapping[str, Any], detail: str) -> M:
         """``data`` (holding the checked parts) as ``model``; ``ValidationFailed`` naming every error."""
@@ -149,6 +168,8 @@ class PipelineForm(PortalForm):
     topics: str = ""
     value_format: str = ""
     schema_: str = Field(default="", alias="schema")
+    value_subject: str = ""
+    value_version: str = ""
     starting_offsets: str = ""
     max_offsets_per_run: str = ""
     target_path: str = ""
@@ -164,6 +185,8 @@ class PipelineForm(PortalForm):
         "name": "name", "state": "state",
         "source": "topics", "source.topics": "topics", "source.connection_id": "connection_id",
         "source.value_format": "value_format", "source.schema": "schema",
+        "source.value_schema": "value_subject", "source.value_schema.subject": "value_subject",
+        "source.value_schema.version": "value_version",
         "source.max_offsets_per_run": "max_offsets_per_run", "source.starting_offsets": "starting_offsets",
         "target": "target_path", "target.path": "target_path",
         "schedule": "schedule", "schedule.cron": "cron", "schedule.timezone": "timezone",
@@ -179,7 +202,7 @@ class PipelineForm(PortalForm):
     def spec(self) -> PipelineSpec:
         """The pipeline the form describes, as the API takes it."""
         parts = _Parts()
-        source = parts.check(KafkaSource, self._source(), "source")
+        source = parts.check(KafkaSource, self._source(parts), "source")
         target = parts.check(DeltaTarget, {"type": "delta", "path": self.target_path.strip()}, "target")
         kind = self.schedule_kind.strip()
         schedule: CronSchedule | IntervalSchedule | None = None
@@ -192,13 +215,24 @@ class PipelineForm(PortalForm):
                                           "schedule": schedule, "state": self.state.strip() or "active"},
                            "The pipeline is not valid")
 
-    def _source(self) -> dict[str, Any]:
+    def _source(self, parts: _Parts) -> dict[str, Any]:
         topics = [t for t in re.split(r"[,\s]+", self.topics.strip()) if t]
         source: dict[str, Any] = {"connection_id": self.connection_id.strip() or None, "topics": topics or None,
                                   "value_format": self.value_format.strip() or "raw",
                                   "starting_offsets": self.starting_offsets.strip() or "earliest"}
         if source["value_format"] == "json":
             source["schema"] = self.schema_.strip() or None
+        if source["value_format"] in REGISTRY_FORMATS:
+            value_schema: dict[str, Any] = {}
+            if self.value_subject.strip():
+                value_schema["subject"] = self.value_subject.strip()
+            version = self.value_version.strip().lower()
+            if version.isdigit() or version == "latest":
+                value_schema["version"] = int(version) if version.isdigit() else version
+            elif version:
+                parts.refuse("source.value_schema.version", "Enter a version number (1, 2, …) or latest")
+            if value_schema:
+                source["value_schema"] = value_schema
         if self.max_offsets_per_run.strip():
             source["max_offsets_per_run"] = self.max_offsets_per_run.strip()
         return source
@@ -206,7 +240,7 @@ class PipelineForm(PortalForm):
 
 class ConnectionForm(PortalForm):
     """The new-connection form: SASL username and password only (OAuth and client certificates are the
-    API's), and an optional CA certificate."""
+    API's), an optional CA certificate, and an optional schema registry (basic auth or a bearer token)."""
 
     name: str = ""
     bootstrap_servers: str = ""
@@ -215,19 +249,30 @@ class ConnectionForm(PortalForm):
     username: str = ""
     password: str = ""
     ca_pem: str = ""
+    registry_url: str = ""
+    registry_auth: str = ""
+    registry_username: str = ""
+    registry_password: str = ""
+    registry_token: str = ""
+    registry_ca_pem: str = ""
 
     FIELDS = {
         "name": "name", "bootstrap_servers": "bootstrap_servers", "security_protocol": "security_protocol",
         "sasl_mechanism": "sasl_mechanism", "credentials": "username", "credentials.username": "username",
         "credentials.password": "password", "ssl": "ca_pem",
+        "schema_registry": "registry_ca_pem", "schema_registry.url": "registry_url",
+        "schema_registry.ca_pem": "registry_ca_pem", "schema_registry.credentials": "registry_auth",
+        "schema_registry.credentials.username": "registry_username",
+        "schema_registry.credentials.password": "registry_password",
+        "schema_registry.credentials.token": "registry_token",
     }
     CONFLICT_FIELD = "name"
-    # Credentials are write-only: the password is never sent back, even into its own field.
-    NOT_SHOWN_BACK = frozenset({"password"})
+    # Credentials are write-only: passwords and tokens are never sent back, even into their own fields.
+    NOT_SHOWN_BACK = frozenset({"password", "registry_password", "registry_token"})
 
     @classmethod
     def initial(cls) -> ConnectionForm:
-        return cls(security_protocol="PLAINTEXT")
+        return cls(security_protocol="PLAINTEXT", registry_auth="none")
 
     def spec(self) -> ConnectionSpec:
         """The connection the form describes, as the API takes it."""
@@ -241,7 +286,27 @@ class ConnectionForm(PortalForm):
             "name": self.name.strip(), "bootstrap_servers": self.bootstrap_servers.strip(),
             "security_protocol": self.security_protocol.strip() or "PLAINTEXT",
             "sasl_mechanism": self.sasl_mechanism.strip() or None, "credentials": credentials, "ssl": ssl,
+            "schema_registry": self._registry(parts),
         }, "The connection is not valid")
+
+    def _registry(self, parts: _Parts) -> SchemaRegistrySettings | None:
+        """The schema registry, where the form names one (a URL, or anything else of the registry's)."""
+        auth = self.registry_auth.strip() or "none"
+        given = (self.registry_url.strip(), self.registry_username.strip(), self.registry_password,
+                 self.registry_token.strip(), self.registry_ca_pem.strip())
+        if not any(given) and auth == "none":
+            return None
+        credentials: RegistryBasicAuth | RegistryBearerAuth | None = None
+        at = "schema_registry.credentials"
+        if auth == "basic":
+            credentials = parts.check(RegistryBasicAuth, {"username": self.registry_username.strip(),
+                                                          "password": self.registry_password}, at)
+        elif auth == "bearer":
+            credentials = parts.check(RegistryBearerAuth, {"token": self.registry_token.strip()}, at)
+        elif auth != "none":
+            parts.refuse(at, "Choose none, basic (username and password) or bearer (a token)")
+        return parts.check(SchemaRegistrySettings, {"url": self.registry_url.strip(), "credentials": credentials,
+                                                    "ca_pem": self.registry_ca_pem.strip() or None}, "schema_registry")
 
 
 _REPLAY_MODES = ("offset", "earliest", "latest", "timestamp", "shift")

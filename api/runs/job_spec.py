@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sqlmodel import Session
 
-from api.connections.service import client_config, referenced_connection, registry_config
+from api.connections.service import RegistryMissing, client_config, referenced_connection, registry_config
 from api.core.config import Settings
 from api.pipelines.models import Pipeline
 from api.pipelines.schemas import registry_subject
@@ -29,6 +29,8 @@ def build_spec(session: Session, run: Run, pipeline: Pipeline, *, settings: Sett
     subjects = {part: SubjectRef(subject=found[0], version=found[1])
                 for part in ("value", "key") if (found := registry_subject(source, part)) is not None}
     registry = registry_config(source_conn, secrets, version=run.source_credentials_version) if subjects else None
+    if subjects and registry is None:
+        raise RegistryMissing(source_conn)
     spec_source = KafkaSource(
         kafka_config=client_config(source_conn, secrets, version=run.source_credentials_version).librdkafka_config(),
         ranges=plan.ranges(),

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from api.connections.service import CredentialsMissing
+from api.connections.service import CredentialsMissing, RegistryMissing
 from api.kafka.errors import KafkaClientError, KafkaTimeout, KafkaUnavailable
 from api.secrets.store import SecretBackendRefused, SecretBackendUnavailable
 
@@ -32,6 +32,8 @@ def error_of(exc: Exception) -> dict[str, Any]:
         return {"kind": "secret_backend_refused", "message": exc.detail}
     if isinstance(exc, CredentialsMissing):
         return {"kind": "credentials_missing", "message": exc.detail}
+    if isinstance(exc, RegistryMissing):
+        return {"kind": "registry_missing", "message": exc.detail}
     return {"kind": "internal", "message": type(exc).__name__}
 
 

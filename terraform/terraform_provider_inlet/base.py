@@ -15,6 +15,8 @@ class Declared:
     name: ClassVar[str]
     attributes: ClassVar[list[Attribute]]
     description: ClassVar[str]
+    # Moves when the state's shape changes; ``upgrade`` then brings an older state up to it.
+    schema_version: ClassVar[int] = 1
 
     def __init__(self, provider: InletProvider) -> None:
         self.provider = provider
@@ -25,4 +27,4 @@ class Declared:
 
     @classmethod
     def get_schema(cls) -> Schema:
-        return Schema(version=1, attributes=cls.attributes, description=cls.description)
+        return Schema(version=cls.schema_version, attributes=cls.attributes, description=cls.description)

@@ -45,6 +45,8 @@ CONNECTION_ATTRIBUTES = [
     Attribute("ssl_certificate_pem", String(), computed=True),
     Attribute("ssl_endpoint_identification", String(), computed=True),
     Attribute("options", Map(String()), computed=True),
+    Attribute("schema_registry_url", String(), computed=True, description="Null without a schema registry"),
+    Attribute("schema_registry_auth", String(), computed=True, description="none, basic or bearer"),
     Attribute("has_credentials", Bool(), computed=True),
     Attribute("credentials_version", Number(), computed=True),
     Attribute("credentials_status", String(), computed=True),
@@ -62,6 +64,7 @@ class ConnectionDataSource(Declared, DataSource):
             if found is None:
                 return None
             ssl = found.get("ssl") or {}
+            registry = found.get("schema_registry") or {}
             return complete(CONNECTION_ATTRIBUTES, {
                 **{k: found.get(k) for k in ("id", "name", "bootstrap_servers", "security_protocol",
                                              "sasl_mechanism", "has_credentials", "credentials_version",
@@ -69,6 +72,7 @@ class ConnectionDataSource(Declared, DataSource):
                 "ssl_ca_pem": ssl.get("ca_pem"), "ssl_certificate_pem": ssl.get("certificate_pem"),
                 "ssl_endpoint_identification": ssl.get("endpoint_identification"),
                 "options": option_texts(found["options"]),
+                "schema_registry_url": registry.get("url"), "schema_registry_auth": registry.get("auth"),
             })
         return None
 

@@ -99,6 +99,7 @@ REFUSED = [
     (_src(value_format="avro", schema=None), "source.value_format"),  # the connection has no schema registry
     (_src(value_format="avro", schema=None, topics=["a", "b"]), "source"),  # which subject?
     (_src(value_format="protobuf", schema=None, value_schema={"version": 0}), "source.value_schema.version"),
+    (_src(value_format="protobuf", schema=None, value_schema={"version": "3"}), "source.value_schema.version"),
     (_src(value_format="string", schema=None, value_schema={"subject": "s"}), "source"),
     (_src(value_format="string", schema=None, key_format="avro", topics=["a", "b"]), "source"),
     (_src(key_format="string"), "source"),  # json keys are strings

@@ -167,3 +167,36 @@ def test_a_viewer_sees_state_but_no_write_controls_even_at_phone_width(
         expect(page.locator(".skip")).to_be_focused()
     finally:
         context.close()
+
+
+def test_registry_inputs_follow_the_chosen_auth_and_value_format(client, live_server, browser_page: Page) -> None:
+    page, base = browser_page, live_server
+    tenant = make_tenant(client)
+    sign_in(page, base, tenant.keys["editor"])
+
+    page.goto(f"{base}/portal/connections")
+    expect(page.get_by_label("Registry username")).to_be_hidden()
+    expect(page.get_by_label("Registry token")).to_be_hidden()
+    page.get_by_label("Registry authentication").select_option("basic")
+    expect(page.get_by_label("Registry username")).to_be_visible()
+    expect(page.get_by_label("Registry password")).to_be_visible()
+    page.get_by_label("Registry authentication").select_option("bearer")
+    expect(page.get_by_label("Registry token")).to_be_visible()
+    expect(page.get_by_label("Registry password")).to_be_hidden()
+    page.get_by_label("Name", exact=True).fill("registry")
+    page.get_by_label("Bootstrap servers").fill("127.0.0.1:9092")
+    page.get_by_label("Registry URL").fill("http://127.0.0.1:8081")
+    page.get_by_label("Registry token").fill("sr-browser-token")
+    page.get_by_role("button", name="Save connection").click()
+    expect(page.get_by_role("row", name=re.compile("^registry "))).to_contain_text("http://127.0.0.1:8081 (bearer)")
+
+    page.goto(f"{base}/portal/pipelines/new")
+    expect(page.get_by_label("Subject of the values (optional)")).to_be_hidden()
+    page.get_by_label("Value format").select_option("avro")
+    expect(page.get_by_label("Subject of the values (optional)")).to_be_visible()
+    expect(page.get_by_label("Schema version (optional)")).to_be_visible()
+    expect(page.get_by_label("Schema of JSON values (Spark DDL)")).to_be_hidden()
+    page.get_by_label("Value format").select_option("json")
+    expect(page.get_by_label("Schema of JSON values (Spark DDL)")).to_be_visible()
+    expect(page.get_by_label("Subject of the values (optional)")).to_be_hidden()
+    screenshot(page, "pipeline-new-json")

@@ -93,6 +93,66 @@ def test_a_connection_forms_whole_body_rules_are_shown_above_the_form() -> None:
         "sasl_mechanism is only used with SASL_PLAINTEXT or SASL_SSL, not PLAINTEXT"])
 
 
+def test_a_connection_forms_schema_registry_becomes_the_apis_and_its_secrets_are_not_shown_back() -> None:
+    base = {"name": "sr", "bootstrap_servers": "broker-1:9092", "security_protocol": "PLAINTEXT",
+            "registry_url": " https://sr.example.com ", "registry_username": "ignored", "registry_token": " t0ken "}
+    bearer = ConnectionForm(**base, registry_auth="bearer", registry_ca_pem="CA")
+    assert bearer.spec().model_dump(mode="json", include={"schema_registry"}) == {"schema_registry": {
+        "url": "https://sr.example.com", "credentials": {"token": "**********"}, "ca_pem": "CA",
+        "endpoint_identification": "https"}}
+    assert bearer.spec().schema_registry.credentials.token.get_secret_value() == "t0ken"  # type: ignore[union-attr]
+    basic = ConnectionForm(**base, registry_auth="basic", registry_password="pw")
+    assert basic.spec().model_dump(mode="json", include={"schema_registry"})["schema_registry"]["credentials"] == {
+        "username": "ignored", "password": "**********"}
+    shown = basic.values()
+    assert "registry_password" not in shown and "registry_token" not in shown and shown["registry_username"] == "ignored"
+    assert ConnectionForm(name="n", bootstrap_servers="b:9092", registry_auth="none").spec().schema_registry is None
+
+
+def test_a_connection_forms_registry_errors_sit_beside_the_registry_inputs() -> None:
+    form = ConnectionForm(name="sr", bootstrap_servers="broker-1:9092", registry_url="ftp://sr.example.com",
+                          registry_auth="basic", registry_username="inlet")
+    refused = _refusal(form.spec, ValidationFailed)
+    assert form.errors(refused) == FormErrors(fields={
+        "registry_password": ["Value should have at least 1 item after validation, not 0"],
+        "registry_url": ["the URL must start with http:// or https://"]})
+    plain_ca = ConnectionForm(name="sr", bootstrap_servers="broker-1:9092", registry_url="http://sr.example.com",
+                              registry_ca_pem="CA")
+    assert plain_ca.errors(_refusal(plain_ca.spec, ValidationFailed)) == FormErrors(fields={
+        "registry_ca_pem": ["ca_pem is only used with an https:// url"]})
+    forged = ConnectionForm(name="sr", bootstrap_servers="broker-1:9092", registry_url="https://sr.example.com",
+                            registry_auth="kerberos")
+    assert forged.errors(_refusal(forged.spec, ValidationFailed)) == FormErrors(fields={
+        "registry_auth": ["Choose none, basic (username and password) or bearer (a token)"]})
+    no_url = ConnectionForm(name="sr", bootstrap_servers="broker-1:9092", registry_auth="bearer", registry_token="t")
+    assert no_url.errors(_refusal(no_url.spec, ValidationFailed)) == FormErrors(fields={
+        "registry_url": ["String should have at least 1 character"]})
+
+
+def test_a_pipeline_form_reads_registry_formats_with_a_subject_and_a_version() -> None:
+    base = {"name": "orders", "connection_id": CONNECTION_ID, "topics": "orders", "target_path": "bronze/orders",
+            "schema": "ignored BIGINT"}
+    pinned = PipelineForm.model_validate({**base, "value_format": "avro", "value_subject": " orders-v2 ",
+                                          "value_version": "3"})
+    assert pinned.spec().model_dump(mode="json", by_alias=True)["source"] == {
+        "connection_id": CONNECTION_ID, "topics": ["orders"], "value_format": "avro", "starting_offsets": "earliest",
+        "value_schema": {"subject": "orders-v2", "version": 3}}
+    latest = PipelineForm.model_validate({**base, "value_format": "protobuf", "value_version": "Latest"})
+    assert latest.spec().model_dump(mode="json", by_alias=True)["source"]["value_schema"] == {"version": "latest"}
+    default = PipelineForm.model_validate({**base, "value_format": "json_schema"})
+    assert "value_schema" not in default.spec().model_dump(mode="json", by_alias=True)["source"]
+    # Not a registry format: the subject's inputs (hidden in the page) are not sent.
+    string = PipelineForm.model_validate({**base, "value_format": "string", "value_subject": "s", "value_version": "x"})
+    assert "value_schema" not in string.spec().model_dump(mode="json", by_alias=True)["source"]
+
+    bad = PipelineForm.model_validate({**base, "topics": "a, b", "value_format": "avro", "value_version": "v3"})
+    refused = _refusal(bad.spec, ValidationFailed)
+    assert bad.errors(refused) == FormErrors(fields={
+        "value_version": ["Enter a version number (1, 2, …) or latest"],
+        "topics": ["value_schema.subject: name the subject of the values; the default (<topic>-value) needs "
+                          "a pipeline of exactly one topic"]})
+
+
 def test_the_replay_forms_own_rules_name_its_inputs() -> None:
     refused = _refusal(ReplayForm(tp=["orders|0", "orders|x", "|1"], mode="").to_patch, FormInvalid)
     assert refused.status == 422

@@ -200,6 +200,33 @@ def test_connection_form_keeps_credentials_write_only(client: TestClient, tenant
     assert api["has_credentials"] is True and api["sasl_mechanism"] == "SCRAM-SHA-512"
 
 
+def test_connection_form_takes_a_schema_registry_and_keeps_its_secrets_write_only(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+    token = "sr-portal-T0ken-never-shown-81aa"
+    csrf = sign_in(client, tenant.keys["editor"])
+    form = client.get("/portal/connections").text
+    assert 'name="registry_url"' in form and 'name="registry_token"' in form
+    base = {"csrf_token": csrf, "name": "with-registry", "bootstrap_servers": "broker-1.example.com:9092",
+            "security_protocol": "PLAINTEXT", "registry_url": "https://sr.example.com", "registry_auth": "bearer"}
+    refused = client.post("/portal/connections", data={**base, "registry_token": token, "registry_url": "sr.example.com"})
+    assert refused.status_code == 422 and 'id="err-registry_url"' in refused.text and token not in refused.text
+    assert 'value="sr.example.com"' in refused.text  # the URL is shown back, the token is not
+    saved = client.post("/portal/connections", data={**base, "registry_token": token}, follow_redirects=False)
+    assert saved.status_code == 303
+    listing = client.get("/portal/connections").text
+    assert "<code>https://sr.example.com</code> (bearer)" in listing and token not in listing
+    api = client.get("/connections?name=with-registry", headers=tenant.viewer).json()["items"][0]
+    assert api["schema_registry"] == {"url": "https://sr.example.com", "ca_pem": None, "endpoint_identification": "https",
+                                      "auth": "bearer"}
+
+    pipeline = client.post("/portal/pipelines/new", data={
+        "csrf_token": csrf, "name": "avro-orders", "connection_id": api["id"], "topics": "orders", "value_format": "avro",
+        "value_version": "2", "target_path": "bronze/avro", "schedule_kind": "none", "state": "paused",
+    }, follow_redirects=False)
+    assert pipeline.status_code == 303, pipeline.text
+    made = client.get(f"/pipelines/{pipeline.headers['location'].split('/')[3].split('?')[0]}", headers=tenant.viewer)
+    assert made.json()["source"]["value_format"] == "avro" and made.json()["source"]["value_schema"] == {"version": 2}
+
+
 def test_a_connection_test_failure_is_shown_on_the_page(client: TestClient, tenant) -> None:
     conn = create_connection(client, tenant, bootstrap_servers="127.0.0.1:1", security_protocol="PLAINTEXT",
                              sasl_mechanism=None, credentials=None)

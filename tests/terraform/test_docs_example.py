@@ -21,3 +21,17 @@ def test_the_documented_example_validates(tmp_path: Path) -> None:
     terraform.write(example.replace("replay_mode = \"replace\"", "replay_mode = \"rewrite\""))
     refused = terraform.run("validate", check=False)
     assert refused.code == 1 and "replay_mode must be append or replace" in refused.output
+
+
+def test_the_documented_schema_registry_example_validates(tmp_path: Path) -> None:
+    [example] = [block for block in re.findall(r"```hcl\n(.*?)```", DOC.read_text(), flags=re.S)
+                 if "schema_registry_url" in block]
+    variables = 'variable "kafka_password" {\n  type = string\n}\nvariable "registry_password" {\n  type = string\n}\n'
+    terraform = Terraform.prepare(tmp_path, endpoint="http://127.0.0.1:1", api_key="unused")
+    terraform.write(variables + example)
+    terraform.run("init")
+    assert "The configuration is valid" in terraform.run("validate").stdout
+    terraform.write(variables + example.replace('schema_registry_password = var.registry_password',
+                                                'schema_registry_token = "t"'))
+    refused = terraform.run("validate", check=False)
+    assert refused.code == 1 and "or schema_registry_token, not both" in refused.output

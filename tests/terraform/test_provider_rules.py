@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from tf.types import Unknown
 from tf.utils import Diagnostics
 
 from terraform_provider_inlet.provider import InletProvider
-from terraform_provider_inlet.resources import connection, pipeline_offsets
+from terraform_provider_inlet.resources import connection, pipeline, pipeline_offsets
 from terraform_provider_inlet.values import JsonDocument, option_texts
 
 STATE = {"name": "c", "bootstrap_servers": "b:9093", "security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN",
@@ -125,3 +126,86 @@ def test_a_provider_without_endpoint_or_key_says_which(monkeypatch: pytest.Monke
 def test_each_offsets_change_becomes_one_request(planned: dict[str, Any], expected: tuple[str, dict[str, Any]]) -> None:
     full = dict.fromkeys(a.name for a in pipeline_offsets.ATTRIBUTES) | planned
     assert pipeline_offsets.change_request(Diagnostics(), full) == expected
+
+
+
+REGISTRY = {"schema_registry_url": "https://sr.example.com", "schema_registry_ca_pem": None,
+            "schema_registry_endpoint_identification": None, "schema_registry_username": "sr",
+            "schema_registry_password": "sr-pass", "schema_registry_token": None}
+WITH_REGISTRY = STATE | REGISTRY
+NO_BASIC = {"schema_registry_username": None, "schema_registry_password": None}
+
+
+def test_a_registry_goes_out_with_its_credentials_only_when_they_change() -> None:
+    assert connection.request_body(WITH_REGISTRY, None)["schema_registry"] == {
+        "url": "https://sr.example.com", "credentials": {"username": "sr", "password": "sr-pass"}}
+    moved = WITH_REGISTRY | {"schema_registry_url": "https://sr2.example.com", "schema_registry_ca_pem": "CA",
+                             "schema_registry_endpoint_identification": "none"}
+    assert connection.request_body(moved, WITH_REGISTRY)["schema_registry"] == {
+        "url": "https://sr2.example.com", "ca_pem": "CA", "endpoint_identification": "none"}  # Inlet keeps them
+    token = WITH_REGISTRY | NO_BASIC | {"schema_registry_token": "t"}
+    assert connection.request_body(token, WITH_REGISTRY)["schema_registry"]["credentials"] == {"token": "t"}
+    bare = WITH_REGISTRY | NO_BASIC
+    assert connection.request_body(bare, WITH_REGISTRY)["schema_registry"]["credentials"] is None
+    assert "credentials" not in connection.request_body(bare, None)["schema_registry"]
+    assert connection.request_body(STATE, WITH_REGISTRY)["schema_registry"] is None
+    assert connection.request_body(STATE, None)["schema_registry"] is None
+
+
+def test_a_registry_reads_back_as_configured_until_its_credentials_move_outside_terraform() -> None:
+    answer = {"id": "i", "name": "c", "bootstrap_servers": "b:9093", "security_protocol": "SASL_SSL",
+              "sasl_mechanism": "PLAIN", "ssl": None, "options": {}, "has_credentials": True,
+              "credentials_version": 3, "credentials_status": "ok",
+              "schema_registry": {"url": "https://sr.example.com", "ca_pem": None, "endpoint_identification": "https",
+                                  "auth": "basic"}}
+    known = WITH_REGISTRY | {"credentials_version": 3}
+
+    def registry_of(state: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in state.items() if k.startswith("schema_registry_")}
+
+    assert registry_of(connection.state_from(answer, '"e"', known)) == REGISTRY
+    assert registry_of(connection.state_from(answer | {"credentials_version": 4}, '"e"', known)) == REGISTRY | NO_BASIC
+    as_bearer = answer | {"schema_registry": answer["schema_registry"] | {"auth": "bearer"}}
+    assert connection.state_from(as_bearer, '"e"', known)["schema_registry_password"] is None
+    explicit = known | {"schema_registry_endpoint_identification": "https"}
+    assert connection.state_from(answer, '"e"', explicit)["schema_registry_endpoint_identification"] == "https"
+    unchecked = answer | {"schema_registry": answer["schema_registry"] | {"endpoint_identification": "none"}}
+    assert connection.state_from(unchecked, '"e"', known)["schema_registry_endpoint_identification"] == "none"
+    assert registry_of(connection.state_from(answer | {"schema_registry": None}, '"e"', known)) == dict.fromkeys(REGISTRY)
+
+
+@pytest.mark.parametrize(("config", "error"), [
+    ({"schema_registry_url": "u", "schema_registry_username": "a", "schema_registry_password": "b",
+      "schema_registry_token": "t"}, "not both"),
+    ({"schema_registry_url": "u", "schema_registry_username": "a"}, "needs both"),
+    ({"schema_registry_url": "u", "schema_registry_endpoint_identification": "off"}, "https or none"),
+    ({"schema_registry_token": "t"}, "need schema_registry_url"),
+])
+def test_registry_attributes_are_checked_before_inlet_is_asked(config: dict[str, Any], error: str) -> None:
+    diags = Diagnostics()
+    connection.check_registry(diags, config)
+    assert diags.has_errors() and error in str(diags)
+    fine = Diagnostics()
+    connection.check_registry(fine, {"schema_registry_url": Unknown, "schema_registry_username": "a",
+                                     "schema_registry_password": Unknown})
+    assert not fine.has_errors()
+
+
+def test_older_states_gain_the_registry_attributes_as_null() -> None:
+    assert connection.ConnectionResource.get_schema().to_pb().version == 2
+    upgraded = connection.ConnectionResource(InletProvider()).upgrade(None, 1, {"id": "i"})  # type: ignore[arg-type]
+    assert upgraded == {"id": "i"} | dict.fromkeys(REGISTRY)
+
+
+def test_a_registry_schema_version_written_as_a_string_is_refused_before_it_drifts() -> None:
+    planned = {"name": "p", "target": {"type": "delta", "path": "t"}, "schedule": None, "state": "paused",
+               "source": {"connection_id": "c", "topics": ["t"], "value_format": "avro",
+                          "value_schema": {"subject": "t-value", "version": "3"}}}
+    diags = Diagnostics()
+    assert pipeline.request_body(diags, planned) is None
+    assert 'source.value_schema.version must be a number or "latest"' in str(diags)
+    for version in (3, "latest"):
+        fine = Diagnostics()
+        body = pipeline.request_body(fine, planned | {"source": planned["source"] | {
+            "value_schema": {"version": version}, "key_format": "avro", "key_schema": {"version": version}}})
+        assert not fine.has_errors() and body is not None and body["source"]["value_schema"] == {"version": version}

@@ -8,7 +8,7 @@ from typing import get_args
 import pytest
 
 from api.connections.models import Connection
-from api.connections.service import CredentialsMissing
+from api.connections.service import CredentialsMissing, RegistryMissing
 from api.kafka.errors import KafkaAuthError, KafkaTimeout, KafkaUnavailable, TopicNotFound
 from api.runs.retry import TRANSIENT_KINDS, RetryPolicy, error_of
 from api.secrets.store import SecretBackendRefused, SecretBackendUnavailable
@@ -59,6 +59,14 @@ def test_missing_credentials_name_the_connection_and_version() -> None:
     assert error == {"kind": "credentials_missing", "message": (
         f"Connection {conn.id}: version 2 of its credentials is gone from the secret store "
         "(tenants/t/connections/c); send new credentials with PUT or PATCH")}
+
+
+def test_a_registry_removed_from_under_a_pipeline_names_the_connection() -> None:
+    conn = _connection()
+    assert error_of(RegistryMissing(conn)) == {"kind": "registry_missing", "message": (
+        f"Connection {conn.id} has no schema registry, and the pipeline's formats read their schemas from one; "
+        "add schema_registry to the connection")}
+    assert POLICY.retry_in("registry_missing", 1) is None
 
 
 def test_every_kind_retried_is_one_that_something_produces() -> None:

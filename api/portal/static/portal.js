@@ -2,7 +2,7 @@
 (function () {
   "use strict";
 
-  // Show only the inputs of the chosen option (schedule kind, replay mode, JSON schema).
+  // Show only the inputs of the chosen option (schedule kind, replay mode, value format, registry auth).
   function syncChoices(form) {
     form.querySelectorAll("[data-kind]").forEach(function (el) {
       var chosen = form.querySelector("input[name=schedule_kind]:checked");
@@ -12,9 +12,10 @@
       var chosen = form.querySelector("input[name=mode]:checked");
       el.hidden = !chosen || chosen.value !== el.dataset.mode;
     });
-    form.querySelectorAll("select[data-toggles]").forEach(function (sel) {
-      var target = document.getElementById(sel.dataset.toggles);
-      if (target) target.hidden = sel.value !== sel.dataset.when;
+    // data-shown-by names a select; data-when, the values (space-separated) that show the element.
+    form.querySelectorAll("[data-shown-by]").forEach(function (el) {
+      var sel = form.elements.namedItem(el.dataset.shownBy);
+      if (sel) el.hidden = el.dataset.when.split(" ").indexOf(sel.value) < 0;
     });
   }
 

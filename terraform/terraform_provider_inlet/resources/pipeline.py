@@ -3,10 +3,13 @@
 ``source``, ``target`` and ``schedule`` are JSON documents (``jsonencode({...})``) in exactly the
 shape of Inlet's API (see its OpenAPI document). Inlet stores and returns them as written, so a
 field the configuration leaves out keeps its default without a diff, and a field changed through
-the API or the portal shows as drift."""
+the API or the portal shows as drift. A source reading Avro, Protobuf or JSON Schema values names
+``value_format`` and, optionally, ``value_schema = { subject, version }`` (``key_format`` and
+``key_schema`` alike), with schemas from its connection's schema registry."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from tf.iface import CreateContext, DeleteContext, ImportContext, PlanContext, ReadContext, Resource, UpdateContext
@@ -30,7 +33,8 @@ ATTRIBUTES = [
     Attribute("id", String(), computed=True, description="The pipeline's id"),
     Attribute("name", String(), required=True),
     Attribute("source", JsonDocument(), required=True,
-              description="jsonencode of the Kafka source: connection_id, topics or topic_pattern, starting_offsets…"),
+              description="jsonencode of the Kafka source: connection_id, topics or topic_pattern, starting_offsets, "
+                          "value_format (raw, string, json, avro, protobuf, json_schema), value_schema…"),
     Attribute("target", JsonDocument(), required=True,
               description='jsonencode of the target: {type = "delta", path = …} or {type = "kafka", …}'),
     Attribute("schedule", JsonDocument(), optional=True,
@@ -49,12 +53,26 @@ def request_body(diags: Diagnostics, planned: dict[str, Any]) -> dict[str, Any] 
     source = parse_document(diags, "source", planned.get("source"))
     target = parse_document(diags, "target", planned.get("target"))
     schedule = parse_document(diags, "schedule", planned.get("schedule"))
+    if source is not None:
+        check_schema_versions(diags, source)
     if diags.has_errors():
         return None
     body = {"name": planned["name"], "source": source, "target": target, "schedule": schedule}
     if isinstance(planned.get("state"), str):
         body["state"] = planned["state"]
     return body
+
+
+def check_schema_versions(diags: Diagnostics, source: dict[str, Any]) -> None:
+    """A registry schema's version is a number or "latest". Inlet would take "3" and read it back as 3,
+    a difference every plan would show again: refused here instead."""
+    for part in ("value_schema", "key_schema"):
+        chosen = source.get(part)
+        version = chosen.get("version") if isinstance(chosen, dict) else None
+        if isinstance(version, str) and version != "latest":
+            diags.add_error(f"source.{part}.version must be a number or \"latest\"",
+                            f"Write version = {version} (a number), not the string {json.dumps(version)}.",
+                            path=["source"])
 
 
 def state_from(answer: dict[str, Any], etag: str | None) -> dict[str, Any]:
