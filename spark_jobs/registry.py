@@ -66,6 +66,15 @@ class RegisteredSchema:
     version: int | None = None
 
 
+class RegistryUnavailable(JobError):
+    """``registry_unavailable``, saying how: ``timeout``, ``unreachable`` (refused, DNS), ``tls`` (the
+    handshake failed) or ``error`` (a 5xx, or an answer that is not a registry's)."""
+
+    def __init__(self, how: Literal["timeout", "unreachable", "tls", "error"], message: str) -> None:
+        super().__init__("registry_unavailable", message)
+        self.how = how
+
+
 _cache: dict[tuple[str, int], RegisteredSchema | None] = {}
 _serialized: dict[tuple[str, int], bytes] = {}
 _subject_versions: dict[tuple[str, int], list[tuple[str, int]]] = {}
@@ -162,9 +171,10 @@ class RegistryClient:
         try:
             response = self._http.get(path, params=params)
         except httpx.TimeoutException:
-            raise JobError("registry_unavailable", f"{where} did not answer {path} in time") from None
+            raise RegistryUnavailable("timeout", f"{where} did not answer {path} in time") from None
         except httpx.HTTPError as exc:
-            raise JobError("registry_unavailable", f"{where} cannot be reached: {_reason(exc)}") from None
+            tls = isinstance(exc.__context__, ssl.SSLError) or "CERTIFICATE" in str(exc) or "SSL" in str(exc)
+            raise RegistryUnavailable("tls" if tls else "unreachable", f"{where} cannot be reached: {_reason(exc)}") from None
         if response.status_code in (401, 403):
             raise JobError("registry_auth", f"{where} refused the credentials ({response.status_code} on {path})")
         if response.status_code == 404:
@@ -172,13 +182,13 @@ class RegistryClient:
                 return None
             raise JobError("schema_not_found", f"{where} has no {missing or path} ({_message(response)})")
         if response.status_code >= 500:
-            raise JobError("registry_unavailable", f"{where} answered {response.status_code} on {path}: {_message(response)}")
+            raise RegistryUnavailable("error", f"{where} answered {response.status_code} on {path}: {_message(response)}")
         if response.status_code != 200:
             raise JobError("invalid_spec", f"{where} answered {response.status_code} on {path}: {_message(response)}")
         try:
             return response.json()
         except ValueError:
-            raise JobError("registry_unavailable", f"{where} answered {path} with something other than JSON") from None
+            raise RegistryUnavailable("error", f"{where} answered {path} with something other than JSON") from None
 
 
 def _registered(body: dict[str, Any]) -> RegisteredSchema:
