@@ -491,11 +491,12 @@ def execute(spec: RunSpec, driver: Driver, cancelled: threading.Event | None = N
         "run %s of pipeline %s: source %s, target %s",
         spec.run_id,
         spec.pipeline_id,
-        json.dumps({**spec.source.model_dump(by_alias=True), "kafka_config": redacted_config(spec.source.kafka_config)}),
+        json.dumps({**spec.source.model_dump(by_alias=True), "kafka_config": redacted_config(spec.source.kafka_config),
+                    "registry": redacted_config(spec.source.registry.model_dump()) if spec.source.registry else None}),
         json.dumps(
             {**spec.target.model_dump(), "kafka_config": redacted_config(spec.target.kafka_config)}
             if isinstance(spec.target, KafkaTarget)
-            else spec.target.model_dump()
+            else {**spec.target.model_dump(), "storage_options": redacted_config(spec.target.storage_options)}
         ),
     )
     scratch = tempfile.mkdtemp(prefix="inlet-run-")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -208,7 +208,7 @@ def redact(text: str, secrets: list[str]) -> str:
     return text
 
 
-def redacted_config(config: dict[str, str]) -> dict[str, str]:
+def redacted_config(config: dict[str, Any]) -> dict[str, Any]:
     return {k: ("***" if _SECRET_KEY.search(k) else v) for k, v in config.items()}
 
 
