@@ -65,7 +65,7 @@ def resolve(config: RegistryConfig, part: Part, fmt: RegistryFormat, subject: st
         schema = registry.version(subject, version)
         if schema.schema_type != _TYPES[fmt]:
             raise JobError("schema_incompatible", f"{part}_format is {fmt}, but subject {subject!r} version {schema.version} "
-                                                  f"is a {schema.schema_type} schema")
+                                                  f"is registered as {schema.schema_type}")
         files: tuple[bytes, ...] = ()
         read_type = None
         try:

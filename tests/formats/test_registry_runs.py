@@ -237,6 +237,7 @@ def test_a_compatible_evolution_adds_columns_and_an_incompatible_one_fails_namin
     v1 = real_registry.register(subject, json.dumps(ORDER_V1))
     produce(ORDER_V1, v1, range(0, 4))
     pipeline = _pipeline(client, tenant, conn, topic, "avro", "evolving")
+    pinned = _pipeline(client, tenant, conn, topic, "avro", "pinned", value_schema={"version": 1})
     uri = pipeline["status"]["target_uri"]
     stack.start_worker()
     _succeeded(stack, tenant, pipeline)
@@ -253,6 +254,10 @@ def test_a_compatible_evolution_adds_columns_and_an_incompatible_one_fails_namin
     # Rows of version 1 read after the evolution take the field's default; those written before stay null.
     assert [(r["id"], r["channel"]) for r in rows] == [(i, None) for i in range(6)] + [(i, "web") for i in range(6, 9)]
     version = DeltaTable(uri).version()
+    # Pinned to version 1, the same records are read as version 1: no new column, none lost.
+    assert _succeeded(stack, tenant, pinned)["rows_written"] == 9
+    assert "channel" not in DeltaTable(pinned["status"]["target_uri"]).schema().to_arrow().names
+    assert [r["id"] for r in _table(pinned["status"]["target_uri"]).to_pylist()] == list(range(9))
 
     # Version 3 changes id from long to string: the registry allows it once compatibility is off, the table cannot.
     real_registry.set_compatibility(subject, "NONE")
@@ -268,6 +273,10 @@ def test_a_compatible_evolution_adds_columns_and_an_incompatible_one_fails_namin
         f"string in the schema (last written from {subject} version 2 (schema id {v2}))")
     assert DeltaTable(uri).version() == version  # nothing written, not even a schema change
     assert committed_offsets(stack.settings.resolved_database_url, pipeline["id"]) == {(topic, 0): 9}
+    # The pinned pipeline cannot read a long from version 3's string either: Avro's resolution says so.
+    refused = _run(stack, tenant, pinned)
+    assert (refused["state"], refused["error"]["kind"]) == ("failed", "schema_incompatible"), refused
+    assert refused["error"]["message"].startswith(f"value schema id {v3} cannot be read as subject {subject!r} version 1 ")
 
 
 def test_records_the_registry_cannot_account_for_go_to_quarantine_with_the_reason(
