@@ -10,7 +10,7 @@ from api.connections.clients import KafkaClientCache
 from api.connections.router import router as connections_router
 from api.core.config import Settings, get_settings
 from api.core.db import make_engine
-from api.core.dispatch import CeleryDispatcher, Dispatcher
+from api.core.dispatch import CeleryDispatcher, Dispatcher, bind
 from api.core.errors import install_error_handlers
 from api.core.middleware import AccessLog, RequestGuard
 from api.health.router import router as health_router
@@ -22,6 +22,7 @@ from api.runs.router import router as runs_router
 from api.secrets.backends import build_secret_store
 from api.tenancy.auth import authenticate_tenant
 from api.tenancy.router import router as tenancy_router
+from api.webhooks.router import router as webhooks_router
 
 API_VERSION = "0.1.0"
 
@@ -39,12 +40,13 @@ def create_app(settings: Settings | None = None, *, dispatcher: Dispatcher | Non
     app.state.secrets = build_secret_store(settings)
     app.state.authenticate_tenant = authenticate_tenant
     app.state.dispatcher = dispatcher or CeleryDispatcher(settings.redis_url)
+    bind(app.state.engine, app.state.dispatcher)
     app.state.kafka_clients = KafkaClientCache(app.state.secrets, timeout_s=settings.kafka_timeout_s,
                                                client_id="inlet-offsets")
 
     install_error_handlers(app)
     for router in (health_router, tenancy_router, connections_router, pipelines_router, runs_router, audit_router,
-                   metrics_router, offsets_router, portal_router):
+                   metrics_router, offsets_router, webhooks_router, portal_router):
         app.include_router(router)
 
     app.add_middleware(RequestGuard, max_body_bytes=settings.max_body_bytes, form_paths=("/portal/",))

@@ -9,10 +9,11 @@ from api.ledger.models import OffsetReplay, PartitionOffset, RunRange
 from api.pipelines.models import Pipeline
 from api.runs.models import Run, RunLogChunk
 from api.tenancy.models import ApiKey, Tenant
+from api.webhooks.models import Webhook, WebhookDelivery, WebhookEvent
 
 metadata = SQLModel.metadata
 
 __all__ = [
     "ApiKey", "AuditEvent", "Connection", "IdempotencyRecord", "OffsetReplay", "PartitionOffset", "Pipeline", "Run",
-    "RunLogChunk", "RunRange", "Tenant", "metadata",
+    "RunLogChunk", "RunRange", "Tenant", "Webhook", "WebhookDelivery", "WebhookEvent", "metadata",
 ]

@@ -1,5 +1,5 @@
-"""The local stack on loopback, as child processes: sandbox Kafka, Redis, and Inlet's API, worker
-and scheduler, all on SQLite and the local secret store under one data dir. Used by ``inlet demo``
+"""The local stack on loopback, as child processes: sandbox Kafka, Redis, and Inlet's API, workers
+(runs, webhooks) and scheduler, all on SQLite and the local secret store under one data dir. Used by ``inlet demo``
 and the ``bench/`` scripts; every child runs in its own process group and is stopped on exit."""
 
 from __future__ import annotations
@@ -76,12 +76,14 @@ class LocalStack:
 
     def start_inlet(self, *, api_port: int, worker: bool = True, scheduler: bool = True,
                     worker_concurrency: int = 1) -> httpx.Client:
-        """Migrate, then start the API (and the worker and scheduler); returns an API client."""
+        """Migrate, then start the API (and the workers, runs' and webhooks', and the scheduler); returns
+        an API client."""
         subprocess.run([sys.executable, "-m", "cli.main", "migrate"], cwd=ROOT, env=self.env, check=True,
                        stdout=subprocess.DEVNULL)
         self.inlet("api", "api", "--port", str(api_port), "--no-migrate", "--log-level", "warning")
         if worker:
             self.inlet("worker", "worker", "--concurrency", str(worker_concurrency))
+            self.inlet("webhook-worker", "webhook-worker")
         if scheduler:
             self.inlet("scheduler", "scheduler")
         api = httpx.Client(base_url=f"http://127.0.0.1:{api_port}", timeout=30)

@@ -52,6 +52,17 @@ def _worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def _webhook_worker(args: argparse.Namespace) -> int:
+    from api.core.dispatch import WEBHOOK_QUEUE
+    from worker.celery_app import app
+
+    # Threads: an attempt mostly waits on a receiver, and one that never answers holds only its thread.
+    app.worker_main(["worker", f"--loglevel={args.log_level}", f"--concurrency={args.concurrency}", "--pool=threads",
+                     f"--queues={WEBHOOK_QUEUE}", f"--hostname=inlet-webhooks-{os.getpid()}@%h", "--without-gossip",
+                     "--without-mingle"])
+    return 0
+
+
 def _scheduler(args: argparse.Namespace) -> int:
     import logging
     import signal
@@ -121,13 +132,21 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--log-level", default="INFO")
     worker.set_defaults(func=_worker)
 
-    scheduler = sub.add_parser("scheduler", help="fire scheduled pipelines and resend lost runs")
+    webhook_worker = sub.add_parser("webhook-worker",
+                                    help="run a Celery worker that delivers webhooks (from their own queue)")
+    webhook_worker.add_argument("--concurrency", type=int, default=8, help="deliveries at once (threads)")
+    webhook_worker.add_argument("--log-level", default="INFO")
+    webhook_worker.set_defaults(func=_webhook_worker)
+
+    scheduler = sub.add_parser("scheduler", help="fire scheduled pipelines, resend lost runs and deliveries, "
+                                                 "evaluate lag alerts")
     scheduler.add_argument("--log-level", default="INFO")
     scheduler.set_defaults(func=_scheduler)
 
-    secrets = sub.add_parser("secrets", help="the secret store behind connections")
+    secrets = sub.add_parser("secrets", help="the secret store behind connections and webhooks")
     secrets_sub = secrets.add_subparsers(dest="secrets_command", required=True)
-    sweep = secrets_sub.add_parser("sweep", help="destroy secrets that belong to no connection (the scheduler does it too)")
+    sweep = secrets_sub.add_parser("sweep", help="destroy secrets that belong to no connection or webhook "
+                                                 "(the scheduler does it too)")
     sweep.add_argument("--dry-run", action="store_true", help="only list what would be destroyed")
     sweep.add_argument("--grace-s", type=float, help="keep secrets changed this recently (default: INLET_SECRET_ORPHAN_GRACE_S)")
     sweep.set_defaults(func=_secrets_sweep)

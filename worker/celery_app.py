@@ -1,7 +1,8 @@
 """The Celery application: Redis as broker, no result backend (runs live in the database).
 
 Tasks are acknowledged late and rejected when their worker dies, so Redis redelivers them; a
-redelivered task is harmless because a run is claimed at most once.
+redelivered task is harmless because a run (and a delivery's attempt) is claimed at most once.
+Webhook deliveries have a queue of their own (``inlet webhook-worker``).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from celery import Celery
 
 from api.core.config import Settings, get_settings
+from api.core.dispatch import DELIVER_WEBHOOK, WEBHOOK_QUEUE
 
 
 def make_celery(settings: Settings) -> Celery:
@@ -19,9 +21,12 @@ def make_celery(settings: Settings) -> Celery:
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
         task_default_queue="inlet",
+        task_routes={DELIVER_WEBHOOK: {"queue": WEBHOOK_QUEUE}},
         broker_connection_retry_on_startup=True,
-        # A redelivery of a still-running task finds its run claimed and returns at once.
-        broker_transport_options={"visibility_timeout": int(settings.run_timeout_s) + 600},
+        # A redelivery of a still-running task finds its run claimed and returns at once. A webhook retry
+        # waiting for its countdown must not be handed out again either.
+        broker_transport_options={
+            "visibility_timeout": int(max(settings.run_timeout_s, settings.webhook_retry_max_s)) + 600},
         worker_hijack_root_logger=False,
         task_serializer="json",
         accept_content=["json"],

@@ -1,4 +1,5 @@
-"""The worker process's long-lived parts: settings, database engine, secret store, executor."""
+"""The worker process's long-lived parts: settings, database engine, secret store, the run executor
+(``inlet worker``) and the webhook sender (``inlet webhook-worker``)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,21 @@ from functools import lru_cache
 import api.models  # noqa: F401  (every table registered: foreign keys resolve across domains)
 from api.core.config import get_settings
 from api.core.db import make_engine
+from api.core.dispatch import CeleryDispatcher, bind
 from api.secrets.backends import build_secret_store
 from worker.runner import RunExecutor
+from worker.webhooks import WebhookSender
 
 
 @lru_cache
 def executor() -> RunExecutor:
     settings = get_settings()
-    return RunExecutor(settings, make_engine(settings.resolved_database_url), build_secret_store(settings))
+    engine = make_engine(settings.resolved_database_url)
+    bind(engine, CeleryDispatcher(settings.redis_url))  # a run's outcome hands its webhook deliveries over
+    return RunExecutor(settings, engine, build_secret_store(settings))
+
+
+@lru_cache
+def webhook_sender() -> WebhookSender:
+    settings = get_settings()
+    return WebhookSender(settings, make_engine(settings.resolved_database_url), build_secret_store(settings))

@@ -1,10 +1,14 @@
-"""The scheduler process: fires due pipelines, sends lost or orphaned runs again, sweeps secrets.
+"""The scheduler process: fires due pipelines, sends lost or orphaned runs and webhook deliveries
+again, raises and clears lag alerts, sweeps secrets.
 
 Each tick, in batches: due pipelines are claimed by compare-and-set (so any number of schedulers
 can run) and sent as ``fire_schedule``; runs whose worker's lease expired, and queued runs whose
 message may have been lost (a Redis restart), are sent as ``execute_run`` again — harmless twice,
-since a run is claimed at most once. At start-up and every ``secret_sweep_interval_s`` it
-destroys secrets that belong to no connection (``api.connections.orphans``; harmless twice too).
+since a run is claimed at most once; so are webhook deliveries that stay due
+(``api.webhooks.delivery.lost_deliveries``). Pipelines with a lag alert are evaluated against their
+observed lag (``api.pipelines.alerts``), each change raising its event once. At start-up and every
+``secret_sweep_interval_s`` it destroys secrets that belong to no connection or webhook
+(``api.connections.orphans``; harmless twice too).
 """
 
 from __future__ import annotations
@@ -19,10 +23,12 @@ from sqlalchemy import Engine
 from api.connections.orphans import sweep_orphaned_secrets
 from api.core.config import Settings
 from api.core.db import unit_of_work, utcnow
-from api.core.dispatch import Dispatcher
+from api.core.dispatch import Dispatcher, bind
+from api.pipelines.alerts import evaluate_lag_alerts
 from api.pipelines.scheduling import claim_due
 from api.runs import repository
 from api.secrets.store import SecretStore
+from api.webhooks import delivery
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +38,8 @@ class TickReport:
     fired: int
     resent: int
     seconds: float
+    deliveries_resent: int = 0
+    alerts_changed: int = 0  # lag alerts raised or cleared
 
 
 def tick(engine: Engine, dispatcher: Dispatcher, settings: Settings) -> TickReport:
@@ -55,7 +63,32 @@ def tick(engine: Engine, dispatcher: Dispatcher, settings: Settings) -> TickRepo
     if sent:
         with unit_of_work(engine) as session:
             repository.mark_dispatched(session, sent)
-    return TickReport(fired=fired, resent=len(sent), seconds=time.perf_counter() - started)
+    deliveries = _resend_deliveries(engine, dispatcher, settings)
+    return TickReport(fired=fired, resent=len(sent), seconds=time.perf_counter() - started,
+                      deliveries_resent=deliveries, alerts_changed=_evaluate_lag_alerts(engine, settings))
+
+
+def _resend_deliveries(engine: Engine, dispatcher: Dispatcher, settings: Settings) -> int:
+    """Webhook deliveries whose message was lost, sent again (marked only once the broker took them)."""
+    with unit_of_work(engine) as session:
+        lost = delivery.lost_deliveries(session, limit=settings.scheduler_batch_size)
+    if not lost or dispatcher.send_webhook_deliveries(lost) == 0:
+        return 0
+    with unit_of_work(engine) as session:
+        delivery.mark_dispatched(session, lost)
+    return len(lost)
+
+
+def _evaluate_lag_alerts(engine: Engine, settings: Settings) -> int:
+    """Every active pipeline with a lag alert, in batches; how many alerts were raised or cleared."""
+    changed, after = 0, None
+    while True:
+        with unit_of_work(engine) as session:
+            batch = evaluate_lag_alerts(session, now=utcnow(), after=after, limit=settings.scheduler_batch_size)
+        changed += batch.raised + batch.cleared
+        if batch.checked < settings.scheduler_batch_size:
+            return changed
+        after = batch.last_id
 
 
 def sweep_secrets(engine: Engine, secrets: SecretStore, settings: Settings) -> bool:
@@ -73,14 +106,17 @@ def sweep_secrets(engine: Engine, secrets: SecretStore, settings: Settings) -> b
 def run_forever(
     engine: Engine, dispatcher: Dispatcher, settings: Settings, stop: threading.Event, secrets: SecretStore,
 ) -> None:
+    bind(engine, dispatcher)  # lag alerts' webhook deliveries go out through it
     log.info("scheduler started: tick every %.1fs, secret sweep every %.0fs",
              settings.scheduler_interval_s, settings.secret_sweep_interval_s)
     next_sweep = time.monotonic()
     while not stop.is_set():
         try:
             report = tick(engine, dispatcher, settings)
-            if report.fired or report.resent:
-                log.info("fired %d schedule(s), resent %d run(s) in %.3fs", report.fired, report.resent, report.seconds)
+            if report.fired or report.resent or report.deliveries_resent or report.alerts_changed:
+                log.info("fired %d schedule(s), resent %d run(s) and %d webhook delivery(ies), raised or cleared %d "
+                         "lag alert(s) in %.3fs", report.fired, report.resent, report.deliveries_resent,
+                         report.alerts_changed, report.seconds)
         except Exception:  # a failed tick (database restarting) is retried on the next one
             log.exception("scheduler tick failed")
         if time.monotonic() >= next_sweep:

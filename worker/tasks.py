@@ -1,4 +1,5 @@
-"""Celery tasks: each loads by id and hands over to ``RunExecutor``; safe to run twice."""
+"""Celery tasks: each loads by id and hands over to ``RunExecutor`` (runs) or ``WebhookSender``
+(webhook deliveries, on their own queue); safe to run twice."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from api.core.dispatch import WEBHOOK_QUEUE
 from api.runs.execution import Outcome
 from worker.celery_app import app
-from worker.context import executor
+from worker.context import executor, webhook_sender
 
 # A failed consumer-group copy is tried again after 1, 2, 4 … base periods, at most an hour apart:
 # with the default base of 10 s, 30 tries span about a day.
@@ -53,3 +55,11 @@ def delete_group(self: Any, connection_id: str, group: str) -> bool:
     if not executor().delete_group(uuid.UUID(connection_id), group):
         raise self.retry(countdown=_backoff(self.request.retries))
     return True
+
+
+@app.task(name="inlet.deliver_webhook")
+def deliver_webhook(delivery_id: str) -> str:
+    outcome = webhook_sender().deliver(uuid.UUID(delivery_id))
+    if outcome.retry_in_s is not None:
+        deliver_webhook.apply_async((delivery_id,), countdown=outcome.retry_in_s, queue=WEBHOOK_QUEUE)
+    return outcome.state

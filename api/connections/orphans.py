@@ -1,13 +1,14 @@
-"""The orphan sweep: destroy every secret under ``tenants/`` that no connection refers to.
+"""The orphan sweep: destroy every secret under ``tenants/`` that no connection or webhook refers to.
 
-A request that writes a secret and then fails compensates by destroying it, and a delete destroys
-its secret after the commit; both can lose a race (Vault stalls, the compensating destroy arrives
-before the delayed write) or fail outright (Vault down at that moment). So the guarantee that no
-secret outlives its connection is kept here, not in the request: the scheduler sweeps at start-up
-and every ``secret_sweep_interval_s``, and ``inlet secrets sweep`` runs it on demand.
+A request that writes a secret (a connection's credentials, a webhook's signing secret) and then
+fails compensates by destroying it, and a delete destroys its secret after the commit; both can lose
+a race (Vault stalls, the compensating destroy arrives before the delayed write) or fail outright
+(Vault down at that moment). So the guarantee that no secret outlives its owner is kept here, not in
+the request: the scheduler sweeps at start-up and every ``secret_sweep_interval_s``, and ``inlet
+secrets sweep`` runs it on demand.
 
-A secret is an orphan when no connection row names its path. A create in flight has written its
-secret but not yet committed its row, so a secret changed within ``grace_s`` is never destroyed.
+A secret is an orphan when no connection or webhook row names its path. A create in flight has written
+its secret but not yet committed its row, so a secret changed within ``grace_s`` is never destroyed.
 A secret under a tenant this database does not know is left alone: it may belong to another Inlet
 deployment sharing the mount and prefix, or the scheduler may be pointed at the wrong database.
 Every destroy is logged by path (paths hold ids, never secret values).
@@ -25,8 +26,17 @@ from api.connections.models import Connection
 from api.core.db import utcnow
 from api.secrets.store import CONNECTIONS_ROOT, SecretStore
 from api.tenancy.models import Tenant
+from api.webhooks.models import Webhook
 
 log = logging.getLogger(__name__)
+
+_OWNERS = {"connections": "connection", "webhooks": "webhook"}
+
+
+def _owner_of(path: str) -> str:
+    """What kind of row a secret belongs to, by its folder (``tenants/<tenant>/<folder>/<id>``)."""
+    parts = path.split("/")
+    return _OWNERS.get(parts[2] if len(parts) > 2 else "", "row")
 
 
 @dataclass
@@ -38,11 +48,12 @@ class SweepReport:
 
 
 def sweep_orphaned_secrets(*, session: Session, secrets: SecretStore, grace_s: float, dry_run: bool = False) -> SweepReport:
-    """Destroy (or with ``dry_run`` only list) the secrets no connection refers to."""
+    """Destroy (or with ``dry_run`` only list) the secrets no connection or webhook refers to."""
     report = SweepReport()
     stored = secrets.list_paths(CONNECTIONS_ROOT)
     # Read after the listing: a row committed in between is seen, so its secret is kept.
-    referenced = set(session.exec(select(Connection.secret_path).where(col(Connection.secret_path).is_not(None))).all())
+    referenced = {path for owner in (Connection, Webhook)
+                  for path in session.exec(select(owner.secret_path).where(col(owner.secret_path).is_not(None))).all()}
     tenants = {str(t) for t in session.exec(select(Tenant.id)).all()}
     cutoff = utcnow() - timedelta(seconds=grace_s)
     for path in stored:
@@ -63,7 +74,7 @@ def sweep_orphaned_secrets(*, session: Session, secrets: SecretStore, grace_s: f
             continue
         secrets.destroy(path)
         report.destroyed.append(path)
-        log.warning("orphaned secret at %s destroyed: no connection refers to it", path)
+        log.warning("orphaned secret at %s destroyed: no %s refers to it", path, _owner_of(path))
     if report.foreign:
         log.warning("secret sweep left %d secret(s) alone under tenants this database does not know, e.g. %s",
                     len(report.foreign), report.foreign[0])

@@ -9,20 +9,18 @@ cleanly.
 from __future__ import annotations
 
 import ipaddress
-import re
 import uuid
 from datetime import datetime
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from api.core.urls import HOSTNAME, check_http_url
 from api.kafka.config import ALLOWED_CLIENT_OPTIONS, SaslMechanism, SecurityProtocol
 
 CredentialsStatus = Literal["ok", "missing", "unknown"]
 RegistryAuth = Literal["none", "basic", "bearer"]
 
-_HOSTNAME = re.compile(r"^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
 _PEM = Field(default=None, max_length=65_536)
 
 
@@ -43,7 +41,7 @@ def parse_bootstrap_servers(value: str) -> list[tuple[str, int]]:
                 ipaddress.IPv6Address(host.strip("[]"))
             except ValueError:
                 raise ValueError(f"entry {position}: the bracketed host is not an IPv6 address") from None
-        elif not _HOSTNAME.match(host):
+        elif not HOSTNAME.match(host):
             raise ValueError(f"entry {position}: the host is not a valid host name or IPv4 address")
         out.append((host, int(port)))
     return out
@@ -78,28 +76,7 @@ class SslSettings(BaseModel):
 def check_registry_url(url: str) -> str:
     """An http(s) URL with a host and no credentials in it; ``ValueError`` saying what is wrong (never
     repeating the URL: a password pasted into it must not come back)."""
-    if url != url.strip() or any(c.isspace() for c in url):
-        raise ValueError("the URL must not contain spaces")
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https"):
-        raise ValueError("the URL must start with http:// or https://")
-    if "@" in parts.netloc:
-        raise ValueError("the URL must not hold credentials (user:password@): send them as schema_registry.credentials")
-    try:
-        host, port = parts.hostname, parts.port
-    except ValueError:
-        port = 0
-    if port is not None and not 1 <= port <= 65535:
-        raise ValueError("the URL's port is not a number from 1 to 65535")
-    if not host:
-        raise ValueError("the URL has no host")
-    if parts.netloc.startswith("["):
-        try:
-            ipaddress.IPv6Address(host)
-        except ValueError:
-            raise ValueError("the URL's bracketed host is not an IPv6 address") from None
-    elif not _HOSTNAME.match(host):
-        raise ValueError("the URL's host is not a valid host name or IPv4 address")
+    parts = check_http_url(url, credentials_hint="send them as schema_registry.credentials")
     if parts.query or parts.fragment or url.endswith(("?", "#")):
         raise ValueError("the URL must not have a query or a fragment: give the registry's base URL")
     return url

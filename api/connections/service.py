@@ -18,9 +18,8 @@ shows ``credentials_status: missing`` and takes new credentials as a fresh versi
 
 from __future__ import annotations
 
-import logging
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from pydantic import ValidationError
@@ -37,7 +36,7 @@ from api.connections.schemas import (
     SchemaRegistrySettings,
     SslRead,
 )
-from api.core.db import after_commit, on_rollback, utcnow
+from api.core.db import after_commit, utcnow
 from api.core.errors import Conflict, DomainError, NotFound, ValidationFailed
 from api.core.etag import check_if_match, etag_for
 from api.core.merge_patch import merge_patch
@@ -47,6 +46,7 @@ from api.core.scoping import get_scoped, scoped_select
 from api.core.security import TenantContext
 from api.kafka.client import KafkaClient
 from api.kafka.config import KafkaClientConfig
+from api.secrets.lifecycle import delete_with_secret, destroyer, require_backend, write_new
 from api.secrets.store import (
     SecretBackendRefused,
     SecretBackendUnavailable,
@@ -55,8 +55,6 @@ from api.secrets.store import (
     connection_secret_path,
 )
 from spark_jobs.registry import RegistryConfig
-
-log = logging.getLogger(__name__)
 
 _WRITE_ONLY_SSL = ("key_pem", "key_password")
 
@@ -262,45 +260,18 @@ def _ensure_name_free(session: Session, ctx: TenantContext, name: str, own_id: u
         raise Conflict(f"A connection named {name!r} already exists", conflicting_id=str(existing.id))
 
 
-def _require_secret_backend(secrets: SecretStore) -> None:
-    """Refuse (503) a change that must destroy a secret after its commit while the backend cannot:
-    the secret would outlive its row. The check narrows that window; the destroy itself is retried
-    by nothing, and a failure of it is logged by the unit of work."""
-    state = secrets.health()
-    status = state.get("status")
-    if status == "ok":
-        return
-    if status == "refused":
-        raise SecretBackendRefused(f"The {secrets.backend} secret backend refuses Inlet's credentials; nothing was changed")
-    raise SecretBackendUnavailable(f"The {secrets.backend} secret backend is {status}; nothing was changed, retry later")
-
-
-def _destroyer(secrets: SecretStore, path: str, why: str) -> Callable[[], None]:
-    """Destroy the secret at ``path`` and say so by path; a failure is left to the orphan sweep."""
-    def destroy() -> None:
-        try:
-            secrets.destroy(path)
-        except Exception as exc:  # noqa: BLE001 (logged; api.connections.orphans destroys it later)
-            log.warning("secret at %s not destroyed (%s): %s; the orphan sweep will destroy it",
-                        path, why, getattr(exc, "detail", type(exc).__name__))
-            return
-        log.info("secret at %s destroyed (%s)", path, why)
-    return destroy
-
-
 def _store_secret(session: Session, secrets: SecretStore, conn: Connection, payload: dict[str, Any], *, new: bool) -> None:
     path = conn.secret_path or connection_secret_path(conn.tenant_id, conn.id)
     if not payload:
         if conn.secret_path:
-            _require_secret_backend(secrets)
-            after_commit(session, _destroyer(secrets, path, "credentials removed"))
+            require_backend(secrets)
+            after_commit(session, destroyer(secrets, path, "credentials removed"))
         conn.secret_path, conn.credentials_version = None, None
         return
     if new or conn.secret_path is None:
-        # Registered before the write: a write that fails ambiguously (a timeout after Vault applied
-        # it) must not leave a secret behind either.
-        on_rollback(session, _destroyer(secrets, path, "its connection was not saved"))
-    version = secrets.write(path, payload)
+        version = write_new(session, secrets, path, payload, unsaved="its connection was not saved")
+    else:
+        version = secrets.write(path, payload)
     conn.secret_path, conn.credentials_version = path, version
 
 
@@ -411,13 +382,7 @@ def delete_connection(
             pipeline_ids=[str(p) for p in users],
         )
     before = _audit_view(conn)
-    path = conn.secret_path
-    if path:
-        _require_secret_backend(secrets)
-    session.delete(conn)
-    session.flush()
-    if path:
-        after_commit(session, _destroyer(secrets, path, "connection deleted"))
+    delete_with_secret(session, secrets, conn, conn.secret_path, why="connection deleted")
     record_by(session, ctx, resource_type="connection", resource_id=connection_id, action="delete", before=before)
 
 

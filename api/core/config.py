@@ -102,16 +102,31 @@ class Settings(BaseSettings):
         default=600.0, gt=0, description="A warm engine stops after this long without a run (giving back its executors)"
     )
 
+    # Webhooks (docs/webhooks.md): who may be called, and how a delivery is retried.
+    webhook_allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="Hosts webhooks may be sent to, comma-separated; *.example.com admits its "
+        "subdomains; empty: any host"
+    )
+    webhook_timeout_s: float = Field(default=10.0, gt=0, description="How long one delivery attempt may take (connect: 5 s at most)")
+    webhook_retry_base_s: float = Field(default=30.0, gt=0, description="Wait after a delivery's first failed attempt (doubling)")
+    webhook_retry_max_s: float = Field(default=3600.0, gt=0, description="Longest wait between two attempts")
+    webhook_retry_for_s: float = Field(default=86_400.0, gt=0, description="A delivery not made this long after its event fails")
+
     # Requests.
     max_body_bytes: int = 1_048_576
     page_limit_max: int = 500
 
-    @field_validator("cors_origins", mode="before")
+    @field_validator("cors_origins", "webhook_allowed_hosts", mode="before")
     @classmethod
     def _split_lists(cls, value: object) -> object:
         if isinstance(value, str) and not value.strip().startswith("["):
-            return [origin.strip() for origin in value.split(",") if origin.strip()]
+            return [item.strip() for item in value.split(",") if item.strip()]
         return value
+
+    @field_validator("webhook_allowed_hosts")
+    @classmethod
+    def _hosts(cls, hosts: list[str]) -> list[str]:
+        return [host.lower().rstrip(".") for host in hosts]
 
     @field_validator("storage_root")
     @classmethod

@@ -4,17 +4,27 @@ The API and the scheduler only send task names and ids (``send_task``), so neith
 worker's code; a send that fails leaves the run queued, and the scheduler sends it again later.
 A scheduler tick's schedule slots go out as one pipelined batch on one connection (kombu's
 ``Producer.batch``): ~0.25 ms a message instead of ~1 ms (bench/scheduler_dispatch.py).
+
+Webhook deliveries go to a queue of their own, consumed by ``inlet webhook-worker``: a receiver that
+never answers holds up deliveries only, never runs. They are decided deep inside services (a run's
+outcome raises an event), so each process binds its dispatcher to its engine once (``bind``) and a
+service hands work over with ``send_after_commit`` instead of passing a dispatcher down every call.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Protocol
 
 from celery import Celery
+from sqlalchemy import Engine
+from sqlmodel import Session
+
+from api.core.db import after_commit
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +32,9 @@ EXECUTE_RUN = "inlet.execute_run"
 FIRE_SCHEDULE = "inlet.fire_schedule"
 MIRROR_GROUP = "inlet.mirror_group_offsets"
 DELETE_GROUP = "inlet.delete_group"
+DELIVER_WEBHOOK = "inlet.deliver_webhook"
 QUEUE = "inlet"
+WEBHOOK_QUEUE = "inlet.webhooks"
 _BATCH = 500  # Redis commands per pipelined round trip
 
 
@@ -37,6 +49,9 @@ class Dispatcher(Protocol):
     def send_group_mirror(self, pipeline_id: uuid.UUID) -> bool | None: ...
 
     def send_group_delete(self, connection_id: uuid.UUID, group: str) -> bool | None: ...
+
+    def send_webhook_deliveries(self, delivery_ids: Sequence[uuid.UUID]) -> int | None:
+        """Send ``deliver_webhook`` for each delivery (to the webhooks' queue); how many the broker took."""
 
 
 class CeleryDispatcher:
@@ -56,21 +71,44 @@ class CeleryDispatcher:
     def send_run(self, run_id: uuid.UUID) -> bool:
         return self._send(EXECUTE_RUN, [str(run_id)])
 
-    def send_schedules(self, slots: Sequence[tuple[uuid.UUID, datetime]]) -> int:
-        if not slots:
+    def _send_batch(self, name: str, args: Sequence[list[str]], queue: str) -> int:
+        if not args:
             return 0
         try:
             with self._celery.producer_or_acquire() as producer, producer.batch(max_size=_BATCH):
-                for pipeline_id, slot in slots:
-                    self._celery.send_task(FIRE_SCHEDULE, args=[str(pipeline_id), slot.isoformat()], queue=QUEUE,
-                                           producer=producer)
-        except Exception as exc:  # the broker being down must not stop the scheduler; the next slot fires
-            log.warning("could not send %d schedule slot(s) to the broker (%s)", len(slots), type(exc).__name__)
+                for one in args:
+                    self._celery.send_task(name, args=one, queue=queue, producer=producer)
+        except Exception as exc:  # the broker being down must not stop the caller; the scheduler sends again
+            log.warning("could not send %d %s message(s) to the broker (%s)", len(args), name, type(exc).__name__)
             return 0
-        return len(slots)
+        return len(args)
+
+    def send_schedules(self, slots: Sequence[tuple[uuid.UUID, datetime]]) -> int:
+        return self._send_batch(FIRE_SCHEDULE, [[str(pipeline_id), slot.isoformat()] for pipeline_id, slot in slots],
+                                QUEUE)
 
     def send_group_mirror(self, pipeline_id: uuid.UUID) -> bool:
         return self._send(MIRROR_GROUP, [str(pipeline_id)])
 
     def send_group_delete(self, connection_id: uuid.UUID, group: str) -> bool:
         return self._send(DELETE_GROUP, [str(connection_id), group])
+
+    def send_webhook_deliveries(self, delivery_ids: Sequence[uuid.UUID]) -> int:
+        return self._send_batch(DELIVER_WEBHOOK, [[str(delivery_id)] for delivery_id in delivery_ids], WEBHOOK_QUEUE)
+
+
+# The dispatcher of each engine's process (one engine and one dispatcher per process; tests make several apps).
+_bound: weakref.WeakKeyDictionary[Engine, Dispatcher] = weakref.WeakKeyDictionary()
+
+
+def bind(engine: Engine, dispatcher: Dispatcher) -> None:
+    """Send the work committed through ``engine``'s units of work with ``dispatcher``."""
+    _bound[engine] = dispatcher
+
+
+def send_after_commit(session: Session, send: Callable[[Dispatcher], object]) -> None:
+    """Once ``session`` has committed, ``send`` with the dispatcher bound to its engine. Without one
+    (a script's own engine) nothing is sent now: the scheduler sends what is due later."""
+    dispatcher = _bound.get(session.get_bind())  # type: ignore[arg-type]  # a unit of work is bound to an Engine
+    if dispatcher is not None:
+        after_commit(session, lambda: send(dispatcher))

@@ -1,5 +1,6 @@
 """Prometheus metrics read from the database at scrape time: runs by state, run durations,
-records and bytes ingested, and each pipeline's consumer lag as last observed.
+records and bytes ingested, each pipeline's consumer lag as last observed, and webhook deliveries
+by outcome.
 
 Collected from the database rather than counted in memory, so every API replica reports the same
 figures and nothing is lost when a process restarts.
@@ -18,6 +19,7 @@ from sqlmodel import Session, col, select
 
 from api.pipelines.models import Pipeline
 from api.runs.models import Run
+from api.webhooks.models import WebhookDelivery
 
 DURATION_BUCKETS = (10.0, 30.0, 60.0, 120.0, 300.0, 900.0, 3600.0)
 
@@ -37,6 +39,7 @@ class InletCollector(Collector):
         with Session(self.engine) as session:
             yield from self._runs(session)
             yield from self._lag(session)
+            yield from self._webhooks(session)
 
     def _runs(self, session: Session) -> Iterator[Metric]:
         by_state = GaugeMetricFamily("inlet_runs", "Runs by state", labels=["state"])
@@ -77,3 +80,21 @@ class InletCollector(Collector):
         for tenant_id, pipeline_id, name, observed in rows:
             lag.add_metric([str(tenant_id), str(pipeline_id), name], observed or 0)
         yield lag
+
+    def _webhooks(self, session: Session) -> Iterator[Metric]:
+        ended = CounterMetricFamily("inlet_webhook_deliveries", "Webhook deliveries that ended, by outcome and "
+                                    "event type", labels=["outcome", "event_type"])
+        pending = GaugeMetricFamily("inlet_webhook_deliveries_pending", "Webhook deliveries not yet made, by "
+                                    "event type", labels=["event_type"])
+        rows = session.exec(select(WebhookDelivery.state, WebhookDelivery.event_type, func.count())
+                            .group_by(WebhookDelivery.state, WebhookDelivery.event_type)).all()
+        for state, event_type, count in rows:
+            if state == "pending":
+                pending.add_metric([event_type], count)
+            else:
+                ended.add_metric([state, event_type], count)
+        attempts = CounterMetricFamily("inlet_webhook_delivery_attempts",
+                                       "Webhook delivery attempts (retries included)")
+        total = session.exec(select(func.coalesce(func.sum(WebhookDelivery.attempts), 0))).one()
+        attempts.add_metric([], float(total))
+        yield from (ended, pending, attempts)

@@ -50,6 +50,8 @@ from api.offsets.schemas import (
 from api.pipelines.models import Pipeline
 from api.pipelines.service import get_pipeline
 from api.runs.repository import active_run, runs_by_id
+from api.tenancy.models import ApiKey
+from api.webhooks.events import emit
 
 RESOURCE_TYPE = "offsets"
 
@@ -293,6 +295,19 @@ def _snapshot(moves: list[ledger.Move], key: str) -> list[dict[str, Any]]:
     return [{"topic": m.topic, "partition": m.partition, "committed": getattr(m, key)} for m in moves]
 
 
+def _changed_event(session: Session, ctx: TenantContext, pipeline: Pipeline, mode: str, replay_mode: str,
+                   moves: list[ledger.Move]) -> dict[str, Any]:
+    """``offsets.changed``: what moved, how, and who moved it (the API key, by id and name)."""
+    key = session.get(ApiKey, ctx.key_id) if ctx.key_id else None
+    return {
+        "pipeline_id": str(pipeline.id), "pipeline_name": pipeline.name, "mode": mode, "replay_mode": replay_mode,
+        "partitions": [{"topic": m.topic, "partition": m.partition, "before": m.before, "after": m.after}
+                       for m in moves],
+        "changed_by": {"actor": ctx.actor, "api_key_id": str(ctx.key_id) if ctx.key_id else None,
+                       "api_key_name": key.name if key else None},
+    }
+
+
 def change_offsets(
     *,
     session: Session,
@@ -307,7 +322,8 @@ def change_offsets(
     """Move offsets as ``body`` says (None: reset every partition to the starting offsets).
 
     The same checks run for a dry run, so that its answer is the answer the real call would get.
-    After the commit, the pipeline's consumer group (if any) gets the new offsets."""
+    A change raises ``offsets.changed`` for the tenant's webhooks; after the commit, the pipeline's
+    consumer group (if any) gets the new offsets."""
     pipeline = get_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id, lock=True)
     replay_mode = body.replay_mode if body else "append"
     dry = body.dry_run if body else bool(dry_run)
@@ -336,6 +352,8 @@ def change_offsets(
                   before={"offsets": _snapshot(moves, "before")},
                   after={"mode": mode, "replay_mode": replay_mode, "offsets": _snapshot(moves, "after"),
                          "clamped": [{"topic": r.topic, "partition": r.partition} for r in changed if r.clamped]})
+        emit(session, ctx.tenant_id, "offsets.changed",
+             _changed_event(session, ctx, pipeline, mode, replay_mode, moves))
         if pipeline.source.get("commit_to_group"):
             after_commit(session, lambda: dispatcher.send_group_mirror(pipeline.id))
     return OffsetsChangeResult(dry_run=dry, mode=mode, replay_mode=replay_mode, rows=rows,

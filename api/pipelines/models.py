@@ -1,5 +1,5 @@
 """The pipelines table. ``source``/``target``/``schedule`` hold the user's definition as written;
-foreign keys and scheduling fields are kept in columns beside it."""
+foreign keys, scheduling fields, the lag last observed and the lag alert are kept in columns beside it."""
 
 from __future__ import annotations
 
@@ -39,6 +39,16 @@ class Pipeline(SQLModel, table=True):
     last_run_seq: int = Field(default=0, description="The sequence number of the newest run")
     observed_lag: int | None = Field(default=None, sa_column=Column(BigInteger))
     observed_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    caught_up_at: datetime | None = Field(
+        default=None, sa_type=UTCDateTime, description="When a plan or commit last saw nothing left to read"
+    )
+    lag_alert: dict[str, Any] | None = Field(
+        default=None, sa_column=Column(JSON(none_as_null=True)),
+        description="The lag that raises an alert (api.pipelines.alerts)",
+    )
+    lag_alert_since: datetime | None = Field(
+        default=None, sa_type=UTCDateTime, description="Since when the lag alert is raised; null: it is not"
+    )
     group_mirror: dict[str, Any] | None = Field(
         default=None, sa_column=Column(JSON), description="The last mirror of the offsets to source.commit_to_group"
     )

@@ -12,9 +12,9 @@ from api.core.deps import Editor, IfMatch, SessionDep, SettingsDep, Viewer
 from api.core.http import resource_headers
 from api.core.idempotency import IdempotencyDep
 from api.core.pagination import Page, PageParams, page_params
-from api.pipelines import service
+from api.pipelines import alerts, service
 from api.pipelines.models import Pipeline
-from api.pipelines.schemas import PipelineRead, PipelineSpec, PipelineState
+from api.pipelines.schemas import LagAlertRead, LagAlertSpec, PipelineRead, PipelineSpec, PipelineState
 
 router = APIRouter(prefix="/pipelines", tags=["pipelines"])
 
@@ -115,3 +115,31 @@ def resume_pipeline(
     """Resume a paused pipeline; its schedule fires again from now."""
     return _read(service.set_state(session=session, ctx=ctx, pipeline_id=pipeline_id, state="active",
                                    if_match=if_match), settings.resolved_storage_root, response)
+
+
+def _lag_alert(pipeline: Pipeline, response: Response) -> LagAlertRead:
+    resource_headers(response, etag=alerts.etag(pipeline))
+    return alerts.to_read(pipeline)
+
+
+@router.get("/{pipeline_id}/lag-alert", operation_id="get_lag_alert", response_model=LagAlertRead)
+def get_lag_alert(pipeline_id: uuid.UUID, response: Response, ctx: Viewer, session: SessionDep) -> LagAlertRead:
+    """The pipeline's lag alert: its thresholds, and whether it is raised (404 when none is set)."""
+    return _lag_alert(alerts.get_lag_alert(session=session, ctx=ctx, pipeline_id=pipeline_id), response)
+
+
+@router.put("/{pipeline_id}/lag-alert", operation_id="put_lag_alert", response_model=LagAlertRead)
+def put_lag_alert(
+    pipeline_id: uuid.UUID, body: LagAlertSpec, response: Response, ctx: Editor, session: SessionDep,
+    if_match: IfMatch = None,
+) -> LagAlertRead:
+    """Set the lag (records, and optionally seconds behind) that sends pipeline.lag_exceeded to webhooks."""
+    return _lag_alert(alerts.put_lag_alert(session=session, ctx=ctx, pipeline_id=pipeline_id, spec=body,
+                                           if_match=if_match), response)
+
+
+@router.delete("/{pipeline_id}/lag-alert", operation_id="delete_lag_alert", status_code=204)
+def delete_lag_alert(pipeline_id: uuid.UUID, ctx: Editor, session: SessionDep, if_match: IfMatch = None) -> Response:
+    """Stop alerting on the pipeline's lag."""
+    alerts.delete_lag_alert(session=session, ctx=ctx, pipeline_id=pipeline_id, if_match=if_match)
+    return Response(status_code=204)

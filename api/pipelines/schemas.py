@@ -325,3 +325,30 @@ class PipelineRead(BaseModel):
     status: PipelineStatus
     created_at: datetime
     updated_at: datetime
+
+
+class LagAlertSpec(BaseModel):
+    """The lag that raises ``pipeline.lag_exceeded`` (docs/webhooks.md); ``pipeline.lag_recovered``
+    follows once the lag is back below half of each threshold."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    lag_records: int = Field(ge=1, le=10**15, description="Records between the pipeline's position and the "
+                                                          "partitions' ends, as its last plan or commit saw them")
+    lag_age_s: int | None = Field(
+        default=None, ge=60, le=31 * 86_400,
+        description="Also raise the alert when the pipeline has not caught up for this long: seconds since a plan "
+                    "or commit last found nothing left to read (at most the age of its oldest unread record)")
+
+
+class LagAlertStatus(BaseModel):
+    state: Literal["ok", "exceeded"]
+    since: datetime | None = Field(description="When the alert was raised; null while it is not")
+    observed_lag: int | None = Field(description="The lag last observed; null: never planned yet")
+    observed_at: datetime | None
+    behind_s: float | None = Field(description="Seconds since the pipeline last had nothing left to read")
+
+
+class LagAlertRead(LagAlertSpec):
+    pipeline_id: uuid.UUID
+    status: LagAlertStatus

@@ -6,6 +6,7 @@ import uuid
 from typing import Any
 
 from pydantic import ValidationError
+from sqlalchemy import or_
 from sqlmodel import Session, col
 
 from api.audit.service import record_by
@@ -61,8 +62,10 @@ def record_group_mirror(session: Session, pipeline: Pipeline, outcome: dict[str,
 
 def record_observed_lag(session: Session, pipeline: Pipeline, lag: int) -> None:
     """The records between the pipeline's position and the partitions' ends, as last planned or
-    committed (status only: no new revision)."""
+    committed, and when it last had nothing left to read (status only: no new revision)."""
     pipeline.observed_lag, pipeline.observed_at = lag, utcnow()
+    if lag == 0:
+        pipeline.caught_up_at = pipeline.observed_at
     session.add(pipeline)
 
 
@@ -147,6 +150,15 @@ def list_pipelines(
     if connection_id:
         stmt = stmt.where(Pipeline.connection_id == connection_id)
     return paginate(session, stmt, page, Pipeline)
+
+
+def pipelines_using(
+    *, session: Session, ctx: TenantContext, connection_id: uuid.UUID, limit: int = 100
+) -> list[Pipeline]:
+    """The pipelines that read from or write to a connection (what keeps it from being deleted), by name."""
+    uses = or_(col(Pipeline.connection_id) == connection_id, col(Pipeline.target_connection_id) == connection_id)
+    stmt = scoped_select(Pipeline, ctx.tenant_id).where(uses).order_by(col(Pipeline.name)).limit(limit)
+    return list(session.exec(stmt).all())
 
 
 def replace_pipeline(

@@ -3,7 +3,9 @@
 Every state change goes through ``_transition``, which checks the run state table and applies the
 change as a compare-and-set on the state the caller saw, so two workers can never both win.
 Committing a run hands its plan to the offsets ledger (``api.ledger.service.commit_run``), which
-moves each partition's offset only if it still equals the planned start.
+moves each partition's offset only if it still equals the planned start. A change that ends an
+attempt (failed, retried, succeeded) raises its webhook events in the same transaction
+(``api.runs.notifications``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from api.core.errors import Conflict
 from api.ledger import service as ledger
 from api.pipelines.models import Pipeline
 from api.pipelines.service import record_observed_lag
-from api.runs import repository
+from api.runs import notifications, repository
 from api.runs.models import Run, RunLogChunk
 from api.runs.planning import Plan
 from api.runs.states import RUN_STATES, RunTrigger
@@ -128,7 +130,11 @@ def commit_succeeded(session: Session, run: Run, *, summary: dict[str, Any]) -> 
                                               "topic": exc.topic, "partition": exc.partition})
         return False
     _observe_lag(session, run, plan)
-    return _transition(session, run, "succeeded", finished_at=utcnow(), lease_expires_at=None, **summary)
+    after_failed_attempt = run.error is not None  # an earlier attempt failed and was retried
+    if not _transition(session, run, "succeeded", finished_at=utcnow(), lease_expires_at=None, **summary):
+        return False
+    notifications.run_succeeded(session, run, after_failed_attempt=after_failed_attempt)
+    return True
 
 
 def initialize_positions(session: Session, pipeline: Pipeline, plan: Plan) -> None:
@@ -150,13 +156,20 @@ def skip(session: Session, run: Run, plan: Plan, reason: str) -> bool:
 
 
 def finish(session: Session, run: Run, state: str, *, error: dict[str, Any] | None = None, **values: Any) -> bool:
-    return _transition(session, run, state, finished_at=utcnow(), lease_expires_at=None, error=error, **values)
+    if not _transition(session, run, state, finished_at=utcnow(), lease_expires_at=None, error=error, **values):
+        return False
+    if state == "failed":
+        notifications.run_failed(session, run, error or {}, retry_at=None)
+    return True
 
 
 def requeue(session: Session, run: Run, *, error: dict[str, Any], delay_s: float) -> bool:
     """Retry the same plan later (a transient failure)."""
-    return _transition(session, run, "queued", worker=None, lease_expires_at=None, error=error,
-                       not_before=utcnow() + timedelta(seconds=delay_s))
+    retry_at = utcnow() + timedelta(seconds=delay_s)
+    if not _transition(session, run, "queued", worker=None, lease_expires_at=None, error=error, not_before=retry_at):
+        return False
+    notifications.run_failed(session, run, error, retry_at=retry_at)
+    return True
 
 
 def append_log(session: Session, run_id: uuid.UUID, text: str) -> None:

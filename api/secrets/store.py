@@ -1,7 +1,8 @@
-"""The ``SecretStore`` interface behind which Kafka credentials live (backends: ``api.secrets.backends``).
+"""The ``SecretStore`` interface behind which Kafka credentials and webhook signing secrets live
+(backends: ``api.secrets.backends``).
 
-Paths are per tenant (``tenants/<tenant>/connections/<connection>``) so a backend policy can confine
-each tenant. Every write makes a new version; the database keeps only the path and the version.
+Paths are per tenant (``tenants/<tenant>/connections/<connection>``, ``tenants/<tenant>/webhooks/<webhook>``)
+so a backend policy can confine each tenant. Every write makes a new version; the database keeps only the path and the version.
 """
 
 from __future__ import annotations
@@ -71,3 +72,7 @@ CONNECTIONS_ROOT = "tenants"
 
 def connection_secret_path(tenant_id: uuid.UUID, connection_id: uuid.UUID) -> str:
     return f"{CONNECTIONS_ROOT}/{tenant_id}/connections/{connection_id}"
+
+
+def webhook_secret_path(tenant_id: uuid.UUID, webhook_id: uuid.UUID) -> str:
+    return f"{CONNECTIONS_ROOT}/{tenant_id}/webhooks/{webhook_id}"

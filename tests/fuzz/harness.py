@@ -40,7 +40,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 OPENAPI = REPO_ROOT / "openapi.yaml"
 PROBLEM_JSON = "application/problem+json"
 AUTHS = ("admin", "editor", "viewer", "operator", "none")
-PATH_IDS = ("tenant_id", "key_id", "connection_id", "pipeline_id", "run_id")
+PATH_IDS = ("tenant_id", "key_id", "connection_id", "pipeline_id", "run_id", "webhook_id")
 
 
 def free_port() -> int:
@@ -81,6 +81,9 @@ class NullDispatcher:
     def send_schedules(self, slots: object) -> None:
         pass
 
+    def send_webhook_deliveries(self, delivery_ids: object) -> None:
+        pass
+
 
 @dataclass
 class World:
@@ -92,7 +95,8 @@ class World:
 
 def seed_world(base_url: str, operator_token: str) -> World:
     """A tenant with a key per role, a spare key (the one ``key_id`` names, so revoking it is harmless),
-    a connection to the closed port, a paused pipeline on it, and a queued run."""
+    a connection to the closed port, a paused pipeline on it, a queued run, and a webhook to the closed
+    port (no webhook worker runs: nothing is sent)."""
     op = {"Authorization": f"Bearer {operator_token}"}
     with httpx.Client(base_url=base_url, timeout=30) as http:
         def ok(response: httpx.Response) -> dict[str, Any]:
@@ -111,12 +115,13 @@ def seed_world(base_url: str, operator_token: str) -> World:
                                             "value_format": "string"},
             "target": {"type": "delta", "path": "bronze/fuzz"}, "schedule": None, "state": "paused"}))
         run = ok(http.post(f"/pipelines/{pipeline['id']}/runs", headers=admin))
+        webhook = ok(http.post("/webhooks", json={"url": f"http://127.0.0.1:{CLOSED_PORT}/hook"}, headers=admin))
     headers = {role: {"Authorization": f"Bearer {key}"} for role, key in keys.items()}
     headers["operator"] = op
     headers["none"] = {}
     return World(headers=headers, ids={"tenant_id": tenant["id"], "key_id": spare["id"],
                                        "connection_id": conn["id"], "pipeline_id": pipeline["id"],
-                                       "run_id": run["id"]})
+                                       "run_id": run["id"], "webhook_id": webhook["id"]})
 
 
 def load_schema() -> Any:
