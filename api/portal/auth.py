@@ -2,8 +2,8 @@
 
 The sign-in form takes an API key, authenticates it exactly as the API does
 (``api.tenancy.auth.authenticate_tenant``) and seals it in the session cookie (``session.py``). Every
-other page takes ``Viewer`` or ``Editor`` (the role its API route needs: reads viewer, writes and
-connection tests editor): a dependency that opens the cookie, checks a POST's CSRF token, authenticates
+other page takes ``Viewer``, ``Editor`` or ``Admin`` (the role its API route needs: reads viewer, writes
+and connection tests editor, API keys admin): a dependency that opens the cookie, checks a POST's CSRF token, authenticates
 the key in the request's unit of work, checks the role, and hands the page a ``SignedIn``. The unit of
 work commits once the page has returned, before the response is sent, and rolls back on any failure.
 
@@ -190,6 +190,7 @@ def _signed_in(role: Role) -> Callable[[Request, str | None], Iterator[SignedIn]
 # scope="function": the commit happens before the response is sent, as for the API's SessionDep.
 Viewer = Annotated[SignedIn, Depends(_signed_in(Role.viewer), scope="function")]
 Editor = Annotated[SignedIn, Depends(_signed_in(Role.editor), scope="function")]
+Admin = Annotated[SignedIn, Depends(_signed_in(Role.admin), scope="function")]
 
 
 def _failure_page(request: Request, failure: DomainError) -> Response:
@@ -231,15 +232,17 @@ def portal_router() -> APIRouter:
 router = portal_router()
 
 
-def _set_cookie(response: Response, request: Request, name: str, value: str, max_age: int) -> None:
-    response.set_cookie(name, value, max_age=max_age, path=COOKIE_PATH, httponly=True, samesite="strict",
+def set_cookie(response: Response, request: Request, name: str, value: str, max_age: int, *,
+               path: str = COOKIE_PATH) -> None:
+    """A portal cookie: HttpOnly, SameSite=Strict, under ``/portal``, Secure over HTTPS."""
+    response.set_cookie(name, value, max_age=max_age, path=path, httponly=True, samesite="strict",
                         secure=request.url.scheme == "https")
 
 
 def _login_page(request: Request, *, status: int = 200, error: str | None = None, next_url: str = "") -> Response:
     token, csrf = session_codec(request).seal_login()
     response = pages.render(request, "login.html", status=status, login_csrf=csrf, error=error, next_url=next_url)
-    _set_cookie(response, request, LOGIN_COOKIE, token, LOGIN_TTL_S)
+    set_cookie(response, request, LOGIN_COOKIE, token, LOGIN_TTL_S)
     return response
 
 
@@ -275,7 +278,7 @@ def login(request: Request, session: SessionDep, settings: SettingsDep,
         return _login_page(request, status=exc.status, error=exc.detail, next_url=next_url)
     token, _ = session_codec(request).seal_session(key)
     response = pages.redirect(next_url)
-    _set_cookie(response, request, SESSION_COOKIE, token, SESSION_TTL_S)
+    set_cookie(response, request, SESSION_COOKIE, token, SESSION_TTL_S)
     response.delete_cookie(LOGIN_COOKIE, path=COOKIE_PATH)
     return response
 

@@ -23,7 +23,7 @@ HERE = Path(__file__).parent
 _env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]),
                    trim_blocks=True, lstrip_blocks=True)
 _env.filters.update(age=views.age, duration=views.duration, number=views.number, schedule=views.schedule_text,
-                    symbol=lambda state: views.STATE_SYMBOLS.get(state, "•"))
+                    utc=views.utc, moved=views.moved, symbol=lambda state: views.STATE_SYMBOLS.get(state, "•"))
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
@@ -41,7 +41,16 @@ NOTICES = {
     "resumed": "The pipeline is active again.",
     "run-queued": "The run is queued; this page follows it.",
     "replayed": "The offsets were moved; the next run reads from the new positions.",
+    "saved": "The pipeline was saved.",
+    "unchanged": "Nothing was changed: the form matched what was saved.",
+    "pipeline-deleted": "The pipeline was deleted.",
     "connection-created": "The connection was saved; its credentials went to the secret store.",
+    "connection-saved": "The connection was saved.",
+    "rotated": "The credentials were rotated: new runs and tests use the new version; runs planned before keep "
+               "the one they were planned with.",
+    "connection-deleted": "The connection was deleted, and every version of its credentials destroyed.",
+    "key-revoked": "The API key was revoked: it no longer signs anyone in.",
+    "own-key-revoked": "The key you were signed in with was revoked; sign in with another.",
     "signed-out": "You are signed out.",
 }
 
@@ -52,8 +61,9 @@ def render(request: Request, template: str, *, ctx: TenantContext | None = None,
     the token the page's forms carry."""
     context.setdefault("notice", NOTICES.get(request.query_params.get("notice", "")))
     can_edit = ctx is not None and ctx.role.rank >= Role.editor.rank
-    html = _env.get_template(template).render(ctx=ctx, can_edit=can_edit, csrf=csrf, path=request.url.path,
-                                              **context)
+    is_admin = ctx is not None and ctx.role is Role.admin
+    html = _env.get_template(template).render(ctx=ctx, can_edit=can_edit, is_admin=is_admin, csrf=csrf,
+                                              path=request.url.path, **context)
     return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
 
 

@@ -1,5 +1,6 @@
-"""The portal's replay page: move a pipeline's committed offsets in two steps, a dry run that shows
-what would change and then applying exactly that change (refused if the offsets moved in between)."""
+"""The portal's replay page: move a pipeline's committed offsets in any of the API's ways, in two steps,
+a dry run that shows what would change and then applying exactly that change (refused if the offsets
+moved in between)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from api.portal.pipelines import PipelineView, pipeline_view
 from api.portal.views import FormErrors
 
 router = portal_router()
+
 
 def _replay_page(caller: SignedIn, view: PipelineView, form: ReplayForm, *, chosen: set[tuple[str, int]],
                  status: int = 200, errors: FormErrors | None = None,
@@ -45,8 +47,8 @@ def replay(caller: Editor, pipeline_id: str, form: Annotated[ReplayForm, Form()]
         patch = form.to_patch()
         result = offsets.change_offsets(
             session=caller.session, ctx=caller.ctx, pipeline_id=ident, body=patch, if_match=form.if_match,
-            client_factory=caller.kafka_clients.client,
-            dispatcher=caller.dispatcher)
+            client_factory=caller.kafka_clients.client, dispatcher=caller.dispatcher,
+            dry_run=form.dry_run if patch is None else None)
     except (Unauthorized, Forbidden, NotFound):
         raise
     except DomainError as exc:

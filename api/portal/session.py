@@ -11,6 +11,10 @@ CSRF: a synchronizer token, random per session, rendered into every form and com
 time on every POST. The sign-in form, which has no session yet, gets its own token in a short-lived
 encrypted pre-session cookie. Cookies are HttpOnly, SameSite=Strict, scoped to ``/portal`` and
 Secure when served over HTTPS.
+
+A flash cookie, encrypted the same way and read once within two minutes, carries what a form's
+redirect must show a single time (a new API key): the page it redirects to can then be reloaded
+without sending the form again.
 """
 
 from __future__ import annotations
@@ -28,8 +32,10 @@ from cryptography.fernet import Fernet, InvalidToken
 SESSION_COOKIE = "inlet_portal"
 LOGIN_COOKIE = "inlet_portal_login"
 COOKIE_PATH = "/portal"
+FLASH_COOKIE = "inlet_portal_flash"
 SESSION_TTL_S = 8 * 3600
 LOGIN_TTL_S = 3600
+FLASH_TTL_S = 120
 
 
 @dataclass(frozen=True)
@@ -77,6 +83,14 @@ class SessionCodec:
     def open_login(self, token: str | None) -> str | None:
         data = self._open(token, LOGIN_TTL_S)
         return data.get("c") if data and isinstance(data.get("c"), str) else None
+
+    def seal_flash(self, data: dict[str, str]) -> str:
+        return self._cipher().encrypt(json.dumps({"f": data}).encode()).decode()
+
+    def open_flash(self, token: str | None) -> dict[str, str] | None:
+        data = self._open(token, FLASH_TTL_S)
+        flash = data.get("f") if data else None
+        return flash if isinstance(flash, dict) and all(isinstance(v, str) for v in flash.values()) else None
 
     def _open(self, token: str | None, ttl: int) -> dict | None:
         if not token:

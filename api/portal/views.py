@@ -1,15 +1,20 @@
-"""What the portal's templates need beyond the services' own objects: ages and durations in words,
-chart geometry for inline SVG, and a form's validation messages by input."""
+"""What the portal's templates need beyond the services' own objects: times, ages and durations in
+words, a schedule's next firings, what differs between a saved object and a form, and a form's
+validation messages by input. (Charts: ``charts.py``.)"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from api.core.db import utcnow
-from api.runs.schemas import RunRead
+from api.pipelines.scheduling import next_fire
+
+NEXT_FIRES_SHOWN = 5
 
 STATE_SYMBOLS = {
     "active": "▶", "paused": "‖", "queued": "…", "running": "↻", "succeeded": "✓", "failed": "✗",
@@ -47,6 +52,23 @@ def number(value: int | None) -> str:
     return "—" if value is None else f"{value:,}"
 
 
+def utc(moment: datetime | None) -> str:
+    """``moment`` to the second, in UTC: "2024-05-14 13:05:00 UTC"."""
+    return "—" if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+# How offsets were moved (``OffsetsChangeResult.mode``, the audit trail's ``after.mode``), in words.
+OFFSETS_MODES = {
+    "offsets": "moved to the offsets given", "earliest": "moved to the earliest", "latest": "moved to the latest",
+    "to_timestamp": "moved to a time", "by_duration": "moved to a time ago", "shift_by": "shifted",
+    "starting_offsets": "back to the starting offsets",
+}
+
+
+def moved(mode: str) -> str:
+    return OFFSETS_MODES.get(mode, mode)
+
+
 def schedule_text(schedule: Mapping[str, Any] | None) -> str:
     if not schedule:
         return "manual only"
@@ -56,27 +78,55 @@ def schedule_text(schedule: Mapping[str, Any] | None) -> str:
 
 
 @dataclass(frozen=True)
-class Bar:
-    x: float
-    height: float
-    label: str
-    title: str
+class Firing:
+    """When a schedule fires: in UTC, and in the schedule's own time zone (cron)."""
+
+    at: datetime
+    local: str
 
 
-def bars(values: Iterable[tuple[str, float | None, str]], *, height: float = 60, width: float = 300) -> list[Bar]:
-    """Bars for an inline SVG of ``height`` × ``width``: one per (label, value, title), scaled to the largest."""
-    rows = list(values)
-    top = max((v or 0 for _, v, _ in rows), default=0) or 1
-    step = min(width / max(len(rows), 1), 30.0)  # a few runs stay narrow bars, not one wide block
-    return [Bar(x=i * step, height=round((v or 0) / top * (height - 2), 2), label=label, title=title)
-            for i, (label, v, title) in enumerate(rows)]
+def next_fires(schedule: Mapping[str, Any] | None, *, first: datetime | None = None, count: int = NEXT_FIRES_SHOWN,
+               now: datetime | None = None) -> list[Firing]:
+    """The next ``count`` firings of ``schedule``: from ``first`` (an active pipeline's next slot, which
+    the scheduler keeps) or, without it, from ``now`` as a resume would."""
+    if not schedule:
+        return []
+    zone = str(schedule.get("timezone", "UTC")) if "cron" in schedule else "UTC"
+    moment = first or next_fire(schedule, now or utcnow())
+    out: list[Firing] = []
+    while moment is not None and len(out) < count:
+        out.append(Firing(at=moment, local=f"{moment.astimezone(ZoneInfo(zone)):%a %Y-%m-%d %H:%M} {zone}"))
+        moment = next_fire(schedule, moment)
+    return out
 
 
-def run_charts(runs: Sequence[RunRead]) -> tuple[list[Bar], list[Bar]]:
-    """Records read and duration of ``runs`` (newest first) as bars, oldest left."""
-    chronological = list(reversed(runs))
-    return (bars((f"#{r.seq}", r.records_read, f"run {r.seq}: {number(r.records_read)} records") for r in chronological),
-            bars((f"#{r.seq}", r.duration_s, f"run {r.seq}: {duration(r.duration_s)}") for r in chronological))
+@dataclass(frozen=True)
+class Difference:
+    """A field whose saved value is not the one a form sends."""
+
+    field: str
+    saved: str
+    yours: str
+
+
+def _flat(doc: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(doc, Mapping) and doc:
+        out: dict[str, Any] = {}
+        for key, value in doc.items():
+            out.update(_flat(value, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: doc}
+
+
+def differences(saved: Mapping[str, Any], yours: Mapping[str, Any]) -> list[Difference]:
+    """The fields (dotted, as the API names them) where two JSON documents differ, in order."""
+    left, right = _flat(saved), _flat(yours)
+
+    def shown(value: Any) -> str:
+        return "—" if value is None else value if isinstance(value, str) else json.dumps(value)
+
+    return [Difference(field=name, saved=shown(left.get(name)), yours=shown(right.get(name)))
+            for name in sorted(left.keys() | right.keys()) if left.get(name) != right.get(name)]
 
 
 def share(value: int | None, largest: int | None) -> float:

@@ -1,8 +1,9 @@
-"""Portal test helpers: signing in through the form, reading CSRF tokens, serving the app over
-HTTP for the browser, and screenshots as artifacts."""
+"""Portal test helpers: signing in through the form, reading CSRF tokens and a form's fields as a
+browser would send them, serving the app over HTTP for the browser, and screenshots as artifacts."""
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 import threading
@@ -11,6 +12,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ from fastapi.testclient import TestClient
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO_ROOT / "artifacts" / "portal"
+DOCS_IMG = REPO_ROOT / "docs" / "img"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--no-first-run", "--disable-sync"]
@@ -92,8 +95,69 @@ def serve(app: Any) -> Iterator[str]:
         thread.join(15)
 
 
-def screenshot(page: Any, name: str, *, path: Path | None = None) -> Path:
-    target = path or ARTIFACTS / f"{name}.png"
+class _FormReader(HTMLParser):
+    """The fields of one form as a browser submits it untouched (hidden parts included: hiding is the
+    script's, not the form's)."""
+
+    def __init__(self, action: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.action, self.inside = action, False
+        self.fields: list[tuple[str, str]] = []
+        self._select: str | None = None
+        self._options: list[tuple[str, bool]] = []
+        self._textarea: str | None = None
+        self._text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {k: v or "" for k, v in attrs}
+        if tag == "form":
+            self.inside = a.get("action") == self.action
+        if not self.inside or ("name" not in a and tag != "option"):
+            return
+        if tag == "input":
+            kind = a.get("type", "text")
+            if kind in ("checkbox", "radio"):
+                if "checked" in a:
+                    self.fields.append((a["name"], a.get("value") or "on"))
+            elif kind not in ("submit", "button"):
+                self.fields.append((a["name"], a.get("value", "")))
+        elif tag == "select":
+            self._select, self._options = a["name"], []
+        elif tag == "option" and self._select is not None:
+            self._options.append((a.get("value", ""), "selected" in a))
+        elif tag == "textarea":
+            self._textarea, self._text = a["name"], []
+
+    def handle_data(self, data: str) -> None:
+        if self._textarea is not None:
+            self._text.append(data)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "form":
+            self.inside = False
+        elif tag == "select" and self._select is not None:
+            chosen = [v for v, selected in self._options if selected] or [v for v, _ in self._options[:1]]
+            self.fields.extend((self._select, v) for v in chosen)
+            self._select = None
+        elif tag == "textarea" and self._textarea is not None:
+            self.fields.append((self._textarea, "".join(self._text).removeprefix("\n")))
+            self._textarea = None
+
+
+def form_fields(html: str, action: str) -> dict[str, str]:
+    """The fields the form posting to ``action`` sends as shown (its submit buttons aside)."""
+    reader = _FormReader(action)
+    reader.feed(html)
+    assert reader.fields, f"no form posting to {action}"
+    return dict(reader.fields)
+
+
+def screenshot(page: Any, name: str, *, docs: str | None = None, full_page: bool = True) -> Path:
+    """The page as ``artifacts/portal/<name>.png``; with ``docs`` and ``INLET_REFRESH_SCREENSHOTS=1``, also as
+    the documentation's ``docs/img/<docs>.png`` (the pictures in README.md and docs/portal.md come from here)."""
+    target = ARTIFACTS / f"{name}.png"
     target.parent.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(target), full_page=True)
+    page.screenshot(path=str(target), full_page=full_page)
+    if docs is not None and os.environ.get("INLET_REFRESH_SCREENSHOTS") == "1":
+        page.screenshot(path=str(DOCS_IMG / f"{docs}.png"), full_page=full_page)
     return target

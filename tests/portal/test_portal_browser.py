@@ -90,7 +90,7 @@ def test_sign_in_add_connection_and_pipeline_run_and_replay(
     assert total_lag(page) == 0
     expect(page.locator("table.offsets tbody tr")).to_have_count(3)
     expect(page.get_by_role("link", name="#1")).to_be_visible()
-    expect(page.locator("figure.chart")).to_have_count(2)
+    expect(page.locator("figure.chart")).to_have_count(3)  # records, duration, lag per partition
     screenshot(page, "pipeline")
 
     page.get_by_role("link", name="#1").click()
@@ -188,6 +188,8 @@ def test_registry_inputs_follow_the_chosen_auth_and_value_format(client, live_se
     page.get_by_label("Registry URL").fill("http://127.0.0.1:8081")
     page.get_by_label("Registry token").fill("sr-browser-token")
     page.get_by_role("button", name="Save connection").click()
+    expect(page.locator("dl.def")).to_contain_text("http://127.0.0.1:8081 (bearer auth)")
+    page.goto(f"{base}/portal/connections")
     expect(page.get_by_role("row", name=re.compile("^registry "))).to_contain_text("http://127.0.0.1:8081 (bearer)")
 
     page.goto(f"{base}/portal/pipelines/new")

@@ -5,12 +5,23 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import TypeVar
 
 import pytest
 
+from api.connections.schemas import ConnectionRead
 from api.core.errors import Conflict, ValidationFailed
-from api.portal.forms import ConnectionForm, FormInvalid, PipelineFilters, PipelineForm, ReplayForm
+from api.pipelines.schemas import PipelineRead, PipelineSpec
+from api.portal.forms import (
+    ConnectionForm,
+    DeleteForm,
+    FormInvalid,
+    PipelineFilters,
+    PipelineForm,
+    ReplayForm,
+    RotationForm,
+)
 from api.portal.views import FormErrors
 
 CONNECTION_ID = str(uuid.UUID(int=7))
@@ -85,12 +96,16 @@ def test_a_connection_forms_credentials_errors_name_the_credentials_fields() -> 
     assert "password" not in ConnectionForm(password="s3cret").values()
 
 
-def test_a_connection_forms_whole_body_rules_are_shown_above_the_form() -> None:
-    form = ConnectionForm(name="plain", bootstrap_servers="broker-1:9092", security_protocol="PLAINTEXT",
-                          sasl_mechanism="PLAIN")
-    refused = _refusal(form.spec, ValidationFailed)
-    assert form.errors(refused) == FormErrors(general=[
-        "sasl_mechanism is only used with SASL_PLAINTEXT or SASL_SSL, not PLAINTEXT"])
+def test_a_connection_form_sends_only_the_parts_its_protocol_uses() -> None:
+    # The page hides the SASL and TLS inputs of a PLAINTEXT connection; what they still hold is not sent.
+    plain = ConnectionForm(name="plain", bootstrap_servers="broker-1:9092", security_protocol="PLAINTEXT",
+                           sasl_mechanism="PLAIN", username="ingest", password="pw", ca_pem="CA")
+    assert plain.spec().model_dump(mode="json", include={"sasl_mechanism", "credentials", "ssl"}) == {
+        "sasl_mechanism": None, "credentials": None, "ssl": None}
+    no_mechanism = ConnectionForm(name="sasl", bootstrap_servers="broker-1:9092", security_protocol="SASL_SSL",
+                                  username="ingest", password="pw")
+    assert no_mechanism.errors(_refusal(no_mechanism.spec, ValidationFailed)) == FormErrors(fields={
+        "sasl_mechanism": ["security_protocol SASL_SSL needs a SASL mechanism"]})
 
 
 def test_a_connection_forms_schema_registry_becomes_the_apis_and_its_secrets_are_not_shown_back() -> None:
@@ -188,3 +203,67 @@ def test_the_pipeline_filters_ignore_what_they_do_not_know() -> None:
     assert (odd.number, odd.shown()) == (1, {"name": "p-1", "state": ""})
     assert PipelineFilters(state="paused", page="3").shown() == {"name": "", "state": "paused"}
     assert PipelineFilters(page="3").number == 3
+
+
+def _read(spec: PipelineSpec) -> PipelineRead:
+    stored = spec.model_dump(mode="json", by_alias=True)
+    now = datetime(2024, 5, 14, tzinfo=UTC)
+    return PipelineRead.model_validate({**stored, "id": str(uuid.UUID(int=9)), "created_at": now, "updated_at": now,
+                                        "status": {"next_run_at": None, "target_uri": None}})
+
+
+@pytest.mark.parametrize("body", [
+    {"name": "kafka", "source": {"connection_id": CONNECTION_ID, "topic_pattern": r"orders\..*", "value_format": "avro",
+                                 "value_schema": {"subject": "orders-value", "version": "latest"}, "key_format": "string",
+                                 "starting_offsets": {"orders.eu": {"0": 5}}, "include_headers": False,
+                                 "on_data_loss": "skip", "commit_to_group": "g"},
+     "target": {"type": "kafka", "connection_id": CONNECTION_ID, "topic": "copy",
+                "create_topic": {"partitions": 3, "replication_factor": -1, "config": {}}},
+     "schedule": {"interval_seconds": 60}, "state": "paused"},
+    {"name": "delta", "source": {"connection_id": CONNECTION_ID, "topics": ["a", "b"], "starting_timestamp":
+                                 "2024-05-14T13:05:00Z", "starting_timestamp_strategy": "error", "max_offsets_per_run": 5},
+     "target": {"type": "delta", "path": "bronze/x", "partition_by": []}, "schedule": {"cron": "0 6 * * *"},
+     "state": "active"},
+])
+def test_a_pipeline_shown_in_its_form_and_saved_unchanged_is_the_same_pipeline(body: dict[str, object]) -> None:
+    # The edit form of a saved pipeline becomes exactly what was stored, defaults written or not.
+    spec = PipelineSpec.model_validate(body)
+    stored = spec.model_dump(mode="json", by_alias=True)
+    form = PipelineForm.of(_read(spec), etag='"e"')
+    assert form.etag == '"e"'
+    assert form.spec(stored=stored).model_dump(mode="json", by_alias=True) == stored
+
+
+def test_the_replay_form_goes_back_a_time_or_to_the_starting_offsets() -> None:
+    ago = ReplayForm(tp=["orders|0"], mode="duration", duration=" p1d ").to_patch()
+    assert ago is not None and ago.model_dump(mode="json", exclude_none=True) == {
+        "by_duration": "P1D", "topics": ["orders"], "partitions": [0], "dry_run": True, "clamp": False,
+        "replay_mode": "append"}
+    starting = ReplayForm(mode="starting")  # every partition: the choice of partitions does not matter
+    assert starting.to_patch() is None and starting.dry_run
+    assert ReplayForm.confirmation(None) == "null"
+    applied = ReplayForm(action="apply", patch="null", etag='"o"')
+    assert applied.to_patch() is None and not applied.dry_run and applied.if_match == '"o"'
+    replace = _refusal(ReplayForm(mode="starting", replay_mode="replace").to_patch, FormInvalid)
+    assert replace.fields == FormErrors(fields={
+        "replay_mode": ["Back to the starting offsets, records read again are appended: choose append"]})
+
+
+def test_a_rotation_is_a_merge_patch_of_the_new_credentials_alone() -> None:
+    now = datetime(2024, 5, 14, tzinfo=UTC)
+    conn = ConnectionRead(id=uuid.UUID(int=1), name="c", bootstrap_servers="b:9092", security_protocol="SASL_SSL",
+                          sasl_mechanism="OAUTHBEARER", ssl=None, options={}, has_credentials=True,
+                          credentials_version=1, schema_registry={"url": "https://sr", "ca_pem": None,
+                                                                  "endpoint_identification": "https", "auth": "bearer"},
+                          created_at=now, updated_at=now)
+    oauth = RotationForm(oauth_client_id="inlet", oauth_client_secret="s", oauth_token_endpoint_url="https://idp/t")
+    assert oauth.to_patch(conn) == {"credentials": {"client_id": "inlet", "client_secret": "s",
+                                                    "token_endpoint_url": "https://idp/t", "scope": None}}
+    token = RotationForm(registry_token="t2", username="ignored: not this connection's kind")
+    assert token.to_patch(conn) == {"schema_registry": {"credentials": {"token": "t2"}}}
+    refused = RotationForm(oauth_client_id="inlet")
+    assert refused.errors(_refusal(lambda: refused.to_patch(conn), ValidationFailed)) == FormErrors(fields={
+        "oauth_client_secret": ["Value should have at least 1 item after validation, not 0"],
+        "oauth_token_endpoint_url": ["String should have at least 1 character"]})
+    assert "oauth_client_secret" not in refused.values() and "registry_token" not in token.values()
+    assert DeleteForm(confirm_name=" c ").check("c") is None

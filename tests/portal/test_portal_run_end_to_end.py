@@ -1,23 +1,19 @@
 """The portal driving a real run: Chromium → the API over HTTP → Redis → ``inlet worker`` →
 spark-submit → Delta, against the sandbox Kafka. Its screenshots go to ``artifacts/portal/``; with
-``INLET_REFRESH_README_SCREENSHOT=1`` it also refreshes the README's ``docs/img/portal-pipeline.png``."""
+``INLET_REFRESH_SCREENSHOTS=1`` it also refreshes the README's ``docs/img/portal-pipeline.png``."""
 
 from __future__ import annotations
-
-import os
 
 import pytest
 from playwright.sync_api import expect
 
 from tests.factories import make_tenant
 from tests.fixtures.kafka import produce_keyed
-from tests.portal.helpers import REPO_ROOT, screenshot, serve
+from tests.portal.helpers import screenshot, serve
 from tests.portal.test_portal_browser import add_connection, add_pipeline, sign_in, total_lag
 from tests.runs.helpers import delta_coordinates
 
 pytestmark = pytest.mark.slow
-
-README_SHOT = REPO_ROOT / "docs" / "img" / "portal-pipeline.png"
 
 
 def _run_now_and_wait(page) -> None:  # type: ignore[no-untyped-def]
@@ -71,14 +67,20 @@ def test_portal_run_end_to_end(stack, browser_page, sandbox_kafka, kafka_topic) 
 
         _run_now_and_wait(page)
         expect(page.locator("#records-read")).to_have_text(str(replayed), timeout=30_000)
+
+        # New records: the next run reads those alone, and the charts show the three runs.
+        produce_keyed(sandbox_kafka.bootstrap_servers, topic, 25)
+        page.goto(pipeline_url)
+        assert total_lag(page) == 25
+        _run_now_and_wait(page)
+        expect(page.locator("#records-read")).to_have_text("25", timeout=30_000)
         page.goto(pipeline_url)
         assert total_lag(page) == 0
-        expect(page.locator("figure.chart")).to_have_count(2)
-        screenshot(page, "e2e-pipeline")
-        if os.environ.get("INLET_REFRESH_README_SCREENSHOT") == "1":
-            screenshot(page, "portal-pipeline", path=README_SHOT)
+        expect(page.locator("figure.chart")).to_have_count(3)  # records, duration, lag per partition
+        expect(page.locator("#chart-records rect.bar")).to_have_count(3)
+        screenshot(page, "e2e-pipeline", docs="portal-pipeline")
 
     pipeline_id = pipeline_url.rsplit("/", 1)[1]
     uri = stack.client.get(f"/pipelines/{pipeline_id}", headers=tenant.viewer).json()["status"]["target_uri"]
     rows = delta_coordinates(uri)
-    assert len(rows) == 40 + replayed  # append mode: partition 0 written twice
+    assert len(rows) == 40 + replayed + 25  # append mode: partition 0 written twice

@@ -71,6 +71,17 @@ EXPECTED: dict[tuple[str, str], tuple[set[int], Any, dict[str, str] | None]] = {
     ("GET", "/pipelines/{pipeline_id}/offsets/history"): (NOT_FOUND, None, None),
     ("GET", "/pipelines/{pipeline_id}/offsets/lookup"): (NOT_FOUND, None, {"topic": "{topic}", "partition": "0",
                                                                            "offset": "0"}),
+    ("GET", "/pipelines/{pipeline_id}/lag-alert"): (NOT_FOUND, None, None),
+    ("PUT", "/pipelines/{pipeline_id}/lag-alert"): (NOT_FOUND, {"lag_records": 1}, None),
+    ("DELETE", "/pipelines/{pipeline_id}/lag-alert"): (NOT_FOUND, None, None),
+    ("POST", "/webhooks"): ({201}, {"url": "https://b.example.com/hook"}, None),
+    ("GET", "/webhooks"): (OWN, None, None),
+    ("GET", "/webhooks/{webhook_id}"): (NOT_FOUND, None, None),
+    ("PATCH", "/webhooks/{webhook_id}"): (NOT_FOUND, {"enabled": False}, None),
+    ("DELETE", "/webhooks/{webhook_id}"): (NOT_FOUND, None, None),
+    ("POST", "/webhooks/{webhook_id}/rotate-secret"): (NOT_FOUND, None, None),
+    ("POST", "/webhooks/{webhook_id}/test"): (NOT_FOUND, None, None),
+    ("GET", "/webhooks/{webhook_id}/deliveries"): (NOT_FOUND, None, None),
 }
 
 # The portal (server-rendered, signed in by a session cookie): B's session on A's objects is a 404 page;
@@ -89,10 +100,25 @@ PORTAL: dict[tuple[str, str], set[int]] = {
     ("POST", "/portal/pipelines/{pipeline_id}/run"): NOT_FOUND,
     ("GET", "/portal/pipelines/{pipeline_id}/replay"): NOT_FOUND,
     ("POST", "/portal/pipelines/{pipeline_id}/replay"): NOT_FOUND,
+    ("GET", "/portal/pipelines/{pipeline_id}/edit"): NOT_FOUND,
+    ("POST", "/portal/pipelines/{pipeline_id}/edit"): NOT_FOUND,
+    ("GET", "/portal/pipelines/{pipeline_id}/delete"): NOT_FOUND,
+    ("POST", "/portal/pipelines/{pipeline_id}/delete"): NOT_FOUND,
+    ("GET", "/portal/pipelines/{pipeline_id}/offsets"): NOT_FOUND,
     ("GET", "/portal/connections"): OWN,
     ("POST", "/portal/connections"): {200, 303},
     ("POST", "/portal/connections/{connection_id}/test"): NOT_FOUND,
+    ("GET", "/portal/connections/{connection_id}"): NOT_FOUND,
+    ("GET", "/portal/connections/{connection_id}/edit"): NOT_FOUND,
+    ("POST", "/portal/connections/{connection_id}/edit"): NOT_FOUND,
+    ("POST", "/portal/connections/{connection_id}/rotate"): NOT_FOUND,
+    ("GET", "/portal/connections/{connection_id}/delete"): NOT_FOUND,
+    ("POST", "/portal/connections/{connection_id}/delete"): NOT_FOUND,
+    ("GET", "/portal/api-keys"): OWN,
+    ("POST", "/portal/api-keys"): {303},  # B's own key, shown once on B's keys page
+    ("POST", "/portal/api-keys/{key_id}/revoke"): NOT_FOUND,
     ("GET", "/portal/runs/{run_id}"): NOT_FOUND,
+    ("GET", "/portal/webhooks"): OWN,
     ("GET", "/portal/static/{name}"): OWN,
 }
 
@@ -106,7 +132,8 @@ def settings(settings: Settings) -> Settings:
 
 
 def _seed_a(client: TestClient) -> tuple[Tenant, dict[str, str]]:
-    """Tenant A with a connection, a pipeline, a queued run and an extra key, all uniquely named."""
+    """Tenant A with a connection, a pipeline (with a lag alert), a queued run, an extra key and a webhook,
+    all uniquely named."""
     tag = uuid.uuid4().hex[:8]
     a = make_tenant(client, name=f"tenant-a-{tag}")
     conn = client.post("/connections", headers=a.admin, json={
@@ -121,9 +148,15 @@ def _seed_a(client: TestClient) -> tuple[Tenant, dict[str, str]]:
     assert run.status_code == 202, run.text
     key = client.post("/api-keys", headers=a.admin, json={"name": f"a-key-{tag}", "role": "viewer"})
     assert key.status_code == 201, key.text
+    alert = client.put(f"/pipelines/{pipeline.json()['id']}/lag-alert", headers=a.admin, json={"lag_records": 777})
+    assert alert.status_code == 200, alert.text
+    webhook = client.post("/webhooks", headers=a.admin, json={"url": f"https://a-hook-{tag}.example.com/in",
+                                                                "description": f"a-hook-{tag}"})
+    assert webhook.status_code == 201, webhook.text
     ids = {"tenant_id": a.id, "connection_id": conn.json()["id"], "pipeline_id": pipeline.json()["id"],
            "run_id": run.json()["id"], "key_id": key.json()["id"], "name": "portal.css",
-           "connection_name": f"a-conn-{tag}", "topic": f"a-topic-{tag}"}
+           "connection_name": f"a-conn-{tag}", "topic": f"a-topic-{tag}", "webhook_id": webhook.json()["id"],
+           "webhook_secret": webhook.json()["secret"]}
     return a, ids
 
 
@@ -133,7 +166,8 @@ def _secrets_of_a(client: TestClient, a: Tenant, ids: dict[str, str]) -> set[str
     keys = client.get("/api-keys", headers=a.admin).json()["items"]
     return ({a.id, a.name, ids["connection_id"], ids["pipeline_id"], ids["run_id"], f"a-conn-{tag}",
              f"a-pipe-{tag}", f"a-topic-{tag}", f"a-path-{tag}", f"a-broker-{tag}", f"a-user-{tag}", f"a-key-{tag}",
-             PASSWORD} | {k["id"] for k in keys} | {k["prefix"] for k in keys} | set(a.keys.values()))
+             f"a-hook-{tag}", ids["webhook_id"], ids["webhook_secret"], PASSWORD}
+            | {k["id"] for k in keys} | {k["prefix"] for k in keys} | set(a.keys.values()))
 
 
 def fill(path: str, ids: dict[str, str]) -> str:
@@ -167,7 +201,9 @@ def _leaks(text: str, secrets: set[str], sent: str) -> set[str]:
 def _snapshot(client: TestClient, a: Tenant, ids: dict[str, str]) -> dict[str, Any]:
     reads = {"connection": f"/connections/{ids['connection_id']}", "pipeline": f"/pipelines/{ids['pipeline_id']}",
              "run": f"/runs/{ids['run_id']}", "key": f"/api-keys/{ids['key_id']}", "keys": "/api-keys",
-             "connections": "/connections", "pipelines": "/pipelines"}
+             "connections": "/connections", "pipelines": "/pipelines", "webhook": f"/webhooks/{ids['webhook_id']}",
+             "webhooks": "/webhooks", "deliveries": f"/webhooks/{ids['webhook_id']}/deliveries",
+             "lag_alert": f"/pipelines/{ids['pipeline_id']}/lag-alert"}
     out = {}
     for name, path in reads.items():
         response = client.get(path, headers=a.admin)
@@ -227,7 +263,7 @@ def test_every_portal_route_refuses_another_tenants_objects(app: Any, client: Te
         else:
             form = {"csrf_token": csrf, "name": "b-form-conn", "bootstrap_servers": "127.0.0.1:1",
                     "security_protocol": "PLAINTEXT", "connection_id": ids["connection_id"], "topics": "b-topic",
-                    "target_path": "b-path", "reset": "earliest"}
+                    "target_path": "b-path", "reset": "earliest", "role": "viewer", "confirm_name": "b-form-conn"}
             if template == "/portal/login":
                 client.cookies.clear()
                 form = {"csrf_token": "x", "api_key": b.admin["Authorization"].removeprefix("Bearer ")}

@@ -2,7 +2,16 @@
 (function () {
   "use strict";
 
-  // Show only the inputs of the chosen option (schedule kind, replay mode, value format, registry auth).
+  // The value an element named by data-shown-by has: a select's or a checked radio's value, a
+  // checkbox's value when checked ("" when not).
+  function valueOf(form, name) {
+    var field = form.elements.namedItem(name);
+    if (!field) return null;
+    if (field.type === "checkbox") return field.checked ? field.value : "";
+    return field.value;
+  }
+
+  // Show only the inputs of the chosen option (schedule kind, replay mode, protocol, formats, target).
   function syncChoices(form) {
     form.querySelectorAll("[data-kind]").forEach(function (el) {
       var chosen = form.querySelector("input[name=schedule_kind]:checked");
@@ -12,10 +21,31 @@
       var chosen = form.querySelector("input[name=mode]:checked");
       el.hidden = !chosen || chosen.value !== el.dataset.mode;
     });
-    // data-shown-by names a select; data-when, the values (space-separated) that show the element.
+    // data-shown-by names an input; data-when, the values (space-separated) that show the element.
     form.querySelectorAll("[data-shown-by]").forEach(function (el) {
-      var sel = form.elements.namedItem(el.dataset.shownBy);
-      if (sel) el.hidden = el.dataset.when.split(" ").indexOf(sel.value) < 0;
+      var value = valueOf(form, el.dataset.shownBy);
+      if (value !== null) el.hidden = el.dataset.when.split(" ").indexOf(value) < 0;
+    });
+  }
+
+  // A copy button (data-copy: the id of the input it copies; data-copied: where to say it did).
+  function copyButton(button) {
+    var source = document.getElementById(button.dataset.copy);
+    var said = document.getElementById(button.dataset.copied);
+    if (!source) return;
+    button.hidden = false;
+    button.addEventListener("click", function () {
+      function done(ok) {
+        if (said) said.textContent = ok ? "Copied to the clipboard." : "Select the key and copy it (Ctrl+C).";
+      }
+      source.select();
+      if (navigator.clipboard && window.isSecureContext) {
+        navigator.clipboard.writeText(source.value).then(function () { done(true); }, function () {
+          done(document.execCommand("copy"));
+        });
+      } else {
+        done(document.execCommand("copy"));
+      }
     });
   }
 
@@ -44,6 +74,7 @@
       syncChoices(form);
       form.addEventListener("change", function () { syncChoices(form); });
     });
+    document.querySelectorAll("button[data-copy]").forEach(copyButton);
     var main = document.getElementById("main");
     if (main) refresh(main);
   });
