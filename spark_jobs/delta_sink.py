@@ -14,6 +14,7 @@ never see the old and new rows together, nor neither.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 import uuid
@@ -57,6 +58,9 @@ if TYPE_CHECKING:
 
     from spark_jobs.spec import Ranges, Txn  # pydantic costs every Python worker ~1 s to import
 
+log = logging.getLogger("inlet.delta")
+_COMMIT_TRIES = 3
+_METADATA_RACE = "Metadata changed since last commit"
 CARRIED = "_inlet_carried"  # set on rows rewritten from existing files, not read from Kafka
 INTERNAL = {QUARANTINE_REASON, RAW_KEY, RAW_VALUE, CARRIED}
 _STATS_COLUMNS = ("topic", "partition", "offset")
@@ -433,24 +437,31 @@ def commit_files(
         app_transactions=[Transaction(txn.app_id, txn.version)],
         custom_metadata={"inlet.txn": f"{txn.app_id}:{txn.version}", **(notes or {})},
     )
-    try:
-        if not store.is_delta_table(uri):
-            _create_empty(store, uri, Schema.from_arrow(schema), partition_by)
-        table = store.delta_table(uri)
-        done = table.transaction_version(txn.app_id)
-        if done is not None and done >= txn.version:
-            return None
-        if list(table.metadata().partition_columns) != list(partition_by):
-            raise JobError("invalid_spec", f"{uri} is partitioned by {table.metadata().partition_columns}, the spec says {partition_by}")
-        evolve_schema(store, uri, table, schema)
-        table.create_write_transaction(adds + list(removes), mode="append", schema=table.schema(), partition_by=partition_by,
-                                       commit_properties=commit)
-        table.update_incremental()
-        return table.version()
-    except (DeltaError, OSError) as exc:
-        if _committed_meanwhile(store, uri, txn):
-            return None
-        raise storage_failure(exc) or JobError("target_commit", f"commit to {uri} failed: {exc}") from None
+    for attempt in range(1, _COMMIT_TRIES + 1):
+        try:
+            if not store.is_delta_table(uri):
+                _create_empty(store, uri, Schema.from_arrow(schema), partition_by)
+            table = store.delta_table(uri)
+            done = table.transaction_version(txn.app_id)
+            if done is not None and done >= txn.version:
+                return None
+            if list(table.metadata().partition_columns) != list(partition_by):
+                raise JobError("invalid_spec", f"{uri} is partitioned by {table.metadata().partition_columns}, the spec says {partition_by}")
+            evolve_schema(store, uri, table, schema)
+            table.create_write_transaction(adds + list(removes), mode="append", schema=table.schema(), partition_by=partition_by,
+                                           commit_properties=commit)
+            table.update_incremental()
+            return table.version()
+        except (DeltaError, OSError) as exc:
+            if _committed_meanwhile(store, uri, txn):
+                return None
+            # A concurrent metadata-only commit (a second create of a new table, a schema change) is
+            # no reason to fail: read the table again and commit on top of it.
+            if attempt < _COMMIT_TRIES and _METADATA_RACE in str(exc):
+                log.info("commit to %s met a concurrent metadata change; trying again (%d)", uri, attempt)
+                continue
+            raise storage_failure(exc) or JobError("target_commit", f"commit to {uri} failed: {exc}") from None
+    raise AssertionError("unreachable: the last try returns or raises")
 
 
 def _create_empty(store: Store, uri: str, schema: Schema, partition_by: list[str]) -> None:

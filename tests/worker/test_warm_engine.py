@@ -201,7 +201,8 @@ def test_a_hung_engine_is_replaced_before_a_run_and_fails_the_run_it_hangs_in(sa
     topic = kafka_topic(partitions=2)
     placed = produce_keyed(sandbox_kafka.bootstrap_servers, topic, 40)
     uri = str(tmp_path / "events")
-    warm = WarmLauncher(SETTINGS, EngineLimits(hung_after_s=5))
+    # 10 s: a fresh engine on 2 busy cores (xdist runs Spark beside it) has been silent for over 5 s mid-run.
+    warm = WarmLauncher(SETTINGS, EngineLimits(hung_after_s=10))
     try:
         warmed = _launch(warm, _spec(sandbox_kafka.bootstrap_servers, topic, placed, str(tmp_path / "other"),
                                      pipeline_id="other", value_format="string"), tmp_path)
