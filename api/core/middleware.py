@@ -1,10 +1,12 @@
-"""ASGI guards in front of every route: body size, JSON-only bodies, and request logging without
-bodies or headers (they may carry secrets)."""
+"""ASGI guards in front of every route: body size, JSON-only bodies of bounded nesting, and request
+logging without bodies or headers (they may carry secrets)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
+import re
 import time
 from typing import Any
 
@@ -16,10 +18,27 @@ log = logging.getLogger("inlet.access")
 
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
+# How deep a JSON body may nest. Inlet's deepest body (a pipeline's per-partition starting offsets)
+# nests 5 deep; the code that walks a body (validation, merge patch, fingerprints) recurses once per
+# level, so a body nested hundreds deep must stop here, as a 422, not as a RecursionError further in.
+MAX_JSON_DEPTH = 32
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)  # unrolled: no backtracking
+_BRACKETS = bytes(range(256)).translate(None, b"[]{}")  # every byte but the brackets, to delete
+_STEP = [1 if b in b"[{" else -1 for b in range(256)]
 
-async def _send_problem(send: Send, scope: Scope, status: int, code: str, title: str, detail: str) -> None:
+
+def nests_too_deep(body: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether ``body``'s arrays and objects nest more than ``limit`` deep: linear in its size, no parsing."""
+    if body.count(b"[") + body.count(b"{") <= limit:  # nearly every body: nothing to scan
+        return False
+    brackets = _JSON_STRING.sub(b"", body).translate(None, _BRACKETS)
+    return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0) > limit
+
+
+async def _send_problem(send: Send, scope: Scope, status: int, code: str, title: str, detail: str,
+                        **extra: Any) -> None:
     body = json.dumps({"type": PROBLEM_BASE + code, "title": title, "status": status, "detail": detail,
-                       "instance": scope.get("path", "")}).encode()
+                       "instance": scope.get("path", ""), **extra}).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", PROBLEM_JSON.encode()), (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
@@ -78,6 +97,11 @@ class RequestGuard:
             if not message.get("more_body", False):
                 break
         body, delivered = b"".join(chunks), False
+        if _is_json(content_type) and nests_too_deep(body):
+            too_deep = f"The JSON body nests arrays and objects more than {MAX_JSON_DEPTH} deep"
+            await _send_problem(send, scope, 422, "validation-failed", "Invalid request", too_deep,
+                                errors=[{"field": "body", "message": too_deep, "type": "too_deep"}])
+            return
 
         async def replay() -> Message:
             nonlocal delivered

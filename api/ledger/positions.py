@@ -8,13 +8,13 @@ for planning runs and for the offsets API alike.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
 from api.kafka.client import Partition
 from api.kafka.errors import KafkaLookupError, TimestampNotResolvable, TopicNotFound
+from api.pipelines.topic_patterns import compile_topic_pattern, matches_topic
 
 EARLIEST, LATEST = -2, -1
 
@@ -30,9 +30,9 @@ def select_partitions(visible: Mapping[str, int], source: Mapping[str, Any]) -> 
     topics that are not visible. A pattern matches whole names; an invalid one is a ``config`` error."""
     if source.get("topic_pattern"):
         try:
-            regex = re.compile(source["topic_pattern"])
-        except re.error as exc:
-            raise KafkaLookupError(f"invalid topic pattern: {exc}", kind="config") from None
+            regex = compile_topic_pattern(source["topic_pattern"])
+        except ValueError as exc:
+            raise KafkaLookupError(str(exc), kind="config") from None
         topics, missing = [t for t in sorted(visible) if regex.fullmatch(t)], []
     else:
         named = sorted(set(source["topics"]))
@@ -51,7 +51,7 @@ def partitions_to_read(visible: Mapping[str, int], source: Mapping[str, Any]) ->
 
 def reads_topic(source: Mapping[str, Any], topic: str) -> bool:
     if source.get("topic_pattern"):
-        return re.fullmatch(source["topic_pattern"], topic) is not None
+        return matches_topic(source["topic_pattern"], topic)
     return topic in source["topics"]
 
 

@@ -25,7 +25,7 @@ OffsetsMode = Literal["offsets", "earliest", "latest", "to_timestamp", "by_durat
 MODE_FIELDS = ("offsets", "reset", "to_timestamp", "by_duration", "shift_by")
 
 # ISO 8601 durations as kafka-consumer-groups' --by-duration takes them (PnDTnHnMnS, plus weeks).
-_DURATION = re.compile(r"^P(?!$)(\d+W)?(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+(\.\d+)?S)?)?$")
+_DURATION = re.compile(r"^P(?!\Z)(\d+W)?(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+(\.\d+)?S)?)?\Z")
 _TIMEDELTA = TypeAdapter(timedelta)
 MAX_OFFSET = 2**63 - 1
 

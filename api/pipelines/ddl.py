@@ -20,6 +20,9 @@ _PRIMITIVES = frozenset({
 })
 _DECIMALS = frozenset({"decimal", "dec", "numeric"})
 _MAX_PRECISION = 38
+# How deep types may nest (STRUCT<a: ARRAY<MAP<…>>>). The parser recurses once per level, so a schema
+# nested thousands deep would exhaust Python's stack; Parquet readers also slow down long before this.
+MAX_NESTING = 64
 # Types Spark's parser knows that no run can carry, and why (the reason is the message).
 _UNSUPPORTED = {
     "char": "CHAR is refused by Spark's JSON reader: use STRING",
@@ -89,6 +92,7 @@ class _Parser:
         # Trailing white space gives no token; Spark trims it (as Java's trim does) before its fallback.
         self.tokens, self.ends_in_line_comment = _tokens(ddl.rstrip(_JAVA_TRIMMED))
         self.i = 0
+        self.depth = 0  # of the nested type being parsed
 
     def peek(self, ahead: int = 0) -> _Token | None:
         i = self.i + ahead
@@ -178,27 +182,33 @@ def _type(p: _Parser) -> str:
         if p.at_punct("("):
             _decimal_arguments(p)
         return "decimal"
+    if kind not in ("array", "map", "struct"):
+        raise p.fail(f"unknown type {token.text!r}", token)
+    if p.depth == MAX_NESTING:
+        raise p.fail(f"types nest more than {MAX_NESTING} deep", token)
+    p.depth += 1
+    _nested_type(p, token, kind)
+    p.depth -= 1
+    return kind
+
+
+def _nested_type(p: _Parser, token: _Token, kind: str) -> None:
+    """The ``<…>`` of an ARRAY, MAP or STRUCT."""
+    p.expect("<")
     if kind == "array":
-        p.expect("<")
         _type(p)
-        p.expect(">")
-        return kind
-    if kind == "map":
-        p.expect("<")
+    elif kind == "map":
         key = p.peek() or token
         if _type(p) != "string":
             raise p.fail("a map's keys must be STRING for Spark's JSON reader", key)
         p.expect(",")
         _type(p)
-        p.expect(">")
-        return kind
-    if kind == "struct":
-        p.expect("<")
+    else:
         if p.at_punct(">"):
             raise p.fail("an empty STRUCT cannot be written to Parquet", token)
         _field_list(p, ">")
-        return kind
-    raise p.fail(f"unknown type {token.text!r}", token)
+        return
+    p.expect(">")
 
 
 def _decimal_arguments(p: _Parser) -> None:

@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 from api.pipelines.ddl import ddl_field_names
+from api.pipelines.topic_patterns import compile_topic_pattern
 from spark_jobs.columns import RESERVED as RESERVED_COLUMNS
 
 TOPIC_PATTERN = r"^[A-Za-z0-9._-]{1,249}$"
@@ -138,10 +139,7 @@ class KafkaSource(AsWritten):
     @classmethod
     def _pattern(cls, pattern: str | None) -> str | None:
         if pattern is not None:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"topic_pattern is not a valid regex: {exc}") from None
+            compile_topic_pattern(pattern)
         return pattern
 
     @field_validator("starting_offsets")

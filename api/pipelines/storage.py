@@ -8,7 +8,7 @@ import uuid
 from api.core.errors import ValidationFailed
 
 ALLOWED_SCHEMES = frozenset({"file", "s3", "s3a", "gs", "abfss"})
-_SEGMENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._=-]*$")
+_SEGMENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._=-]*\Z")
 
 
 def tenant_root(storage_root: str, tenant_id: uuid.UUID) -> str:

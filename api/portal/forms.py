@@ -55,7 +55,7 @@ from api.tenancy.schemas import ApiKeyCreate
 
 M = TypeVar("M", bound=BaseModel)
 
-_MINUTE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?$")
+_MINUTE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?\Z")
 
 
 class FormInvalid(ValidationFailed):

@@ -44,7 +44,7 @@ T = TypeVar("T")
 
 # Paths are built by Inlet (uuids), but the store refuses anything that could climb out of its
 # prefix or address another mount, whoever the caller.
-_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 
 # sys/health answers with these codes (Vault docs, /sys/health): 200 active, 429 unsealed standby,
 # 472 DR secondary, 473 performance standby, 501 not initialised, 503 sealed.
