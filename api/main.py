@@ -18,6 +18,7 @@ from api.metrics.router import router as metrics_router
 from api.offsets.router import router as offsets_router
 from api.pipelines.router import router as pipelines_router
 from api.portal.router import router as portal_router
+from api.quotas.router import router as quotas_router
 from api.runs.router import router as runs_router
 from api.secrets.backends import build_secret_store
 from api.tenancy.auth import authenticate_tenant
@@ -42,11 +43,12 @@ def create_app(settings: Settings | None = None, *, dispatcher: Dispatcher | Non
     app.state.dispatcher = dispatcher or CeleryDispatcher(settings.redis_url)
     bind(app.state.engine, app.state.dispatcher)
     app.state.kafka_clients = KafkaClientCache(app.state.secrets, timeout_s=settings.kafka_timeout_s,
-                                               client_id="inlet-offsets")
+                                               client_id="inlet-offsets", egress=settings.egress_policy)
 
     install_error_handlers(app)
     for router in (health_router, tenancy_router, connections_router, pipelines_router, runs_router, audit_router,
-                   metrics_router, offsets_router, webhooks_router, portal_router):
+                   metrics_router, offsets_router, webhooks_router, quotas_router, portal_router):
+
         app.include_router(router)
 
     app.add_middleware(RequestGuard, max_body_bytes=settings.max_body_bytes, form_paths=("/portal/",))

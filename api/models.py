@@ -8,12 +8,13 @@ from api.core.models import IdempotencyRecord
 from api.ledger.models import OffsetReplay, PartitionOffset, RunRange
 from api.pipelines.models import Pipeline
 from api.runs.models import Run, RunLogChunk
-from api.tenancy.models import ApiKey, Tenant
+from api.tenancy.models import ApiKey, PortalSession, Tenant, TenantQuota
 from api.webhooks.models import Webhook, WebhookDelivery, WebhookEvent
 
 metadata = SQLModel.metadata
 
 __all__ = [
-    "ApiKey", "AuditEvent", "Connection", "IdempotencyRecord", "OffsetReplay", "PartitionOffset", "Pipeline", "Run",
-    "RunLogChunk", "RunRange", "Tenant", "Webhook", "WebhookDelivery", "WebhookEvent", "metadata",
+    "ApiKey", "AuditEvent", "Connection", "IdempotencyRecord", "OffsetReplay", "PartitionOffset", "Pipeline",
+    "PortalSession", "Run", "RunLogChunk", "RunRange", "Tenant", "TenantQuota", "Webhook", "WebhookDelivery",
+    "WebhookEvent", "metadata",
 ]

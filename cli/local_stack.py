@@ -40,6 +40,9 @@ class LocalStack:
         self.children: list[tuple[str, subprocess.Popen[bytes]]] = []
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("INLET_")}
         self.env["INLET_DATA_DIR"] = str(data_dir)
+        # Everything of a local stack (the sandbox Kafka, a receiver) is on this machine: loopback is
+        # opened in the egress policy, which denies it by default (docs/security.md).
+        self.env["INLET_EGRESS_ALLOW"] = "127.0.0.0/8,::1/128"
         data_dir.mkdir(parents=True, exist_ok=True)
 
     def start(self, name: str, cmd: list[str]) -> subprocess.Popen[bytes]:

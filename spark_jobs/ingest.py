@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Protocol, cast
 
 import pyarrow as pa
 
+from spark_jobs.egress import EgressPolicy
 from spark_jobs.errors import JobError, classify
 from spark_jobs.registry import RegistryConfig
 from spark_jobs.spec import (
@@ -184,7 +185,7 @@ def run(spec: RunSpec, driver: Driver, scratch: str, state: _Run) -> None:
 
     # Cheap checks before paying for a Spark session.
     group_id = f"inlet-pipeline-{spec.pipeline_id}"
-    readable, gaps = check_watermarks(spec.source, group_id)
+    readable, gaps = check_watermarks(spec.source, group_id, spec.egress.policy())
     state.gaps = {(g.topic, g.partition): (g.start, g.end) for g in gaps}
     for gap in gaps:
         log.warning("data loss skipped: %s[%d] offsets [%d, %d) no longer exist", gap.topic, gap.partition, gap.start, gap.end)
@@ -217,7 +218,7 @@ def _to_delta_direct(
 
     source = spec.source
     read_schema = to_arrow_schema(kafka_struct(source.include_headers), timezone="UTC")
-    framed = _framed(source, read_schema) if source.decodes_framed else None
+    framed = _framed(source, read_schema, spec.egress.policy()) if source.decodes_framed else None
     if framed is None:
         struct = decoded_struct(source)
         for name, data_type in _missing_table_columns(struct.fieldNames(), target):
@@ -242,7 +243,7 @@ def _to_delta_direct(
         token=uuid.uuid4().hex[:12],
         schema=schema,
         read_schema=read_schema,
-        consumer_config=consumer_config(source.kafka_config, group_id),
+        consumer_config=consumer_config(source.kafka_config, group_id, spec.egress.policy()),
         stall_timeout_s=source.stall_timeout_s,
         value_format=source.value_format,
         run_id=spec.run_id,
@@ -262,12 +263,12 @@ def _to_delta_direct(
     _commit_delta(DeltaCommit(target, spec.txn, reports, schema, quarantine, replace, notes), state)
 
 
-def _framed(source: KafkaSource, read_schema: pa.Schema) -> Framed:
+def _framed(source: KafkaSource, read_schema: pa.Schema, egress: EgressPolicy) -> Framed:
     """The subjects this run reads, resolved on the driver once (``resolve``), for every task."""
     from spark_jobs.decode import Framed, quarantine_struct
     from spark_jobs.formats.wire import Part, RegistryFormat, SubjectSchema, resolve
 
-    registry = source.registry.config() if source.registry else None
+    registry = source.registry.config(egress) if source.registry else None
     subjects: dict[Part, SubjectSchema] = {}
     parts: tuple[tuple[Part, str | None, SubjectRef | None], ...] = (
         ("value", source.value_format, source.value_subject), ("key", source.key_format, source.key_subject))
@@ -313,7 +314,7 @@ def _read(spark: SparkSession, spec: RunSpec, readable: Ranges, group_id: str, s
     chunks = chunk_ranges(readable, source.max_records_per_task)
     plan = write_plan(
         os.path.join(scratch, "read-plan.pickle"),
-        ReadPlan(consumer_config(source.kafka_config, group_id), tuple(chunks), source.stall_timeout_s),
+        ReadPlan(consumer_config(source.kafka_config, group_id, spec.egress.policy()), tuple(chunks), source.stall_timeout_s),
     )
     log.info("reading %d chunks of %d partitions", len(chunks), sum(len(p) for p in readable.values()))
     return (
@@ -418,10 +419,11 @@ def _commit_delta(commit: DeltaCommit, state: _Run) -> None:
 
 def _to_kafka(spec: RunSpec, target: KafkaTarget, records: DataFrame, scratch: str, state: _Run) -> None:
     from spark_jobs.kafka_sink import InletKafkaSinkDataSource, KafkaSinkPlan
+    from spark_jobs.oauth import job_client_config
     from spark_jobs.plans import read_reports, write_plan
 
     plan = KafkaSinkPlan(
-        kafka_config=target.kafka_config,
+        kafka_config=job_client_config(target.kafka_config, spec.egress.policy()),
         topic=target.topic,
         run_id=spec.run_id,
         manifest=os.path.join(scratch, "manifest.pickle"),

@@ -32,13 +32,13 @@ _FLUSH_TIMEOUT_S = 120.0
 class KafkaSinkPlan:
     """The ``inlet_kafka_sink``'s plan: where its tasks produce, and where their reports go."""
 
-    kafka_config: dict[str, str]  # the target's client config, secrets included
+    kafka_config: ClientConfig  # the target's client config, secrets (and an OAuth token source) included
     topic: str
     run_id: str
     manifest: str  # the reports' file, for the driver program (``read_reports``)
 
 
-def producer_config(kafka_config: dict[str, str]) -> ClientConfig:
+def producer_config(kafka_config: ClientConfig) -> ClientConfig:
     return {**kafka_config, "acks": "all", "enable.idempotence": True, "linger.ms": 20}
 
 

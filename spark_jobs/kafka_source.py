@@ -29,6 +29,7 @@ from spark_jobs.plans import ClientConfig, PartitionKey, read_plan
 if TYPE_CHECKING:
     from confluent_kafka import KafkaError, Message
 
+    from spark_jobs.egress import EgressPolicy
     from spark_jobs.spec import KafkaSource, Ranges  # pydantic costs every Python worker ~1 s to import
 
 _Headers = list[tuple[str, bytes | None]]
@@ -90,11 +91,14 @@ class ReadPlan:
     stall_timeout_s: float
 
 
-def consumer_config(kafka_config: dict[str, str], group_id: str) -> ClientConfig:
-    """The caller's client config, made safe for reading fixed ranges."""
+def consumer_config(kafka_config: dict[str, str], group_id: str, egress: EgressPolicy) -> ClientConfig:
+    """The caller's client config, made safe for reading fixed ranges; an OAuth token endpoint's
+    token is fetched now, through ``egress`` (``spark_jobs.oauth``)."""
+    from spark_jobs.oauth import job_client_config  # httpx: only the driver needs it, never a task's import
+
     return {
         "group.id": group_id,  # librdkafka requires one; nothing is ever committed to it
-        **kafka_config,
+        **job_client_config(kafka_config, egress),
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         # A position outside the log must fail loudly, never jump to earliest/latest.
@@ -118,7 +122,9 @@ def _kind_of(error: KafkaError) -> JobErrorKind:
     return "kafka_unavailable"
 
 
-def check_watermarks(source: KafkaSource, group_id: str, timeout_s: float = 30.0) -> tuple[Ranges, list[Gap]]:
+def check_watermarks(
+    source: KafkaSource, group_id: str, egress: EgressPolicy, timeout_s: float = 30.0
+) -> tuple[Ranges, list[Gap]]:
     """The ranges that can still be read, and the gaps lost to retention (on_data_loss=skip).
 
     Raises ``JobError(data_loss)`` for on_data_loss=fail. An end past the latest offset is always
@@ -126,7 +132,7 @@ def check_watermarks(source: KafkaSource, group_id: str, timeout_s: float = 30.0
     """
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-    consumer = Consumer(consumer_config(source.kafka_config, group_id))
+    consumer = Consumer(consumer_config(source.kafka_config, group_id, egress))
     readable: Ranges = {}
     gaps: list[Gap] = []
     try:
@@ -246,7 +252,6 @@ def read_chunks(
             _check_progress(pending, now, stall_timeout_s)
     finally:
         consumer.close()
-
 
 
 def _note_error(message: Message, error: KafkaError, pending: dict[PartitionKey, _Pending],

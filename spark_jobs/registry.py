@@ -5,9 +5,14 @@ run (the driver resolves the subject's version; executors fetch the writer schem
 name). Registered schemas never change, so ``by_id`` answers from a process-wide cache after the
 first fetch: a schema id costs one request per process, never one per record.
 
+Every request goes through the egress policy (``spark_jobs.egress``): the registry's host is
+resolved and checked, and the connection made to the checked address.
+
 Failures are ``JobError``s a user can act on: ``registry_unavailable`` (unreachable, timed out, a
-5xx: worth retrying), ``registry_auth`` (401/403: the credentials), ``schema_not_found`` (no such
-subject or version). Messages name the URL's host and the path asked, never the credentials.
+5xx, refused by the egress policy), ``registry_auth`` (401/403: the credentials), ``schema_not_found``
+(no such subject or version). Messages name the URL's host, the path asked and the status, never the
+credentials nor the registry's own words: its body is read for schemas only (a registry error's
+numeric ``error_code`` aside), so whatever answers at that URL cannot make Inlet repeat it.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
+from spark_jobs.egress import EgressPolicy, EgressRefused, http_client
 from spark_jobs.errors import JobError
 
 SchemaType = Literal["AVRO", "PROTOBUF", "JSON"]
@@ -36,6 +42,7 @@ class RegistryConfig:
     token: str | None = field(default=None, repr=False)
     ca_pem: str | None = None
     verify_hostname: bool = True
+    egress: EgressPolicy = field(default_factory=EgressPolicy)
 
     def secret_values(self) -> list[str]:
         return [s for s in (self.password, self.token) if s]
@@ -68,9 +75,10 @@ class RegisteredSchema:
 
 class RegistryUnavailable(JobError):
     """``registry_unavailable``, saying how: ``timeout``, ``unreachable`` (refused, DNS), ``tls`` (the
-    handshake failed) or ``error`` (a 5xx, or an answer that is not a registry's)."""
+    handshake failed), ``error`` (a 5xx, or an answer that is not a registry's) or ``denied`` (the
+    egress policy refuses the registry's address)."""
 
-    def __init__(self, how: Literal["timeout", "unreachable", "tls", "error"], message: str) -> None:
+    def __init__(self, how: Literal["timeout", "unreachable", "tls", "error", "denied"], message: str) -> None:
         super().__init__("registry_unavailable", message)
         self.how = how
 
@@ -95,8 +103,8 @@ class RegistryClient:
             context = ssl.create_default_context(cadata=config.ca_pem) if config.ca_pem else ssl.create_default_context()
             context.check_hostname = config.verify_hostname
             verify = context
-        self._http = httpx.Client(base_url=config.url.rstrip("/"), auth=auth, headers=headers, verify=verify,
-                                  timeout=timeout_s, follow_redirects=False)
+        self._http = http_client(config.egress, verify=verify, base_url=config.url.rstrip("/"), auth=auth,
+                                 headers=headers, timeout=timeout_s)
 
     def close(self) -> None:
         self._http.close()
@@ -170,6 +178,8 @@ class RegistryClient:
         where = f"schema registry {self.config.host}"
         try:
             response = self._http.get(path, params=params)
+        except EgressRefused as exc:
+            raise RegistryUnavailable("denied", f"{where} is refused by the egress policy: {exc.message}") from None
         except httpx.TimeoutException:
             raise RegistryUnavailable("timeout", f"{where} did not answer {path} in time") from None
         except httpx.HTTPError as exc:
@@ -180,11 +190,12 @@ class RegistryClient:
         if response.status_code == 404:
             if missing is None:
                 return None
-            raise JobError("schema_not_found", f"{where} has no {missing or path} ({_message(response)})")
+            raise JobError("schema_not_found", f"{where} has no {missing or path} ({_answer(response)})")
         if response.status_code >= 500:
-            raise RegistryUnavailable("error", f"{where} answered {response.status_code} on {path}: {_message(response)}")
+            raise RegistryUnavailable("error", f"{where} answered {_answer(response)} on {path}")
         if response.status_code != 200:
-            raise JobError("invalid_spec", f"{where} answered {response.status_code} on {path}: {_message(response)}")
+            redirect = " (redirects are not followed)" if 300 <= response.status_code < 400 else ""
+            raise JobError("invalid_spec", f"{where} answered {_answer(response)} on {path}{redirect}")
         try:
             return response.json()
         except ValueError:
@@ -202,11 +213,14 @@ def _registered(body: dict[str, Any]) -> RegisteredSchema:
     )
 
 
-def _message(response: httpx.Response) -> str:
+def _answer(response: httpx.Response) -> str:
+    """The status, with the registry's numeric ``error_code`` where it gives one: never its text."""
     try:
-        return str(response.json().get("message", ""))[:300]
+        code = response.json().get("error_code")
     except (ValueError, AttributeError):
-        return response.text[:300]
+        code = None
+    shown = f", error code {code}" if isinstance(code, int) and not isinstance(code, bool) else ""
+    return f"{response.status_code}{shown}"
 
 
 def _reason(exc: httpx.HTTPError) -> str:

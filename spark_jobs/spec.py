@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from spark_jobs.egress import DEFAULT_DENY, EgressPolicy
 from spark_jobs.errors import JobErrorKind
 from spark_jobs.registry import RegistryConfig
 from spark_jobs.storage import Store
@@ -71,8 +72,19 @@ class Registry(_Model):
     ca_pem: str | None = None
     verify_hostname: bool = True
 
-    def config(self) -> RegistryConfig:
-        return RegistryConfig(**self.model_dump())
+    def config(self, egress: EgressPolicy) -> RegistryConfig:
+        return RegistryConfig(**self.model_dump(), egress=egress)
+
+
+class Egress(_Model):
+    """The operator's egress ranges (``spark_jobs.egress``), for the addresses the job connects to
+    itself: the schema registry and OAuth token endpoints."""
+
+    deny: tuple[str, ...] = DEFAULT_DENY
+    allow: tuple[str, ...] = ()
+
+    def policy(self) -> EgressPolicy:
+        return EgressPolicy.of(self.deny, self.allow)
 
 
 class SubjectRef(_Model):
@@ -118,7 +130,6 @@ class KafkaSource(_Model):
                 raise ValueError(f"{part}_format {fmt} needs the registry")
         return self
 
-
     @property
     def decodes_framed(self) -> bool:
         """Whether values or keys are decoded per record on Arrow (``decode.decode_framed``): a
@@ -161,6 +172,7 @@ class RunSpec(_Model):
     txn: Txn
     source: KafkaSource
     target: Target
+    egress: Egress = Egress()
 
     @model_validator(mode="after")
     def _decoding_needs_delta_quarantine(self) -> RunSpec:

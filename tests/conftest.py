@@ -11,6 +11,15 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+# Every service of the suite (Kafka, registries, receivers, token servers) is on loopback, which the
+# egress policy denies by default: opened for every Settings the suite builds, worker subprocesses
+# included, before any is built. Names (the factories' example.com brokers) are not looked up when a
+# connection is written, so no test waits on, or sends to, a name server for it; addresses are still
+# checked, and every name at its connection. tests/hostile builds its own Settings with loopback
+# denied and lookups on.
+os.environ.setdefault("INLET_EGRESS_ALLOW", "127.0.0.0/8,::1/128")
+os.environ.setdefault("INLET_EGRESS_LOOKUP_S", "0")
+
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text

@@ -9,8 +9,13 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
+from spark_jobs.egress import EgressPolicy
+
 ADMIN_TOKEN = "operator-token-for-tests"
 PASSWORD = "s3cr3t-Pa55word-for-tests-9f1c"
+# The egress policy of clients a test builds itself: the default one, with loopback opened (as
+# tests/conftest.py opens it for every Settings).
+LOOPBACK_ALLOWED = EgressPolicy.of(allow=("127.0.0.0/8", "::1/128"))
 _counter = itertools.count(1)
 
 
@@ -105,7 +110,6 @@ def create_pipeline(client: TestClient, tenant: Tenant, connection_id: str | Non
     return response.json()
 
 
-
 def create_sandbox_pipeline(
     client: TestClient, tenant: Tenant, bootstrap_servers: str, topics: list[str], **overrides: Any
 ) -> dict[str, Any]:
@@ -120,6 +124,7 @@ def create_sandbox_pipeline(
     return create_pipeline(client, tenant, conn.json()["id"], **fields)
 
 # --- Contract checks shared by every domain's tests -------------------------------------------------
+
 
 ROLES = ("viewer", "editor", "admin")
 PROBLEM_JSON = "application/problem+json"

@@ -78,12 +78,21 @@ class RunExecutor:
 
     # Entry points.
 
-    def execute(self, run_id: uuid.UUID) -> Outcome:
+    def execute(self, token: uuid.UUID) -> Outcome:
+        """An ``execute_run`` message: take the run it lets this worker take (the fairest claimable one,
+        or the one it names: ``execution.claim_next``), run it to its end, then pass a message on when
+        queued runs wait."""
         with unit_of_work(self.engine) as session:
-            run = execution.claim(session=session, run_id=run_id, worker=self.worker, lease_s=self.settings.run_lease_s)
+            run = execution.claim_next(session=session, token=token, worker=self.worker, services=self.services)
             if run is None:
-                return Outcome("not-claimable", run_id)
-            needs_plan = run.plan is None
+                return Outcome("not-claimable", token)
+            run_id, needs_plan = run.id, run.plan is None
+        outcome = self._run(run_id, needs_plan=needs_plan)
+        if outcome.state != "lost-lease":  # this worker is free again
+            self._pass_token()
+        return outcome
+
+    def _run(self, run_id: uuid.UUID, *, needs_plan: bool) -> Outcome:
         if needs_plan:
             with unit_of_work(self.engine) as session:
                 ended = execution.plan(session=session, run_id=run_id, services=self.services)
@@ -111,12 +120,21 @@ class RunExecutor:
         """Copy the committed offsets to the pipeline's consumer group: ``ok``, ``failed`` or ``off``."""
         with unit_of_work(self.engine) as session:
             return group_mirror.mirror_committed_offsets(session=session, secrets=self.secrets, pipeline_id=pipeline_id,
-                                                         timeout_s=self.settings.kafka_timeout_s)
+                                                         timeout_s=self.settings.kafka_timeout_s,
+                                                         egress=self.settings.egress_policy)
 
     def delete_group(self, connection_id: uuid.UUID, group: str) -> bool:
         with unit_of_work(self.engine) as session:
             return group_mirror.delete_mirrored_group(session=session, secrets=self.secrets, connection_id=connection_id,
-                                                      group=group, timeout_s=self.settings.kafka_timeout_s)
+                                                      group=group, timeout_s=self.settings.kafka_timeout_s,
+                                                      egress=self.settings.egress_policy)
+
+    def _pass_token(self) -> None:
+        try:
+            with unit_of_work(self.engine) as session:
+                execution.pass_token(session=session, services=self.services)
+        except Exception:  # the database is restarting: the scheduler sends long-queued runs again
+            log.exception("could not hand the worker's turn on")
 
     # The launch.
 

@@ -8,7 +8,8 @@ since a run is claimed at most once; so are webhook deliveries that stay due
 (``api.webhooks.delivery.lost_deliveries``). Pipelines with a lag alert are evaluated against their
 observed lag (``api.pipelines.alerts``), each change raising its event once. At start-up and every
 ``secret_sweep_interval_s`` it destroys secrets that belong to no connection or webhook
-(``api.connections.orphans``; harmless twice too).
+(``api.connections.orphans``; harmless twice too). Each tick also deletes timed-out portal sessions
+(``api.tenancy.portal_sessions``), so their table holds live sessions only.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from api.pipelines.alerts import evaluate_lag_alerts
 from api.pipelines.scheduling import claim_due
 from api.runs import repository
 from api.secrets.store import SecretStore
+from api.tenancy.portal_sessions import SessionLimits, purge_expired
 from api.webhooks import delivery
 
 log = logging.getLogger(__name__)
@@ -64,6 +66,7 @@ def tick(engine: Engine, dispatcher: Dispatcher, settings: Settings) -> TickRepo
         with unit_of_work(engine) as session:
             repository.mark_dispatched(session, sent)
     deliveries = _resend_deliveries(engine, dispatcher, settings)
+    _purge_portal_sessions(engine, settings)
     return TickReport(fired=fired, resent=len(sent), seconds=time.perf_counter() - started,
                       deliveries_resent=deliveries, alerts_changed=_evaluate_lag_alerts(engine, settings))
 
@@ -77,6 +80,15 @@ def _resend_deliveries(engine: Engine, dispatcher: Dispatcher, settings: Setting
     with unit_of_work(engine) as session:
         delivery.mark_dispatched(session, lost)
     return len(lost)
+
+
+def _purge_portal_sessions(engine: Engine, settings: Settings) -> None:
+    """Timed-out portal sessions deleted (they are refused already; this keeps the table small)."""
+    try:
+        with unit_of_work(engine) as session:
+            purge_expired(session=session, limits=SessionLimits.of(settings))
+    except Exception:  # noqa: BLE001 (the database is restarting: the next tick purges)
+        log.warning("portal session purge failed", exc_info=True)
 
 
 def _evaluate_lag_alerts(engine: Engine, settings: Settings) -> int:

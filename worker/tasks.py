@@ -30,6 +30,8 @@ def _backoff(retries: int) -> float:
 
 @app.task(name="inlet.execute_run")
 def execute_run(run_id: str) -> str:
+    # A token for one run: the fairest claimable at this moment, which may not be the one it names
+    # (docs/runs.md, "Fairness").
     outcome = executor().execute(uuid.UUID(run_id))
     _follow_up(outcome)
     return outcome.state

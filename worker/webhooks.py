@@ -17,6 +17,7 @@ from api.core.db import unit_of_work
 from api.secrets.store import SecretStore
 from api.webhooks import delivery
 from api.webhooks.delivery import Outcome, RetryPolicy
+from spark_jobs.egress import http_client
 
 CONNECT_TIMEOUT_S = 5.0
 
@@ -28,9 +29,10 @@ class WebhookSender:
         self.secrets = secrets
         self.policy = RetryPolicy.of(settings)
         timeout = settings.webhook_timeout_s
-        # No redirects: a receiver answers for itself, and a 3xx must not send the signed body elsewhere.
-        self.client = httpx.Client(timeout=httpx.Timeout(timeout, connect=min(CONNECT_TIMEOUT_S, timeout)),
-                                   follow_redirects=False)
+        # Through the webhooks' egress policy, with no redirects: a receiver answers for itself, and a
+        # 3xx must not send the signed body elsewhere.
+        self.client = http_client(settings.webhook_egress_policy,
+                                  timeout=httpx.Timeout(timeout, connect=min(CONNECT_TIMEOUT_S, timeout)))
 
     def deliver(self, delivery_id: uuid.UUID) -> Outcome:
         with unit_of_work(self.engine) as session:

@@ -24,6 +24,7 @@ from api.connections.models import Connection
 from api.connections.service import client_config
 from api.kafka.client import KafkaClient
 from api.secrets.store import SecretStore
+from spark_jobs.egress import EgressPolicy
 
 _Key = tuple[uuid.UUID, int, int | None]  # (connection, revision, credentials version)
 
@@ -35,9 +36,9 @@ class _Entry:
 
 
 class KafkaClientCache:
-    def __init__(self, secrets: SecretStore, *, timeout_s: float, client_id: str, max_clients: int = 64,
-                 idle_s: float = 300.0) -> None:
-        self._secrets, self._timeout_s, self._client_id = secrets, timeout_s, client_id
+    def __init__(self, secrets: SecretStore, *, timeout_s: float, client_id: str, egress: EgressPolicy,
+                 max_clients: int = 64, idle_s: float = 300.0) -> None:
+        self._secrets, self._timeout_s, self._client_id, self._egress = secrets, timeout_s, client_id, egress
         self._max_clients, self._idle_s = max_clients, idle_s
         self._entries: OrderedDict[_Key, _Entry] = OrderedDict()
         self._lock = threading.Lock()
@@ -53,7 +54,8 @@ class KafkaClientCache:
                 self._entries.move_to_end(key)
                 return entry.client
         # Built outside the lock: a secret-store read must not hold up every other connection.
-        built = KafkaClient(client_config(conn, self._secrets), timeout_s=self._timeout_s, client_id=self._client_id)
+        built = KafkaClient(client_config(conn, self._secrets), egress=self._egress, timeout_s=self._timeout_s,
+                            client_id=self._client_id)
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:  # a concurrent request built one first: keep that one

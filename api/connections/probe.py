@@ -16,10 +16,19 @@ A connection with a schema registry is then tested there too (the cluster first)
 their own, ``schema-registry-<kind>`` with ``kind`` one of ``auth`` (401 or 403: the credentials),
 ``unreachable`` (refused, DNS, TLS), ``timeout`` (504) and ``error`` (the registry answered, but not
 as a registry does: a 5xx, a 404 for a URL that serves none); registry credentials are never echoed.
+
+Every address goes through the egress policy (``spark_jobs.egress``, docs/security.md). An unsaved
+connection's addresses are checked first (``api.connections.egress``); at the connection itself, a
+bootstrap server, token endpoint or registry whose address is denied is a 422 ``egress-denied``
+naming that field, and a cluster that advertises a broker at a denied address a 502
+``kafka-broker-denied``. An OAUTHBEARER token endpoint is asked by Inlet itself; a refusal is a 502
+``oauth-<kind>`` (``invalid_client``, ``unauthorized``, ``token_endpoint_unreachable``, ...) with the
+endpoint's status. No upstream body reaches the caller: not the token endpoint's, not the registry's.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import ssl
 import time
@@ -28,13 +37,17 @@ import uuid
 from sqlmodel import Session
 
 from api.connections import service
+from api.connections.egress import check_addresses
 from api.connections.schemas import BrokerRead, ConnectionSpec, ConnectionTestResult, SchemaRegistryTestResult
+from api.core.egress import EgressDenied
 from api.core.errors import DomainError, ValidationFailed
 from api.core.security import TenantContext
 from api.kafka import KafkaClient, KafkaClientConfig, KafkaClientError, KafkaConfigError
+from api.kafka.errors import KafkaEgressDenied, KafkaTokenError
 from api.kafka.problems import KafkaProblem
 from api.kafka.tls import TlsDiagnosis, diagnose
 from api.secrets.store import SecretStore
+from spark_jobs.egress import EgressPolicy
 from spark_jobs.errors import JobError
 from spark_jobs.registry import RegistryClient, RegistryConfig, RegistryUnavailable
 
@@ -47,7 +60,9 @@ _TITLES = {
     "auth": "The cluster refused the credentials",
     "timeout": "The cluster did not answer in time",
     "not_found": "The cluster did not show what was asked",
+    "broker_denied": "The cluster advertises a broker Inlet may not connect to",
 }
+_EGRESS_FIELDS = {"bootstrap_denied": "bootstrap_servers", "token_endpoint_refused": "credentials.token_endpoint_url"}
 _TLS_TITLES = {
     "untrusted_certificate": "The broker's certificate is not trusted",
     "expired_certificate": "The broker's certificate has expired",
@@ -72,6 +87,28 @@ class ConnectionTestFailed(KafkaProblem):
             super().__init__(f"Connection test failed (tls): {tls.message}", error, reason=tls.reason)
         self.title = _TLS_TITLES.get(tls.reason, _TITLES["tls"]) if tls else _TITLES.get(kind, self.title)
         self.code = f"kafka-{kind.replace('_', '-')}"
+
+
+_TOKEN_TITLES = {
+    "invalid_client": "The token endpoint refused the client credentials",
+    "unauthorized_client": "The token endpoint refused the client credentials",
+    "unauthorized": "The token endpoint refused the client credentials",
+    "invalid_scope": "The token endpoint refused the scope",
+    "invalid_token": "The token endpoint gave no usable token",
+    "token_endpoint_unreachable": "The token endpoint cannot be reached",
+}
+
+
+class TokenFetchFailed(DomainError):
+    """No OAUTHBEARER token from the connection's token endpoint: ``kind`` and ``status`` say why."""
+
+    status, code, title = 502, "oauth-token-endpoint-error", "The token endpoint answered with an error"
+
+    def __init__(self, error: KafkaTokenError) -> None:
+        super().__init__(f"Connection test failed ({error.kind}): {error.message}", kind=error.kind,
+                         upstream_status=error.status)
+        self.code = f"oauth-{error.kind.replace('_', '-')}"
+        self.title = _TOKEN_TITLES.get(error.kind, self.title)
 
 
 _REGISTRY_TITLES = {
@@ -109,28 +146,31 @@ def _registry_kind(error: JobError) -> tuple[str, bool]:
 
 
 def probe_connection(
-    *, session: Session, ctx: TenantContext, secrets: SecretStore, connection_id: uuid.UUID, timeout_s: float
+    *, session: Session, ctx: TenantContext, secrets: SecretStore, connection_id: uuid.UUID, timeout_s: float,
+    egress: EgressPolicy,
 ) -> ConnectionTestResult:
     conn = service.get_connection(session=session, ctx=ctx, connection_id=connection_id)
-    result = _probe(service.client_config(conn, secrets), timeout_s)
-    return _with_registry(result, service.registry_config(conn, secrets), timeout_s)
+    result = _probe(service.client_config(conn, secrets), timeout_s, egress)
+    return _with_registry(result, service.registry_config(conn, secrets), timeout_s, egress)
 
 
-def probe_spec(*, spec: ConnectionSpec, timeout_s: float) -> ConnectionTestResult:
+def probe_spec(*, spec: ConnectionSpec, timeout_s: float, egress: EgressPolicy) -> ConnectionTestResult:
     try:
         config = service.spec_client_config(spec)
     except KafkaConfigError as exc:
         raise ValidationFailed(f"The connection settings cannot make a Kafka client: {exc.message}") from None
-    return _with_registry(_probe(config, timeout_s), service.spec_registry_config(spec), timeout_s)
+    check_addresses(spec, egress)
+    return _with_registry(_probe(config, timeout_s, egress), service.spec_registry_config(spec), timeout_s, egress)
 
 
 def _with_registry(
-    result: ConnectionTestResult, registry: RegistryConfig | None, timeout_s: float
+    result: ConnectionTestResult, registry: RegistryConfig | None, timeout_s: float, egress: EgressPolicy
 ) -> ConnectionTestResult:
     """The cluster's ``result``, with the registry's test where the connection has a registry."""
     if registry is None:
         return result
-    return result.model_copy(update={"schema_registry": _probe_registry(registry, timeout_s)})
+    checked = dataclasses.replace(registry, egress=egress)
+    return result.model_copy(update={"schema_registry": _probe_registry(checked, timeout_s)})
 
 
 def _probe_registry(config: RegistryConfig, timeout_s: float) -> SchemaRegistryTestResult:
@@ -144,24 +184,33 @@ def _probe_registry(config: RegistryConfig, timeout_s: float) -> SchemaRegistryT
             subjects = client.subjects()
     except JobError as exc:
         log.info("schema registry test of %s failed: %s", config.host, exc.kind)
+        if isinstance(exc, RegistryUnavailable) and exc.how == "denied":
+            raise EgressDenied("schema_registry.url", exc.message) from None
         raise SchemaRegistryTestFailed(exc, config) from None
     return SchemaRegistryTestResult(url=config.url, subjects=len(subjects),
                                     latency_ms=round((time.perf_counter() - started) * 1000, 3))
 
 
-def _probe(config: KafkaClientConfig, timeout_s: float) -> ConnectionTestResult:
+def _probe(config: KafkaClientConfig, timeout_s: float, egress: EgressPolicy) -> ConnectionTestResult:
     try:
-        with KafkaClient(config, timeout_s=timeout_s, client_id="inlet-connection-test") as client:
+        with KafkaClient(config, egress=egress, timeout_s=timeout_s, client_id="inlet-connection-test") as client:
             metadata = client.cluster_metadata()
     except KafkaConfigError as exc:
         raise ValidationFailed(f"The connection settings cannot make a Kafka client: {exc.message}") from None
+    except KafkaEgressDenied as exc:
+        if exc.kind in _EGRESS_FIELDS:
+            raise EgressDenied(_EGRESS_FIELDS[exc.kind], exc.message) from None
+        raise ConnectionTestFailed(exc) from None
+    except KafkaTokenError as exc:
+        log.info("connection test: the token endpoint refused a token: %s (%s)", exc.kind, exc.status)
+        raise TokenFetchFailed(exc) from None
     except KafkaClientError as exc:
         if exc.kind == "config":
             raise ValidationFailed(f"The connection settings cannot make a Kafka client: {exc.message}") from None
         log.info("connection test to %s failed: %s", config.bootstrap_servers, exc.kind)
         tls = None
         if config.security_protocol.endswith("SSL") and exc.kind in ("tls", "timeout"):
-            tls = diagnose(config, timeout_s=timeout_s)
+            tls = diagnose(config, timeout_s=timeout_s, egress=egress)
         if tls is not None:
             exc.kind = "tls"  # what looked like a silent cluster was a refused handshake
         raise ConnectionTestFailed(exc, tls) from None

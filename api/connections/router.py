@@ -18,6 +18,8 @@ from api.core.idempotency import IdempotencyDep
 from api.core.pagination import Page, PageParams, page_params
 from api.secrets.deps import SecretsDep
 from api.secrets.store import SecretStore
+from api.tenancy.quotas import QuotaLimits
+
 
 router = APIRouter(prefix="/connections", tags=["connections"])
 
@@ -36,12 +38,14 @@ def _read(conn: Connection, secrets: SecretStore, response: Response, *, created
 @router.post("", operation_id="create_connection", status_code=201, response_model=ConnectionRead)
 def create_connection(
     body: ConnectionSpec, response: Response, ctx: Editor, session: SessionDep, secrets: SecretsDep,
-    idem: IdempotencyDep,
+    settings: SettingsDep, idem: IdempotencyDep,
 ) -> ConnectionRead | JSONResponse:
     """Register a Kafka connection; its credentials go to the secret store, never the database."""
     return idem.respond(session, f"tenant:{ctx.tenant_id}", lambda: _read(
-        service.create_connection(session=session, ctx=ctx, secrets=secrets, spec=body), secrets, response,
+        service.create_connection(session=session, ctx=ctx, secrets=secrets, spec=body,
+                                  quotas=QuotaLimits.defaults(settings), egress=settings.egress_policy), secrets, response,
         created=True,
+
     ), response=response, status_code=201)
 
 
@@ -50,9 +54,12 @@ def create_connection(
 # ":test" is a custom method on the collection (AIP-136 style): "/connections/test" would sit in
 # the "/connections/{connection_id}" space and GET/PUT on it would answer as if "test" were an id.
 _TEST_RESPONSES: dict[int | str, dict[str, Any]] = {
-    422: {"description": "Settings librdkafka (or the registry's TLS) cannot use"},
-    502: {"description": "The cluster could not be used (kafka-<kind>: dns, refused, tls, auth, not_found or unknown), "
-                         "or its schema registry (schema-registry-<kind>: auth, unreachable or error)"},
+    422: {"description": "Settings librdkafka (or the registry's TLS) cannot use, or an address the egress policy "
+                         "refuses (egress-denied, naming the field)"},
+    502: {"description": "The cluster could not be used (kafka-<kind>: dns, refused, tls, auth, not_found, "
+                         "broker_denied or unknown), its OAuth token endpoint (oauth-<kind>: invalid_client, "
+                         "unauthorized, token_endpoint_unreachable, ...) or its schema registry "
+                         "(schema-registry-<kind>: auth, unreachable or error)"},
     503: {"description": "The secret backend is unavailable or refuses Inlet"},
     504: {"description": "The cluster or the schema registry did not answer within kafka_timeout_s (kind timeout)"},
 }
@@ -61,7 +68,7 @@ _TEST_RESPONSES: dict[int | str, dict[str, Any]] = {
 @router.post(":test", operation_id="test_connection_spec", response_model=ConnectionTestResult, responses=_TEST_RESPONSES)
 def test_connection_spec(body: ConnectionSpec, ctx: Editor, settings: SettingsDep) -> ConnectionTestResult:
     """Test a connection before saving it (editor+: Inlet connects out); nothing is stored."""
-    return probe.probe_spec(spec=body, timeout_s=settings.kafka_timeout_s)
+    return probe.probe_spec(spec=body, timeout_s=settings.kafka_timeout_s, egress=settings.egress_policy)
 
 
 @router.get("", operation_id="list_connections", response_model=Page[ConnectionRead])
@@ -87,22 +94,24 @@ def get_connection(
 @router.put("/{connection_id}", operation_id="replace_connection", response_model=ConnectionRead)
 def replace_connection(
     connection_id: uuid.UUID, body: ConnectionSpec, response: Response, ctx: Editor, session: SessionDep,
-    secrets: SecretsDep, if_match: IfMatch = None,
+    secrets: SecretsDep, settings: SettingsDep, if_match: IfMatch = None,
 ) -> ConnectionRead:
     """Replace a connection; sending credentials rotates them (a new secret version)."""
     return _read(service.replace_connection(
-        session=session, ctx=ctx, secrets=secrets, connection_id=connection_id, spec=body, if_match=if_match
+        session=session, ctx=ctx, secrets=secrets, connection_id=connection_id, spec=body, if_match=if_match,
+        egress=settings.egress_policy,
     ), secrets, response)
 
 
 @router.patch("/{connection_id}", operation_id="patch_connection", response_model=ConnectionRead)
 def patch_connection(
     connection_id: uuid.UUID, body: PatchBody, response: Response, ctx: Editor, session: SessionDep,
-    secrets: SecretsDep, if_match: IfMatch = None,
+    secrets: SecretsDep, settings: SettingsDep, if_match: IfMatch = None,
 ) -> ConnectionRead:
     """Change some fields of a connection (JSON Merge Patch)."""
     return _read(service.patch_connection(
-        session=session, ctx=ctx, secrets=secrets, connection_id=connection_id, patch=body, if_match=if_match
+        session=session, ctx=ctx, secrets=secrets, connection_id=connection_id, patch=body, if_match=if_match,
+        egress=settings.egress_policy,
     ), secrets, response)
 
 
@@ -113,7 +122,7 @@ def test_connection(
 ) -> ConnectionTestResult:
     """Fetch the cluster's metadata, and its schema registry's subjects, with the stored credentials (editor+)."""
     return probe.probe_connection(session=session, ctx=ctx, secrets=secrets, connection_id=connection_id,
-                                  timeout_s=settings.kafka_timeout_s)
+                                  timeout_s=settings.kafka_timeout_s, egress=settings.egress_policy)
 
 
 @router.delete("/{connection_id}", operation_id="delete_connection", status_code=204)

@@ -62,6 +62,12 @@ class OAuthCredentials(BaseModel):
     token_endpoint_url: str = Field(min_length=1, max_length=2048, pattern=r"^https?://\S+$")
     scope: str | None = Field(default=None, max_length=1024)
 
+    @field_validator("token_endpoint_url")
+    @classmethod
+    def _token_endpoint(cls, url: str) -> str:
+        check_http_url(url, credentials_hint="send them as client_id and client_secret")
+        return url
+
 
 class SslSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")

@@ -23,9 +23,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from pydantic import ValidationError
-from sqlmodel import Session
+from sqlalchemy import func
+from sqlmodel import Session, select
+
 
 from api.audit.service import record_by
+from api.connections.egress import check_addresses
 from api.connections.models import Connection
 from api.connections.schemas import (
     ConnectionRead,
@@ -54,7 +57,10 @@ from api.secrets.store import (
     SecretStore,
     connection_secret_path,
 )
+from api.tenancy.quotas import QuotaLimits, enforce
+from spark_jobs.egress import EgressPolicy
 from spark_jobs.registry import RegistryConfig
+
 
 _WRITE_ONLY_SSL = ("key_pem", "key_password")
 
@@ -275,10 +281,20 @@ def _store_secret(session: Session, secrets: SecretStore, conn: Connection, payl
     conn.secret_path, conn.credentials_version = path, version
 
 
-def create_connection(*, session: Session, ctx: TenantContext, secrets: SecretStore, spec: ConnectionSpec) -> Connection:
+def quota_used(session: Session, tenant_id: uuid.UUID) -> int:
+    """The tenant's connections: what its ``connections`` quota counts."""
+    return session.exec(select(func.count()).select_from(Connection).where(Connection.tenant_id == tenant_id)).one()
+
+
+def create_connection(
+    *, session: Session, ctx: TenantContext, secrets: SecretStore, spec: ConnectionSpec, quotas: QuotaLimits,
+    egress: EgressPolicy,
+) -> Connection:
+    enforce(session, ctx.tenant_id, "connections", defaults=quotas, count=lambda: quota_used(session, ctx.tenant_id))
     _ensure_name_free(session, ctx, spec.name)
     payload = _secret_of(spec, {})
     _check_secret_complete(spec, payload)
+    check_addresses(spec, egress)
     conn = Connection(tenant_id=ctx.tenant_id, name=spec.name, bootstrap_servers=spec.bootstrap_servers,
                       security_protocol=spec.security_protocol)
     _apply_public(conn, spec, payload)
@@ -305,7 +321,7 @@ def list_connections(
 
 def replace_connection(
     *, session: Session, ctx: TenantContext, secrets: SecretStore, connection_id: uuid.UUID,
-    spec: ConnectionSpec, if_match: str | None,
+    spec: ConnectionSpec, if_match: str | None, egress: EgressPolicy,
 ) -> Connection:
     conn = get_connection(session=session, ctx=ctx, connection_id=connection_id, lock=True)
     check_if_match(if_match, etag(conn))
@@ -325,6 +341,7 @@ def replace_connection(
     else:
         payload = _known_shape(conn)
     _check_secret_complete(spec, payload, lost=lost, stored_registry_auth=stored_registry_auth)
+    check_addresses(spec, egress)
     _apply_public(conn, spec, payload)
     rewritten = current is not None and (payload != current or bool(lost))
     if rewritten:
@@ -343,7 +360,7 @@ def replace_connection(
 
 def patch_connection(
     *, session: Session, ctx: TenantContext, secrets: SecretStore, connection_id: uuid.UUID,
-    patch: dict[str, Any], if_match: str | None,
+    patch: dict[str, Any], if_match: str | None, egress: EgressPolicy,
 ) -> Connection:
     conn = get_connection(session=session, ctx=ctx, connection_id=connection_id, lock=True)
     public = to_read(conn).model_dump(
@@ -367,7 +384,7 @@ def patch_connection(
     except ValidationError as exc:
         raise ValidationFailed.of(exc, "The patched connection is not valid") from None
     return replace_connection(session=session, ctx=ctx, secrets=secrets, connection_id=connection_id,
-                              spec=spec, if_match=if_match)
+                              spec=spec, if_match=if_match, egress=egress)
 
 
 def delete_connection(
@@ -418,12 +435,13 @@ def referenced_connection(session: Session, connection_id: uuid.UUID) -> Connect
 
 
 def kafka_client(
-    session: Session, connection_id: uuid.UUID, secrets: SecretStore, *, timeout_s: float,
+    session: Session, connection_id: uuid.UUID, secrets: SecretStore, *, timeout_s: float, egress: EgressPolicy,
     client_id: str = "inlet", version: int | None = None,
 ) -> KafkaClient:
     """A client of the connection's cluster, with its credentials (``version``: a planned run's)."""
     conn = referenced_connection(session, connection_id)
-    return KafkaClient(client_config(conn, secrets, version=version), timeout_s=timeout_s, client_id=client_id)
+    return KafkaClient(client_config(conn, secrets, version=version), egress=egress, timeout_s=timeout_s,
+                       client_id=client_id)
 
 
 def spec_client_config(spec: ConnectionSpec) -> KafkaClientConfig:

@@ -6,14 +6,16 @@ environment Inlet reads is the object store's standard one (``AWS_*``), here too
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from spark_jobs.egress import DEFAULT_DENY, PRIVATE_RANGES, EgressPolicy, networks
 from spark_jobs.storage import OBJECT_STORE_SCHEMES, scheme_of
 
 # The object store's own environment, read as delta-rs and pyarrow would read it.
@@ -40,6 +42,24 @@ class Settings(BaseSettings):
     # Access.
     admin_token: SecretStr | None = Field(default=None, description="Platform operator token")
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    server_key: SecretStr | None = Field(
+        default=None, min_length=32, description="Key of Inlet's keyed digests (idempotency fingerprints); every API "
+        "replica must have the same one; defaults to a random key generated into data_dir/server.key"
+    )
+
+    # Portal sessions (docs/security.md): server-side, ended by sign-out, key revocation and these timeouts.
+    portal_session_idle_s: float = Field(default=1800.0, gt=0, description="A portal session unused this long ends")
+    portal_session_max_s: float = Field(
+        default=28_800.0, gt=0, description="A portal session ends this long after sign-in, used or not"
+    )
+    portal_secure_cookies: Literal["auto", "always", "never"] = Field(
+        default="auto", description="Secure portal cookies: auto, when the request came over HTTPS (directly, or as "
+        "X-Forwarded-Proto from an address in forwarded_allow_ips says); always; never"
+    )
+    forwarded_allow_ips: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["127.0.0.1", "::1"], description="Proxies whose X-Forwarded-Proto is believed, "
+        "comma-separated addresses or CIDRs; * believes any (only when nothing but the proxy can reach Inlet)"
+    )
 
     # Broker for Celery.
     redis_url: str = "redis://127.0.0.1:6379/0"
@@ -79,6 +99,24 @@ class Settings(BaseSettings):
     run_lease_s: float = Field(default=60.0, gt=5)
     scheduler_interval_s: float = Field(default=5.0, gt=0)
     scheduler_batch_size: int = Field(default=500, ge=1)
+    run_fair_dispatch: bool = Field(
+        default=True, description="A free worker takes the fairest queued run (the tenant with the fewest running, "
+        "below its concurrent-runs quota); false: the run its message names, first come first served (docs/runs.md)"
+    )
+
+    # Quotas (docs/security.md): every tenant's limits unless the operator set its own (PUT /tenants/{id}/quotas).
+    quota_pipelines: int = Field(default=1000, ge=0, description="Pipelines a tenant may have")
+    quota_connections: int = Field(default=200, ge=0, description="Connections a tenant may have")
+    quota_api_keys: int = Field(default=100, ge=0, description="Unrevoked API keys a tenant may have")
+    quota_webhooks: int = Field(
+        default=50, ge=0, description="Webhooks a tenant may have (every event is one delivery to each)"
+    )
+    quota_runs_per_hour: int = Field(
+        default=3600, ge=0, description="Runs a tenant may start in any hour, manual and scheduled alike"
+    )
+    quota_concurrent_runs: int = Field(
+        default=10, ge=1, description="Runs of one tenant the workers execute at once; more wait their turn"
+    )
 
     # spark-submit as the worker runs it.
     spark_submit: str | None = Field(default=None, description="spark-submit path; defaults to the one beside Python")
@@ -112,11 +150,29 @@ class Settings(BaseSettings):
     webhook_retry_max_s: float = Field(default=3600.0, gt=0, description="Longest wait between two attempts")
     webhook_retry_for_s: float = Field(default=86_400.0, gt=0, description="A delivery not made this long after its event fails")
 
+    # Egress (docs/security.md): the addresses Inlet may connect to for a tenant (webhooks, schema
+    # registries, OAuth token endpoints, Kafka brokers). Allow wins over deny.
+    egress_deny: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: list(DEFAULT_DENY), description="CIDRs no tenant-supplied address may be in, "
+        "comma-separated; defaults to loopback, link-local (cloud metadata), unspecified, multicast, broadcast and "
+        "the cloud metadata addresses, IPv4-mapped forms included")
+    egress_allow: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="CIDRs opened despite the deny lists (e.g. 127.0.0.0/8,::1/128 for a "
+        "stack on one machine)")
+    egress_lookup_s: float = Field(
+        default=2.0, ge=0, description="How long the names of one definition (a connection, a webhook) may take to "
+        "resolve for the definition-time check; a name not resolved by then is accepted and checked at every "
+        "connection; 0: names are checked at connections only")
+    webhook_egress_deny: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: list(PRIVATE_RANGES), description="CIDRs denied to webhooks besides "
+        "INLET_EGRESS_DENY; defaults to the private ranges (a webhook's delivery log would map them); empty: none")
+
     # Requests.
     max_body_bytes: int = 1_048_576
     page_limit_max: int = 500
 
-    @field_validator("cors_origins", "webhook_allowed_hosts", mode="before")
+    @field_validator("cors_origins", "webhook_allowed_hosts", "forwarded_allow_ips", "egress_deny", "egress_allow",
+                     "webhook_egress_deny", mode="before")
     @classmethod
     def _split_lists(cls, value: object) -> object:
         if isinstance(value, str) and not value.strip().startswith("["):
@@ -127,6 +183,25 @@ class Settings(BaseSettings):
     @classmethod
     def _hosts(cls, hosts: list[str]) -> list[str]:
         return [host.lower().rstrip(".") for host in hosts]
+
+    @field_validator("forwarded_allow_ips")
+    @classmethod
+    def _proxies(cls, entries: list[str]) -> list[str]:
+        for entry in entries:
+            if entry != "*":
+                try:
+                    ipaddress.ip_network(entry, strict=False)
+                except ValueError:
+                    raise ValueError(f"INLET_FORWARDED_ALLOW_IPS: {entry!r} is not an address, a CIDR or *") from None
+        return entries
+
+    @field_validator("egress_deny", "egress_allow", "webhook_egress_deny")
+    @classmethod
+    def _cidrs(cls, entries: list[str], info: ValidationInfo) -> list[str]:
+        try:
+            return [str(net) for net in networks(entries)]
+        except ValueError as exc:
+            raise ValueError(f"INLET_{str(info.field_name).upper()}: {exc}") from None
 
     @field_validator("storage_root")
     @classmethod
@@ -140,6 +215,15 @@ class Settings(BaseSettings):
         if self.secret_backend == "vault" and not self.vault_addr:
             raise ValueError("INLET_VAULT_ADDR is required when INLET_SECRET_BACKEND=vault")
         return self
+
+    @property
+    def egress_policy(self) -> EgressPolicy:
+        """The policy of every tenant-supplied address but webhooks'."""
+        return EgressPolicy.of(self.egress_deny, self.egress_allow, definition_lookup_s=self.egress_lookup_s)
+
+    @property
+    def webhook_egress_policy(self) -> EgressPolicy:
+        return self.egress_policy.denying(self.webhook_egress_deny)
 
     @property
     def resolved_database_url(self) -> str:

@@ -1,14 +1,22 @@
 """``Idempotency-Key`` on POSTs: the same key and body give back the first response and create
 nothing new; the same key with another body is a 422. The stored response is written in the
-same transaction as the object it describes, so a retry can never see one without the other."""
+same transaction as the object it describes, so a retry can never see one without the other.
+
+What is kept of the request is a fingerprint: an HMAC-SHA256, under a key derived from the server key
+(``api.core.server_key``), of the method, the path and the JSON body with every credential masked
+(``api.core.redaction.SECRET_FIELDS``). Neither a credential nor the body can be tested against it
+without the server key. Records written before fingerprints were keyed had their digests scrubbed by
+migration 0007: a retry of one is a 422, never a second object."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import hmac
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, TypeVar
 
 from fastapi import Depends, Request, Response
 from fastapi.responses import JSONResponse
@@ -16,10 +24,14 @@ from pydantic import BaseModel
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
+from api.core.config import Settings
 from api.core.errors import Conflict, ValidationFailed
 from api.core.models import IdempotencyRecord
+from api.core.redaction import SECRET_FIELDS, without_secrets
+from api.core.server_key import derived_key
 
 HEADER = "Idempotency-Key"
+KEYED = "hmac:"  # how a keyed fingerprint starts; a record without it holds an unkeyed SHA-256
 M = TypeVar("M", bound=BaseModel)
 _REPLAYED_HEADERS = ("etag", "location")
 
@@ -42,7 +54,7 @@ class IdempotentRequest:
             return produce()
         stored = session.get(IdempotencyRecord, (scope, self.key))
         if stored is not None:
-            if stored.fingerprint != self.fingerprint:
+            if not hmac.compare_digest(stored.fingerprint, self.fingerprint):
                 raise ValidationFailed.field(
                     "header.Idempotency-Key",
                     "This Idempotency-Key was already used with a different request; use a new key",
@@ -66,29 +78,39 @@ class IdempotentRequest:
         return body
 
 
-# Write-only values leave the fingerprint: a stored digest of a password could be brute-forced.
-_SECRET_FIELDS = frozenset({"password", "client_secret", "key_pem", "key_password"})
+def _signed_input(method: str, path: str, raw: bytes) -> bytes:
+    try:
+        canonical = json.dumps(without_secrets(json.loads(raw), SECRET_FIELDS), sort_keys=True,
+                               separators=(",", ":")).encode()
+    except ValueError:
+        canonical = raw
+    return method.encode() + b" " + path.encode() + b"\n" + canonical
 
 
-def _without_secrets(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: "*" if k in _SECRET_FIELDS else _without_secrets(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_without_secrets(v) for v in value]
-    return value
+def fingerprint_key(request: Request) -> bytes:
+    """The app's fingerprint key, derived once."""
+    key: bytes | None = getattr(request.app.state, "fingerprint_key", None)
+    if key is None:
+        settings: Settings = request.app.state.settings
+        key = request.app.state.fingerprint_key = derived_key(settings, "idempotency-fingerprint")
+    return key
+
+
+def fingerprint(key: bytes, method: str, path: str, raw: bytes) -> str:
+    """The keyed fingerprint of a request, as stored: ``hmac:`` and the URL-safe base64 of the HMAC."""
+    mac = hmac.new(key, _signed_input(method, path, raw), hashlib.sha256).digest()
+    return KEYED + base64.urlsafe_b64encode(mac).decode().rstrip("=")
 
 
 async def idempotent_request(request: Request) -> IdempotentRequest:
     key = request.headers.get(HEADER)
     if key is not None and not (1 <= len(key) <= 255 and key.isprintable()):
         raise ValidationFailed.field("header.Idempotency-Key", "Idempotency-Key must be 1 to 255 printable characters")
+    if key is None:
+        return IdempotentRequest(key=None, fingerprint="")
     raw = await request.body()
-    try:
-        canonical = json.dumps(_without_secrets(json.loads(raw)), sort_keys=True, separators=(",", ":")).encode()
-    except ValueError:
-        canonical = raw
-    digest = hashlib.sha256(request.method.encode() + b" " + request.url.path.encode() + b"\n" + canonical)
-    return IdempotentRequest(key=key, fingerprint=digest.hexdigest())
+    return IdempotentRequest(key=key, fingerprint=fingerprint(fingerprint_key(request), request.method,
+                                                              request.url.path, raw))
 
 
 IdempotencyDep = Annotated[IdempotentRequest, Depends(idempotent_request)]

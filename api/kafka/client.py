@@ -4,6 +4,13 @@ Metadata and offset lookups only (planning runs, checking offsets, testing a con
 bounded by one deadline and batched per broker. Failures come out as the typed errors of
 ``api.kafka.errors``; nothing here knows whether the cluster is a real one or the sandbox.
 
+Every address goes through the egress policy (``spark_jobs.egress``) first: the bootstrap servers
+before the handle is made, the brokers the cluster advertises as soon as its metadata names them
+(before any lookup that would connect to them), and an OAUTHBEARER token endpoint, which Inlet asks
+itself (``spark_jobs.oauth``) instead of librdkafka. librdkafka still resolves broker names itself
+when it connects, so a name whose answer changes between the check and the connection is the one
+gap left (docs/security.md).
+
 A client holds one librdkafka handle; use one per request or task, as a context manager.
 """
 
@@ -26,13 +33,17 @@ from api.kafka.config import KafkaClientConfig
 from api.kafka.errors import (
     KafkaAuthError,
     KafkaClientError,
+    KafkaEgressDenied,
     KafkaLookupError,
     KafkaTimeout,
+    KafkaTokenError,
     KafkaUnavailable,
     TimestampNotResolvable,
     TopicNotFound,
 )
+from spark_jobs.egress import EgressPolicy, EgressRefused
 from spark_jobs.kafka_errors import is_auth_error
+from spark_jobs.oauth import TokenRefused, with_token_source
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +63,7 @@ _LEADER_CODES = frozenset(
     }
 )
 _OFFSET_INVALID = -1001
+_BROKER_CHECK_S = 60.0  # an advertised broker's address is checked again after this long
 _UNSUPPORTED_CODES = frozenset(
     {KafkaError.UNSUPPORTED_VERSION, KafkaError.UNSUPPORTED_FOR_MESSAGE_FORMAT, KafkaError._UNSUPPORTED_FEATURE}
 )
@@ -82,10 +94,13 @@ def _is_internal(topic: str) -> bool:
 class KafkaClient:
     """Bounded, batched lookups against one cluster; every call finishes within ``timeout_s``."""
 
-    def __init__(self, config: KafkaClientConfig, *, timeout_s: float = 5.0, client_id: str = "inlet-control-plane") -> None:
+    def __init__(self, config: KafkaClientConfig, *, egress: EgressPolicy, timeout_s: float = 5.0,
+                 client_id: str = "inlet-control-plane") -> None:
         if timeout_s <= 0:
             raise ValueError("timeout_s must be positive")
         self.config = config
+        self.egress = egress
+        self._brokers_checked: dict[tuple[str, int], float] = {}
         self.timeout_s = timeout_s
         self._client_id = client_id
         self._admin: AdminClient | None = None
@@ -203,6 +218,7 @@ class KafkaClient:
         if not offsets:
             return
         deadline = time.monotonic() + self.timeout_s
+        self._metadata(deadline)  # the advertised brokers checked before the group's coordinator is asked
         admin = self._handle()
         self._reset_errors()
         request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())])
@@ -220,6 +236,7 @@ class KafkaClient:
     def delete_group(self, group: str) -> bool:
         """Delete ``group`` (the admin API's DeleteGroups); False when it did not exist."""
         deadline = time.monotonic() + self.timeout_s
+        self._metadata(deadline)  # the advertised brokers checked before the group's coordinator is asked
         admin = self._handle()
         self._reset_errors()
         try:
@@ -237,9 +254,17 @@ class KafkaClient:
 
     def _handle(self) -> AdminClient:
         if self._admin is None:
+            self._check_bootstrap()
+            try:
+                # An OIDC token endpoint is asked here, through the egress policy (spark_jobs.oauth).
+                base = with_token_source(self.config.librdkafka_config(), self.egress, timeout_s=self.timeout_s)
+            except TokenRefused as exc:
+                if exc.kind == "token_endpoint_refused":
+                    raise KafkaEgressDenied(exc.message, kind=exc.kind) from None
+                raise KafkaTokenError(exc.message, kind=exc.kind, status=exc.status) from None
             conf: dict[str, object] = {
                 "client.id": self._client_id,
-                **self.config.librdkafka_config(),
+                **base,
                 "error_cb": self._on_error,
                 # librdkafka logs through Python logging (served on poll), not onto stderr.
                 "logger": logging.getLogger("api.kafka.librdkafka"),
@@ -250,6 +275,35 @@ class KafkaClient:
             except KafkaException as exc:
                 raise KafkaClientError(self._scrub(f"invalid client configuration: {exc.args[0].str()}"), kind="config") from None
         return self._admin
+
+    def _check_bootstrap(self) -> None:
+        """Refuse a bootstrap server whose address the egress policy denies. A name that does not
+        resolve is left to librdkafka, which reports it (kind ``dns``)."""
+        for position, entry in enumerate(self.config.bootstrap_servers.split(","), start=1):
+            host, _, port = entry.strip().rpartition(":")
+            try:
+                self.egress.resolve(host.strip("[]"), int(port), timeout_s=self.timeout_s)
+            except EgressRefused as exc:
+                raise KafkaEgressDenied(f"bootstrap server {position}: {exc.message}", kind="bootstrap_denied") from None
+            except (OSError, TimeoutError, ValueError):
+                continue
+
+    def _check_brokers(self, metadata: _RawMetadata) -> None:
+        """Refuse a cluster that advertises a broker at an address the egress policy denies, before
+        anything connects to it (each broker checked again after ``_BROKER_CHECK_S``)."""
+        now = time.monotonic()
+        for broker in metadata.brokers.values():
+            key = (str(broker.host), int(broker.port))
+            if now - self._brokers_checked.get(key, -_BROKER_CHECK_S) < _BROKER_CHECK_S:
+                continue
+            try:
+                self.egress.resolve(key[0], key[1], timeout_s=self.timeout_s)
+            except EgressRefused as exc:
+                raise KafkaEgressDenied(f"the cluster advertises broker {broker.id} at an address Inlet may not "
+                                        f"connect to: {exc.message}", kind="broker_denied") from None
+            except (OSError, TimeoutError):
+                continue  # unresolvable here: librdkafka cannot connect to it either
+            self._brokers_checked[key] = now
 
     def _on_error(self, error: KafkaError) -> None:
         with self._errors_lock:
@@ -265,9 +319,11 @@ class KafkaClient:
         admin = self._handle()
         self._reset_errors()
         try:
-            return admin.list_topics(timeout=self._remaining(deadline))
+            metadata = admin.list_topics(timeout=self._remaining(deadline))
         except KafkaException as exc:
             raise self._map(exc.args[0], "metadata request") from None
+        self._check_brokers(metadata)
+        return metadata
 
     def _check_exist(self, partitions: list[Partition], deadline: float) -> None:
         # ListOffsets cannot tell a missing partition from a leaderless one; metadata can.
@@ -361,4 +417,3 @@ class KafkaClient:
 
 class _Unsupported(Exception):
     """Internal: the broker does not support the requested lookup."""
-

@@ -5,7 +5,9 @@ PEMs); extra tuning goes through ``options``, limited to ``ALLOWED_CLIENT_OPTION
 keeps out what a tenant must not control: file paths and plugins (``ssl.ca.location``,
 ``plugin.library.paths``: they read or load files on Inlet's hosts), the security settings the typed
 fields own, and consumer behaviour the control plane decides (``group.id``, ``auto.offset.reset``,
-commits).
+commits). ``client.dns.lookup`` is kept out too: its ``resolve_canonical_bootstrap_servers_only``
+connects to the names a reverse lookup of the bootstrap addresses gives, which the egress policy
+never saw.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ ALLOWED_CLIENT_OPTIONS: frozenset[str] = frozenset(
     {
         "client.id",
         "client.rack",
-        "client.dns.lookup",
         "broker.address.family",
         "broker.address.ttl",
         "socket.timeout.ms",

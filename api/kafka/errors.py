@@ -73,3 +73,19 @@ class TimestampNotResolvable(KafkaLookupError):
         shown = ", ".join(f"{t}[{p}]" for t, p in self.partitions[:10])
         more = f" and {len(self.partitions) - 10} more" if len(self.partitions) > 10 else ""
         super().__init__(f"no offset for timestamp {timestamp_ms} on {shown}{more}: {reason}")
+
+
+class KafkaEgressDenied(KafkaClientError):
+    """The egress policy (``spark_jobs.egress``) refuses an address the client would connect to:
+    ``kind`` is ``bootstrap_denied`` (a bootstrap server), ``broker_denied`` (a broker the cluster
+    advertises) or ``token_endpoint_refused`` (the OAuth token endpoint)."""
+
+
+class KafkaTokenError(KafkaClientError):
+    """No OAuth token from the connection's token endpoint; ``kind`` is ``spark_jobs.oauth``'s
+    (``invalid_client``, ``unauthorized``, ``token_endpoint_unreachable``, ...), ``status`` the
+    endpoint's answer if it gave one. Its body is never part of the message."""
+
+    def __init__(self, message: str, *, kind: str, status: int | None = None) -> None:
+        super().__init__(message, kind=kind)
+        self.status = status

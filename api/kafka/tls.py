@@ -9,12 +9,12 @@ lost connection. After such a failure the connection test repeats the handshake 
 
 from __future__ import annotations
 
-import socket
 import ssl
 import tempfile
 from dataclasses import dataclass
 
 from api.kafka.config import KafkaClientConfig
+from spark_jobs.egress import EgressPolicy, EgressRefused, open_tcp
 
 _REASONS = {
     "untrusted_certificate": "the broker's certificate is not signed by a trusted CA{why} (set ssl.ca_pem to the CA that signed it)",
@@ -33,8 +33,9 @@ class TlsDiagnosis:
     message: str
 
 
-def diagnose(config: KafkaClientConfig, *, timeout_s: float) -> TlsDiagnosis | None:
-    """Handshake with the first bootstrap server as the client would; None when it succeeds."""
+def diagnose(config: KafkaClientConfig, *, timeout_s: float, egress: EgressPolicy) -> TlsDiagnosis | None:
+    """Handshake with the first bootstrap server as the client would (connecting through ``egress``);
+    None when it succeeds."""
     host, _, port = config.bootstrap_servers.split(",")[0].strip().rpartition(":")
     host = host.strip("[]")
     tls = config.ssl or {}
@@ -48,7 +49,7 @@ def diagnose(config: KafkaClientConfig, *, timeout_s: float) -> TlsDiagnosis | N
                 pem.write(tls["key_pem"] + "\n" + tls["certificate_pem"])
                 pem.flush()
                 context.load_cert_chain(pem.name, password=tls.get("key_password"))
-        with socket.create_connection((host, int(port)), timeout=timeout_s) as raw:
+        with open_tcp(egress, host, int(port), timeout_s=timeout_s) as raw:
             with context.wrap_socket(raw, server_hostname=host) as conn:
                 conn.settimeout(min(timeout_s, 1.0))
                 try:
@@ -70,14 +71,14 @@ def diagnose(config: KafkaClientConfig, *, timeout_s: float) -> TlsDiagnosis | N
             # The broker's alert after our certificate (or the lack of one).
             return _diagnosis("client_certificate_refused" if tls.get("certificate_pem") else "client_certificate_required")
         return _diagnosis("handshake")
-    except (OSError, ValueError):
+    except (OSError, ValueError, EgressRefused):
         return None  # not a TLS answer: the client's own error says more
     if verify_host:
         try:
             handshake(check_hostname=True, client_cert=True)
         except ssl.SSLCertVerificationError:
             return _diagnosis("hostname_mismatch", host=host)
-        except (OSError, ValueError):
+        except (OSError, ValueError, EgressRefused):
             return None
     return None
 

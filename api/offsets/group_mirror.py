@@ -24,11 +24,14 @@ from api.ledger import service as ledger
 from api.pipelines.models import Pipeline
 from api.pipelines.service import record_group_mirror
 from api.secrets.store import SecretStore
+from spark_jobs.egress import EgressPolicy
 
 log = logging.getLogger(__name__)
 
 
-def mirror_committed_offsets(*, session: Session, secrets: SecretStore, pipeline_id: uuid.UUID, timeout_s: float) -> str:
+def mirror_committed_offsets(
+    *, session: Session, secrets: SecretStore, pipeline_id: uuid.UUID, timeout_s: float, egress: EgressPolicy
+) -> str:
     """Copy the committed offsets to the pipeline's group: ``ok``, ``failed`` or ``off`` (no group)."""
     pipeline = session.get(Pipeline, pipeline_id)
     group = (pipeline.source.get("commit_to_group") if pipeline else None)
@@ -38,7 +41,7 @@ def mirror_committed_offsets(*, session: Session, secrets: SecretStore, pipeline
     previous: dict[str, Any] = pipeline.group_mirror or {}
     outcome: dict[str, Any] = {"group": group, "partitions": len(offsets), "at": utcnow().isoformat()}
     try:
-        with kafka_client(session, pipeline.connection_id, secrets, timeout_s=timeout_s,
+        with kafka_client(session, pipeline.connection_id, secrets, timeout_s=timeout_s, egress=egress,
                           client_id="inlet-group-mirror") as client:
             client.commit_group_offsets(group, offsets)
     except (KafkaClientError, DomainError) as exc:
@@ -54,11 +57,13 @@ def mirror_committed_offsets(*, session: Session, secrets: SecretStore, pipeline
 
 
 def delete_mirrored_group(
-    *, session: Session, secrets: SecretStore, connection_id: uuid.UUID, group: str, timeout_s: float
+    *, session: Session, secrets: SecretStore, connection_id: uuid.UUID, group: str, timeout_s: float,
+    egress: EgressPolicy,
 ) -> bool:
     """Delete a deleted pipeline's group; True when done (or already gone), False to retry."""
     try:
-        client = kafka_client(session, connection_id, secrets, timeout_s=timeout_s, client_id="inlet-group-mirror")
+        client = kafka_client(session, connection_id, secrets, timeout_s=timeout_s, egress=egress,
+                              client_id="inlet-group-mirror")
     except ConnectionGone:
         log.warning("consumer group %s not deleted: connection %s is gone", group, connection_id)
         return True

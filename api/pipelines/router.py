@@ -15,6 +15,8 @@ from api.core.pagination import Page, PageParams, page_params
 from api.pipelines import alerts, service
 from api.pipelines.models import Pipeline
 from api.pipelines.schemas import LagAlertRead, LagAlertSpec, PipelineRead, PipelineSpec, PipelineState
+from api.tenancy.quotas import QuotaLimits
+
 
 router = APIRouter(prefix="/pipelines", tags=["pipelines"])
 
@@ -37,7 +39,9 @@ def create_pipeline(
     """Define a pipeline: a Kafka source, a Delta or Kafka target and an optional schedule."""
     root = settings.resolved_storage_root
     return idem.respond(session, f"tenant:{ctx.tenant_id}", lambda: _read(
-        service.create_pipeline(session=session, ctx=ctx, spec=body, storage_root=root), root, response, created=True
+        service.create_pipeline(session=session, ctx=ctx, spec=body, storage_root=root,
+                                quotas=QuotaLimits.defaults(settings)), root, response, created=True
+
     ), response=response, status_code=201)
 
 

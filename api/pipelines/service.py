@@ -6,8 +6,8 @@ import uuid
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import or_
-from sqlmodel import Session, col
+from sqlalchemy import func, or_
+from sqlmodel import Session, col, select
 
 from api.audit.service import record_by
 from api.connections.models import Connection
@@ -24,6 +24,7 @@ from api.pipelines.scheduling import next_fire
 from api.pipelines.schemas import KafkaTarget, PipelineRead, PipelineSpec, PipelineStatus, registry_subject
 from api.pipelines.states import PIPELINE_STATES
 from api.pipelines.storage import resolve_delta_uri
+from api.tenancy.quotas import QuotaLimits, enforce
 
 
 def etag(pipeline: Pipeline) -> str:
@@ -119,7 +120,15 @@ def _audit_view(pipeline: Pipeline) -> dict[str, Any]:
             "schedule": pipeline.schedule, "state": pipeline.state}
 
 
-def create_pipeline(*, session: Session, ctx: TenantContext, spec: PipelineSpec, storage_root: str) -> Pipeline:
+def quota_used(session: Session, tenant_id: uuid.UUID) -> int:
+    """The tenant's pipelines: what its ``pipelines`` quota counts."""
+    return session.exec(select(func.count()).select_from(Pipeline).where(Pipeline.tenant_id == tenant_id)).one()
+
+
+def create_pipeline(
+    *, session: Session, ctx: TenantContext, spec: PipelineSpec, storage_root: str, quotas: QuotaLimits,
+) -> Pipeline:
+    enforce(session, ctx.tenant_id, "pipelines", defaults=quotas, count=lambda: quota_used(session, ctx.tenant_id))
     _check_references(session, ctx, spec, storage_root)
     _ensure_name_free(session, ctx, spec.name)
     pipeline = Pipeline(tenant_id=ctx.tenant_id, name=spec.name, connection_id=spec.source.connection_id,

@@ -9,6 +9,7 @@ request later. A pattern matches a whole topic name, as Kafka's and Spark's ``su
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 import re2
@@ -31,11 +32,15 @@ def compile_topic_pattern(pattern: str) -> re2._Regexp:
     try:
         return re2.compile(pattern, _options())
     except re2.error as exc:
-        reason = exc.args[0] if exc.args else "refused"
-        if isinstance(reason, bytes):
-            reason = reason.decode("utf-8", "replace")
-        raise ValueError(f"topic_pattern is not a regex that can be matched in linear time (RE2 syntax: no "
-                         f"backreferences or lookaround): {reason}") from None
+        refusal = exc.args[0] if exc.args else "refused"
+        if isinstance(refusal, bytes):
+            refusal = refusal.decode("utf-8", "replace")
+    try:
+        re.compile(pattern)  # only compiled, never matched: compiling is linear, matching may not be
+    except re.error as exc:
+        raise ValueError(f"topic_pattern is not a valid regex: {exc}") from None
+    raise ValueError(f"topic_pattern is not a regex that can be matched in linear time (RE2 syntax: no "
+                     f"backreferences or lookaround): {refusal}")
 
 
 def matches_topic(pattern: str, topic: str) -> bool:

@@ -19,6 +19,8 @@ from api.portal.forms import ApiKeyForm, RevokeForm
 from api.portal.session import COOKIE_PATH, FLASH_COOKIE, FLASH_TTL_S, SESSION_COOKIE
 from api.portal.views import FormErrors
 from api.tenancy import service as tenancy
+from api.tenancy.quotas import QuotaExceeded, QuotaLimits
+
 
 router = portal_router()
 
@@ -53,8 +55,10 @@ def create_api_key(caller: Admin, form: Annotated[ApiKeyForm, Form()]) -> Respon
     """Issue an API key (stored only as a digest) and show it once on the keys page."""
     try:
         spec = form.spec()
-        api_key, key = tenancy.create_key(session=caller.session, ctx=caller.ctx, name=spec.name, role=spec.role)
-    except ValidationFailed as exc:
+        api_key, key = tenancy.create_key(session=caller.session, ctx=caller.ctx, name=spec.name, role=spec.role,
+                                          quotas=QuotaLimits.defaults(caller.settings))
+    except (ValidationFailed, QuotaExceeded) as exc:
+
         caller.start_over(exc)
         return _keys_page(caller, status=exc.status, form=form, errors=form.errors(exc))
     response = pages.redirect(PAGE)

@@ -1,10 +1,12 @@
 """Signing in to the portal, and who is signed in on every other page.
 
 The sign-in form takes an API key, authenticates it exactly as the API does
-(``api.tenancy.auth.authenticate_tenant``) and seals it in the session cookie (``session.py``). Every
-other page takes ``Viewer``, ``Editor`` or ``Admin`` (the role its API route needs: reads viewer, writes
-and connection tests editor, API keys admin): a dependency that opens the cookie, checks a POST's CSRF token, authenticates
-the key in the request's unit of work, checks the role, and hands the page a ``SignedIn``. The unit of
+(``api.tenancy.auth.authenticate_tenant``) and opens a server-side session
+(``api.tenancy.portal_sessions``) whose random id is all the cookie holds. Every other page takes
+``Viewer``, ``Editor`` or ``Admin`` (the role its API route needs: reads viewer, writes and connection
+tests editor, API keys admin): a dependency that reads the cookie, checks a POST's CSRF token, resumes
+the session in the request's unit of work (refused once it has ended, timed out, or its key is
+revoked), checks the role, and hands the page a ``SignedIn``. The unit of
 work commits once the page has returned, before the response is sent, and rolls back on any failure.
 
 Pages are ``PortalRoute``s: a domain error becomes HTML, not problem+json. An expired or missing
@@ -13,6 +15,7 @@ sign-in goes to the sign-in page; anything else is the error page with the statu
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import ExitStack
 from typing import Annotated, Any
@@ -34,18 +37,11 @@ from api.core.errors import DomainError, Forbidden, Unauthorized
 from api.core.security import Role, TenantContext
 from api.portal import pages
 from api.portal.forms import LoginForm
-from api.portal.session import (
-    COOKIE_PATH,
-    LOGIN_COOKIE,
-    LOGIN_TTL_S,
-    SESSION_COOKIE,
-    SESSION_TTL_S,
-    PortalSession,
-    SessionCodec,
-    tokens_match,
-)
+from api.portal.session import COOKIE_PATH, LOGIN_COOKIE, LOGIN_TTL_S, SESSION_COOKIE, SessionCodec, tokens_match
 from api.secrets.store import SecretStore
+from api.tenancy import portal_sessions
 from api.tenancy.auth import authenticate_tenant
+from api.tenancy.portal_sessions import SessionLimits
 
 
 class SignInRequired(Unauthorized):
@@ -69,8 +65,8 @@ def session_codec(request: Request) -> SessionCodec:
     return codec
 
 
-def _cookie(request: Request) -> PortalSession | None:
-    return session_codec(request).open_session(request.cookies.get(SESSION_COOKIE))
+def _session_id(request: Request) -> str | None:
+    return request.cookies.get(SESSION_COOKIE) or None
 
 
 class _UnitOfWork:
@@ -99,15 +95,16 @@ class SignedIn:
         self._work: _UnitOfWork | None = work
 
     @classmethod
-    def authenticate(cls, request: Request, cookie: PortalSession) -> SignedIn:
-        """The cookie's key authenticated as the API authenticates it, in a new unit of work."""
+    def authenticate(cls, request: Request, session_id: str) -> SignedIn:
+        """The cookie's session resumed (its key still active), in a new unit of work."""
         work = _UnitOfWork(request.app.state.engine)
         try:
-            ctx = authenticate_tenant(work.session, cookie.api_key, operator_token(request.app.state.settings))
+            ctx = portal_sessions.resume_session(session=work.session, session_id=session_id,
+                                                 limits=SessionLimits.of(request.app.state.settings))
         except BaseException as exc:
             work.close(exc)
             raise
-        return cls(request, ctx, cookie.csrf, work)
+        return cls(request, ctx, portal_sessions.csrf_token(session_id), work)
 
     @property
     def session(self) -> Session:
@@ -169,12 +166,12 @@ SentCsrf = Annotated[str | None, Depends(_sent_csrf)]
 
 def _signed_in(role: Role) -> Callable[[Request, str | None], Iterator[SignedIn]]:
     def dependency(request: Request, sent_csrf: SentCsrf) -> Iterator[SignedIn]:
-        cookie = _cookie(request)
-        if cookie is None:
+        session_id = _session_id(request)
+        if session_id is None:
             raise SignInRequired()
-        if request.method == "POST" and not tokens_match(sent_csrf, cookie.csrf):
+        if request.method == "POST" and not tokens_match(sent_csrf, portal_sessions.csrf_token(session_id)):
             raise CsrfRefused()
-        caller = SignedIn.authenticate(request, cookie)
+        caller = SignedIn.authenticate(request, session_id)
         request.state.portal_caller = caller  # for PortalRoute: a failure's page still shows who is signed in
         try:
             caller.ctx.require(role)
@@ -232,11 +229,41 @@ def portal_router() -> APIRouter:
 router = portal_router()
 
 
+def _trusted_proxy(host: str | None, allowed: list[str]) -> bool:
+    if "*" in allowed:
+        return True
+    try:
+        address = ipaddress.ip_address(host or "")
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return any(address in ipaddress.ip_network(entry, strict=False) for entry in allowed)
+
+
+def came_over_https(request: Request) -> bool:
+    """Whether the browser's request was HTTPS: as this server saw it, or as ``X-Forwarded-Proto`` says
+    when a proxy in ``INLET_FORWARDED_ALLOW_IPS`` sent it (any hop saying https is believed)."""
+    if request.url.scheme == "https":
+        return True
+    forwarded = request.headers.get("x-forwarded-proto")
+    if not forwarded or "https" not in {hop.strip().lower() for hop in forwarded.split(",")}:
+        return False
+    settings: Settings = request.app.state.settings
+    return _trusted_proxy(request.client.host if request.client else None, settings.forwarded_allow_ips)
+
+
+def secure_cookies(request: Request) -> bool:
+    mode = request.app.state.settings.portal_secure_cookies
+    return mode == "always" or (mode == "auto" and came_over_https(request))
+
+
 def set_cookie(response: Response, request: Request, name: str, value: str, max_age: int, *,
                path: str = COOKIE_PATH) -> None:
-    """A portal cookie: HttpOnly, SameSite=Strict, under ``/portal``, Secure over HTTPS."""
+    """A portal cookie: HttpOnly, SameSite=Strict, under ``/portal``, Secure as ``INLET_PORTAL_SECURE_COOKIES``
+    says (by default over HTTPS, a trusted proxy's included)."""
     response.set_cookie(name, value, max_age=max_age, path=path, httponly=True, samesite="strict",
-                        secure=request.url.scheme == "https")
+                        secure=secure_cookies(request))
 
 
 def _login_page(request: Request, *, status: int = 200, error: str | None = None, next_url: str = "") -> Response:
@@ -273,21 +300,24 @@ def login(request: Request, session: SessionDep, settings: SettingsDep,
     try:
         if not key:
             raise Unauthorized("Enter an API key")
-        authenticate_tenant(session, key, operator_token(settings))
+        ctx = authenticate_tenant(session, key, operator_token(settings))
     except (Unauthorized, Forbidden) as exc:
         return _login_page(request, status=exc.status, error=exc.detail, next_url=next_url)
-    token, _ = session_codec(request).seal_session(key)
+    limits = SessionLimits.of(settings)
+    session_id = portal_sessions.open_session(session=session, ctx=ctx, limits=limits)
     response = pages.redirect(next_url)
-    set_cookie(response, request, SESSION_COOKIE, token, SESSION_TTL_S)
+    set_cookie(response, request, SESSION_COOKIE, session_id, int(limits.max_s))
     response.delete_cookie(LOGIN_COOKIE, path=COOKIE_PATH)
     return response
 
 
 @router.post("/logout")
-def logout(request: Request, sent_csrf: SentCsrf) -> Response:
-    cookie = _cookie(request)
-    if cookie is not None and not tokens_match(sent_csrf, cookie.csrf):
-        raise CsrfRefused()
+def logout(request: Request, session: SessionDep, sent_csrf: SentCsrf) -> Response:
+    session_id = _session_id(request)
+    if session_id is not None:
+        if not tokens_match(sent_csrf, portal_sessions.csrf_token(session_id)):
+            raise CsrfRefused()
+        portal_sessions.end_session(session=session, session_id=session_id)
     response = pages.redirect("/portal/login?notice=signed-out")
     response.delete_cookie(SESSION_COOKIE, path=COOKIE_PATH)
     return response

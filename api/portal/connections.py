@@ -31,6 +31,8 @@ from api.portal.auth import Editor, SignedIn, Viewer, portal_router
 from api.portal.edits import EditConflict, delete_confirmed, edit_conflict
 from api.portal.forms import ConnectionForm, DeleteForm, RotationForm
 from api.portal.views import FormErrors
+from api.tenancy.quotas import QuotaExceeded, QuotaLimits
+
 
 router = portal_router()
 
@@ -92,8 +94,9 @@ def create_connection(caller: Editor, form: Annotated[ConnectionForm, Form()]) -
     """Save a connection; its credentials go to the secret store."""
     try:
         created = connections.create_connection(session=caller.session, ctx=caller.ctx, secrets=caller.secrets,
-                                                spec=form.spec())
-    except (ValidationFailed, Conflict) as exc:
+                                                spec=form.spec(), quotas=QuotaLimits.defaults(caller.settings),
+                                                egress=caller.settings.egress_policy)
+    except (ValidationFailed, Conflict, QuotaExceeded) as exc:
         caller.start_over(exc)
         return _connections_page(caller, status=exc.status, form=form, errors=form.errors(exc))
     return pages.redirect(f"/portal/connections/{created.id}?notice=connection-created")
@@ -122,7 +125,8 @@ def test_connection(caller: Editor, connection_id: str) -> Response:
     ident = pages.parse_id(connection_id, "Connection")
     try:
         result = probe.probe_connection(session=caller.session, ctx=caller.ctx, secrets=caller.secrets,
-                                        connection_id=ident, timeout_s=caller.settings.kafka_timeout_s)
+                                        connection_id=ident, timeout_s=caller.settings.kafka_timeout_s,
+                                        egress=caller.settings.egress_policy)
     except (Unauthorized, Forbidden, NotFound):
         raise
     except DomainError as exc:
@@ -139,7 +143,8 @@ def rotate_credentials(caller: Editor, connection_id: str, form: Annotated[Rotat
     _, read = _read(caller, ident)
     try:
         connections.patch_connection(session=caller.session, ctx=caller.ctx, secrets=caller.secrets,
-                                     connection_id=ident, patch=form.to_patch(read), if_match=form.etag or None)
+                                     connection_id=ident, patch=form.to_patch(read), if_match=form.etag or None,
+                                     egress=caller.settings.egress_policy)
     except (ValidationFailed, PreconditionFailed) as exc:
         caller.start_over(exc)
         return _connection_page(caller, ident, status=exc.status, rotation=form, rotation_errors=form.errors(exc))
@@ -170,7 +175,8 @@ def edit_connection(caller: Editor, connection_id: str, form: Annotated[Connecti
     try:
         spec = form.spec(stored=read)
         saved = connections.replace_connection(session=caller.session, ctx=caller.ctx, secrets=caller.secrets,
-                                               connection_id=ident, spec=spec, if_match=form.etag or None)
+                                               connection_id=ident, spec=spec, if_match=form.etag or None,
+                                               egress=caller.settings.egress_policy)
     except (ValidationFailed, Conflict, PreconditionFailed) as exc:
         caller.start_over(exc)
         conn, read = _read(caller, ident)

@@ -28,6 +28,8 @@ from api.portal.forms import DeleteForm, PipelineFilters, PipelineForm
 from api.runs import service as runs
 from api.runs.schemas import RunRead
 from api.runs.states import TERMINAL_STATES
+from api.tenancy.quotas import QuotaExceeded, QuotaLimits
+
 
 router = portal_router()
 
@@ -112,8 +114,9 @@ def create_pipeline(caller: Editor, form: Annotated[PipelineForm, Form()]) -> Re
     """Create a pipeline, or show the form again with each refusal beside its input."""
     try:
         created = pipelines.create_pipeline(session=caller.session, ctx=caller.ctx, spec=form.spec(),
-                                            storage_root=caller.settings.resolved_storage_root)
-    except (ValidationFailed, Conflict) as exc:
+                                            storage_root=caller.settings.resolved_storage_root,
+                                            quotas=QuotaLimits.defaults(caller.settings))
+    except (ValidationFailed, Conflict, QuotaExceeded) as exc:
         caller.start_over(exc)
         return _form_page(caller, form, status=exc.status, errors=form.errors(exc))
     return pages.redirect(f"/portal/pipelines/{created.id}?notice=created")
@@ -229,5 +232,6 @@ def resume_pipeline(caller: Editor, pipeline_id: str) -> Response:
 def run_now(caller: Editor, pipeline_id: str) -> Response:
     """Queue a run now and follow it on its page."""
     run = runs.trigger_run(session=caller.session, ctx=caller.ctx, pipeline_id=pages.parse_id(pipeline_id, "Pipeline"),
-                           dispatcher=caller.dispatcher)
+                           dispatcher=caller.dispatcher, quotas=QuotaLimits.defaults(caller.settings))
+
     return pages.redirect(f"/portal/runs/{run.id}?notice=run-queued")

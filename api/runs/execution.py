@@ -19,16 +19,19 @@ from sqlmodel import Session, select
 
 from api.connections.service import kafka_client
 from api.core.config import Settings
+from api.core.dispatch import send_after_commit
 from api.kafka.errors import KafkaClientError
 from api.pipelines.models import Pipeline
 from api.pipelines.service import target_uri
-from api.runs import lifecycle, repository
+from api.runs import fairness, lifecycle, repository
 from api.runs.delta_state import committed_txn_version
 from api.runs.job_spec import build_spec
 from api.runs.models import Run
 from api.runs.planning import Plan, plan_pipeline
+from api.runs.quotas import check_run_rate
 from api.runs.retry import RetryPolicy, error_of
 from api.secrets.store import SecretStore
+from api.tenancy.quotas import QuotaExceeded, QuotaLimits
 from spark_jobs.spec import RunResult, RunSpec
 from spark_jobs.storage import Store
 
@@ -58,8 +61,8 @@ class Services:
 
     def plan(self, session: Session, pipeline: Pipeline) -> Plan:
         """The pipeline's next ranges, asked of its source cluster now."""
-        with kafka_client(session, pipeline.connection_id, self.secrets,
-                          timeout_s=self.settings.kafka_timeout_s) as client:
+        with kafka_client(session, pipeline.connection_id, self.secrets, timeout_s=self.settings.kafka_timeout_s,
+                          egress=self.settings.egress_policy) as client:
             return plan_pipeline(session, pipeline, client)
 
 
@@ -68,6 +71,26 @@ class Services:
 def claim(*, session: Session, run_id: uuid.UUID, worker: str, lease_s: float) -> Run | None:
     """Take the run for ``worker``; None when it is not claimable now (taken, finished, not due)."""
     return lifecycle.claim(session, run_id, worker=worker, lease_s=lease_s)
+
+
+def claim_next(*, session: Session, token: uuid.UUID, worker: str, services: Services) -> Run | None:
+    """The run a worker's ``execute_run`` message lets it take: the fairest claimable one
+    (``api.runs.fairness``), or with ``INLET_RUN_FAIR_DISPATCH=false`` the one the message names.
+    None: nothing claimable now (the message is dropped)."""
+    settings = services.settings
+    if not settings.run_fair_dispatch:
+        return lifecycle.claim(session, token, worker=worker, lease_s=settings.run_lease_s)
+    return fairness.claim_fairest(session, token=token, worker=worker, lease_s=settings.run_lease_s,
+                                  defaults=QuotaLimits.defaults(settings))
+
+
+def pass_token(*, session: Session, services: Services) -> uuid.UUID | None:
+    """A worker's run ended: when queued runs wait, send one ``execute_run`` after the commit so a
+    worker takes the fairest of them (whichever the message names). Returns the run it names."""
+    if not services.settings.run_fair_dispatch or (waiting := repository.any_due(session)) is None:
+        return None
+    send_after_commit(session, lambda dispatcher: dispatcher.send_run(waiting))
+    return waiting
 
 
 def plan(*, session: Session, run_id: uuid.UUID, services: Services) -> Outcome | None:
@@ -131,12 +154,17 @@ def record_result(*, session: Session, run_id: uuid.UUID, worker: str, result: R
 
 def fire_schedule(*, session: Session, pipeline_id: uuid.UUID, slot: datetime, services: Services) -> uuid.UUID | Outcome:
     """A schedule slot: plan first, and create a run (returned, planned) only when there is
-    something to read. A failed plan is not a run: the next slot tries again."""
+    something to read. A failed plan is not a run, nor a slot over the tenant's runs_per_hour quota
+    (logged): the next slot tries again."""
+
     pipeline = session.exec(select(Pipeline).where(Pipeline.id == pipeline_id).with_for_update()).first()
     if pipeline is None or pipeline.state != "active":
         return Outcome("paused")
     if repository.active_run(session, pipeline_id) is not None:
         return Outcome("busy")
+    quotas = QuotaLimits.defaults(services.settings)
+    if (over := _over_rate(session, pipeline, slot, quotas, lock=False)) is not None:
+        return over  # known before asking Kafka anything
     try:
         planned = services.plan(session, pipeline)
     except Exception as exc:
@@ -145,12 +173,27 @@ def fire_schedule(*, session: Session, pipeline_id: uuid.UUID, slot: datetime, s
     if planned.total == 0:
         lifecycle.initialize_positions(session, pipeline, planned)
         return Outcome("nothing-new")
+    if (over := _over_rate(session, pipeline, slot, quotas, lock=True)) is not None:
+        lifecycle.initialize_positions(session, pipeline, planned)  # a start at `latest` stays where it was seen
+        return over  # the tenant's lock is taken only now: never held while Kafka is asked
     run = lifecycle.create_run(session, pipeline, trigger="schedule", scheduled_for=slot)
     lifecycle.store_plan(session, run, pipeline, planned)
     return run.id
 
 
 # Helpers.
+
+def _over_rate(session: Session, pipeline: Pipeline, slot: datetime, quotas: QuotaLimits, *,
+               lock: bool) -> Outcome | None:
+    """A slot over the tenant's runs_per_hour quota is skipped with its reason logged: not an error to
+    retry, the next slot tries again."""
+    try:
+        check_run_rate(session, pipeline.tenant_id, quotas=quotas, lock=lock)
+    except QuotaExceeded as exc:
+        log.info("schedule of pipeline %s: slot %s skipped: %s", pipeline.id, slot.isoformat(), exc.detail)
+        return Outcome("over-quota")
+    return None
+
 
 def _load(session: Session, run_id: uuid.UUID) -> tuple[Run, Pipeline]:
     run = session.get(Run, run_id)
@@ -169,7 +212,7 @@ def _ensure_kafka_target(session: Session, pipeline: Pipeline, services: Service
         return
     try:
         with kafka_client(session, pipeline.target_connection_id, services.secrets,
-                          timeout_s=services.settings.kafka_timeout_s) as client:
+                          timeout_s=services.settings.kafka_timeout_s, egress=services.settings.egress_policy) as client:
             client.ensure_topic(pipeline.target["topic"], pipeline.target.get("create_topic"))
     except KafkaClientError as exc:
         if exc.kind in ("target_missing", "target_refused"):

@@ -14,7 +14,7 @@ from api.runs.delta_state import app_id
 from api.runs.models import Run
 from api.runs.planning import Plan
 from api.secrets.store import SecretStore
-from spark_jobs.spec import DeltaTarget, KafkaSource, KafkaTarget, Registry, RunSpec, SubjectRef, Txn
+from spark_jobs.spec import DeltaTarget, Egress, KafkaSource, KafkaTarget, Registry, RunSpec, SubjectRef, Txn
 
 
 def quarantine_uri(table_uri: str) -> str:
@@ -37,7 +37,7 @@ def build_spec(session: Session, run: Run, pipeline: Pipeline, *, settings: Sett
         value_format=source.value_format,
         schema_=source.schema_,
         include_headers=source.include_headers,
-        registry=Registry(**vars(registry)) if registry else None,
+        registry=Registry(**{k: v for k, v in vars(registry).items() if k != "egress"}) if registry else None,
         value_subject=subjects.get("value"),
         key_format=source.key_format,
         key_subject=subjects.get("key"),
@@ -60,4 +60,5 @@ def build_spec(session: Session, run: Run, pipeline: Pipeline, *, settings: Sett
     return RunSpec(
         run_id=str(run.id), pipeline_id=str(pipeline.id), txn=Txn(app_id=app_id(pipeline.id), version=run.seq),
         source=spec_source, target=target,
+        egress=Egress(deny=tuple(settings.egress_deny), allow=tuple(settings.egress_allow)),
     )

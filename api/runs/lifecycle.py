@@ -77,16 +77,27 @@ def claim(session: Session, run_id: uuid.UUID, *, worker: str, lease_s: float) -
     now = utcnow()
     lease = now + timedelta(seconds=lease_s)
     if run.state == "queued":
-        if run.not_before is not None and run.not_before > now:
-            return None
-        won = _transition(session, run, "running", worker=worker, lease_expires_at=lease,
-                          started_at=func.coalesce(Run.started_at, now), attempt=Run.attempt + 1)
-    elif run.state == "running" and run.lease_expires_at is not None and run.lease_expires_at < now:
+        return claim_queued(session, run, worker=worker, lease_s=lease_s)
+    if run.state == "running" and lease_expired(run, now):
         # The worker that held it died: requeue, then claim, both through the state table.
         won = _transition(session, run, "queued", also=col(Run.lease_expires_at) < now) and _transition(
-            session, run, "running", worker=worker, lease_expires_at=lease, attempt=Run.attempt + 1)
-    else:
+            session, run, "running", worker=worker, lease_expires_at=lease, attempt=Run.attempt + 1, claimed_at=now)
+        return run if won else None
+    return None
+
+
+def lease_expired(run: Run, now: datetime) -> bool:
+    return run.state == "running" and run.lease_expires_at is not None and run.lease_expires_at < now
+
+
+def claim_queued(session: Session, run: Run, *, worker: str, lease_s: float) -> Run | None:
+    """Take ``run`` if it is still queued and due (compare-and-set); None if another worker won it or it
+    is waiting for a retry."""
+    now = utcnow()
+    if run.state != "queued" or (run.not_before is not None and run.not_before > now):
         return None
+    won = _transition(session, run, "running", worker=worker, lease_expires_at=now + timedelta(seconds=lease_s),
+                      started_at=func.coalesce(Run.started_at, now), attempt=Run.attempt + 1, claimed_at=now)
     return run if won else None
 
 

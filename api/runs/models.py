@@ -29,6 +29,9 @@ class Run(SQLModel, table=True):
               postgresql_where=text("scheduled_for IS NOT NULL"), sqlite_where=text("scheduled_for IS NOT NULL")),
         Index("ix_runs_pipeline_created", "pipeline_id", "created_at"),
         Index("ix_runs_state_lease", "state", "lease_expires_at"),
+        # A tenant's runs of the last hour (its runs_per_hour quota) and its latest claim (the fair share).
+        Index("ix_runs_tenant_created", "tenant_id", "created_at"),
+        Index("ix_runs_tenant_claimed", "tenant_id", "claimed_at"),
     )
 
     id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
@@ -46,6 +49,7 @@ class Run(SQLModel, table=True):
     not_before: datetime | None = Field(default=None, sa_type=UTCDateTime)
     dispatched_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     lease_expires_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    claimed_at: datetime | None = Field(default=None, sa_type=UTCDateTime, description="When a worker last took it")
     worker: str | None = Field(default=None, sa_column=Column(String(128)))
     cancel_requested: bool = False
     result: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))

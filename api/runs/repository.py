@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
-from datetime import timedelta
+from collections.abc import Collection, Iterable
+from datetime import datetime, timedelta
 
-from sqlalchemy import or_, update
+from sqlalchemy import ColumnElement, and_, func, or_, update
 from sqlmodel import Session, col, select
 
 from api.core.db import utcnow
@@ -49,7 +49,62 @@ def expired_leases(session: Session, *, limit: int) -> list[uuid.UUID]:
     return list(rows)
 
 
+def _due(now: datetime) -> ColumnElement[bool]:
+    """A queued run whose retry wait (if any) is over."""
+    return and_(col(Run.state) == "queued", or_(col(Run.not_before).is_(None), col(Run.not_before) <= now))
+
+
+def waiting_tenants(session: Session, *, now: datetime, skip_runs: Collection[uuid.UUID] = (),
+                    skip_tenants: Collection[uuid.UUID] = ()) -> dict[uuid.UUID, datetime]:
+    """Tenants with a queued run due now, each with the creation time of its oldest."""
+    stmt = select(Run.tenant_id, func.min(Run.created_at)).where(_due(now))
+    if skip_runs:
+        stmt = stmt.where(col(Run.id).not_in(skip_runs))
+    if skip_tenants:
+        stmt = stmt.where(col(Run.tenant_id).not_in(skip_tenants))
+    return {tenant_id: oldest for tenant_id, oldest in session.exec(stmt.group_by(col(Run.tenant_id))).all()}
+
+
+def running_by_tenant(session: Session, tenant_ids: Collection[uuid.UUID]) -> dict[uuid.UUID, int]:
+    """How many runs each tenant has running (a dead worker's, until taken over, included)."""
+    rows = session.exec(select(Run.tenant_id, func.count()).where(
+        Run.state == "running", col(Run.tenant_id).in_(tenant_ids)).group_by(col(Run.tenant_id))).all()
+    return dict(rows)
+
+
+def last_claimed_by_tenant(session: Session, tenant_ids: Collection[uuid.UUID]) -> dict[uuid.UUID, datetime]:
+    """When a worker last took a run of each tenant (a tenant never served has none)."""
+    rows = session.exec(select(Run.tenant_id, func.max(Run.claimed_at)).where(
+        col(Run.tenant_id).in_(tenant_ids), col(Run.claimed_at).is_not(None)).group_by(col(Run.tenant_id))).all()
+    return {tenant_id: at for tenant_id, at in rows if at is not None}
+
+
+def oldest_due(session: Session, tenant_id: uuid.UUID, *, now: datetime,
+               skip_runs: Collection[uuid.UUID] = ()) -> uuid.UUID | None:
+    """The tenant's oldest queued run due now."""
+    stmt = select(Run.id).where(Run.tenant_id == tenant_id, _due(now))
+    if skip_runs:
+        stmt = stmt.where(col(Run.id).not_in(skip_runs))
+    return session.exec(stmt.order_by(col(Run.created_at), col(Run.id)).limit(1)).first()
+
+
+def any_due(session: Session) -> uuid.UUID | None:
+    """Some queued run due now, if any waits."""
+    return session.exec(select(Run.id).where(_due(utcnow())).order_by(col(Run.created_at)).limit(1)).first()
+
+
+def running_count(session: Session, tenant_id: uuid.UUID) -> int:
+    return session.exec(select(func.count()).select_from(Run).where(
+        Run.tenant_id == tenant_id, Run.state == "running")).one()
+
+
+def started_since(session: Session, tenant_id: uuid.UUID, since: datetime) -> tuple[int, datetime | None]:
+    """How many runs the tenant started (created) since ``since``, and when the oldest of them was."""
+    count, oldest = session.exec(select(func.count(), func.min(Run.created_at)).where(
+        Run.tenant_id == tenant_id, col(Run.created_at) > since)).one()
+    return count, oldest
+
+
 def mark_dispatched(session: Session, run_ids: list[uuid.UUID]) -> None:
     if run_ids:
         session.execute(update(Run).where(col(Run.id).in_(run_ids)).values(dispatched_at=utcnow()))
-

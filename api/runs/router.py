@@ -8,11 +8,13 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
-from api.core.deps import Editor, SessionDep, Viewer
+from api.core.deps import Editor, SessionDep, SettingsDep, Viewer
 from api.core.idempotency import IdempotencyDep
 from api.core.pagination import Page, PageParams, page_params
 from api.runs import service
 from api.runs.schemas import RunRead, RunState
+from api.tenancy.quotas import QuotaLimits
+
 
 router = APIRouter(tags=["runs"])
 
@@ -22,13 +24,13 @@ RunPage = Annotated[PageParams, Depends(page_params(("created_at", "seq", "state
 @router.post("/pipelines/{pipeline_id}/runs", operation_id="trigger_run", status_code=202, response_model=RunRead)
 def trigger_run(
     pipeline_id: uuid.UUID, request: Request, response: Response, ctx: Editor, session: SessionDep,
-    idem: IdempotencyDep,
+    settings: SettingsDep, idem: IdempotencyDep,
 ) -> RunRead | JSONResponse:
-    """Run a pipeline now; 409 while it has an active run."""
+    """Run a pipeline now; 409 while it has an active run, 429 over the tenant's runs-per-hour quota."""
     dispatcher = request.app.state.dispatcher
-    return idem.respond(session, f"tenant:{ctx.tenant_id}", lambda: service.to_read(
-        service.trigger_run(session=session, ctx=ctx, pipeline_id=pipeline_id, dispatcher=dispatcher)
-    ), response=response, status_code=202)
+    return idem.respond(session, f"tenant:{ctx.tenant_id}", lambda: service.to_read(service.trigger_run(
+        session=session, ctx=ctx, pipeline_id=pipeline_id, dispatcher=dispatcher, quotas=QuotaLimits.defaults(settings),
+    )), response=response, status_code=202)
 
 
 @router.get("/pipelines/{pipeline_id}/runs", operation_id="list_runs", response_model=Page[RunRead])

@@ -19,15 +19,22 @@ from api.pipelines.models import Pipeline
 from api.pipelines.service import get_pipeline
 from api.runs import lifecycle
 from api.runs.models import Run, RunLogChunk
+from api.runs.quotas import check_run_rate
 from api.runs.schemas import RunPartition, RunRead
 from api.runs.states import TERMINAL_STATES
+from api.tenancy.quotas import QuotaLimits
+
 
 LOG_TAIL_LINES = 50
 
 
-def trigger_run(*, session: Session, ctx: TenantContext, pipeline_id: uuid.UUID, dispatcher: Dispatcher) -> Run:
-    """Queue a run now (planned by the worker); 409 while the pipeline has an active run."""
+def trigger_run(
+    *, session: Session, ctx: TenantContext, pipeline_id: uuid.UUID, dispatcher: Dispatcher, quotas: QuotaLimits,
+) -> Run:
+    """Queue a run now (planned by the worker); 409 while the pipeline has an active run, 429 over the
+    tenant's runs_per_hour quota."""
     pipeline = get_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id, lock=True)
+    check_run_rate(session, ctx.tenant_id, quotas=quotas)
     run = lifecycle.create_run(session, pipeline, trigger="manual")
     record_by(session, ctx, resource_type="run", resource_id=run.id, action="trigger",
               after={"pipeline_id": str(pipeline.id), "seq": run.seq})

@@ -18,4 +18,9 @@ def authenticate_tenant(session: Session, token: str, operator_token: str | None
     ).first()
     if key is None:
         raise Unauthorized("The API key is unknown or revoked")
+    return context_of(key)
+
+
+def context_of(key: ApiKey) -> TenantContext:
+    """The caller an active API key makes (here for the API, and for the portal's sessions)."""
     return TenantContext(tenant_id=key.tenant_id, key_id=key.id, role=Role(key.role), actor=f"key:{key.id}")

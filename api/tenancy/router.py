@@ -8,12 +8,14 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Response
 from fastapi.responses import JSONResponse
 
-from api.core.deps import Admin, IfMatch, OperatorDep, SessionDep, Viewer
+from api.core.deps import Admin, IfMatch, OperatorDep, SessionDep, SettingsDep, Viewer
 from api.core.http import resource_headers
 from api.core.idempotency import IdempotencyDep
 from api.core.pagination import Page, PageParams, page_params
 from api.tenancy import service
 from api.tenancy.models import ApiKey, Tenant
+from api.tenancy.quotas import QuotaLimits
+
 from api.tenancy.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyRead, CallerRead, TenantCreate, TenantRead
 
 router = APIRouter()
@@ -66,11 +68,12 @@ def get_tenant(tenant_id: uuid.UUID, response: Response, operator: OperatorDep, 
              status_code=201, response_model=ApiKeyCreated)
 def create_tenant_api_key(
     tenant_id: uuid.UUID, body: ApiKeyCreate, response: Response, operator: OperatorDep, session: SessionDep,
-    idem: IdempotencyDep,
+    settings: SettingsDep, idem: IdempotencyDep,
 ) -> ApiKeyCreated | JSONResponse:
     """Issue an API key for a tenant (operator only); the key is shown once."""
     return idem.respond(session, f"operator:{tenant_id}", lambda: _key_created(service.create_key_as_operator(
-        session=session, operator=operator, tenant_id=tenant_id, name=body.name, role=body.role
+        session=session, operator=operator, tenant_id=tenant_id, name=body.name, role=body.role,
+        quotas=QuotaLimits.defaults(settings),
     ), response), response=response, status_code=201, withhold=("key",))
 
 
@@ -83,12 +86,13 @@ def get_caller(ctx: Viewer) -> CallerRead:
 @router.post("/api-keys", tags=["tenancy"], operation_id="create_api_key", status_code=201,
              response_model=ApiKeyCreated)
 def create_api_key(
-    body: ApiKeyCreate, response: Response, ctx: Admin, session: SessionDep, idem: IdempotencyDep
+    body: ApiKeyCreate, response: Response, ctx: Admin, session: SessionDep, settings: SettingsDep,
+    idem: IdempotencyDep,
 ) -> ApiKeyCreated | JSONResponse:
     """Issue another API key for the caller's tenant (admin role); the key is shown once."""
-    return idem.respond(session, f"tenant:{ctx.tenant_id}", lambda: _key_created(
-        service.create_key(session=session, ctx=ctx, name=body.name, role=body.role), response
-    ), response=response, status_code=201, withhold=("key",))
+    return idem.respond(session, f"tenant:{ctx.tenant_id}", lambda: _key_created(service.create_key(
+        session=session, ctx=ctx, name=body.name, role=body.role, quotas=QuotaLimits.defaults(settings)
+    ), response), response=response, status_code=201, withhold=("key",))
 
 
 @router.get("/api-keys", tags=["tenancy"], operation_id="list_api_keys", response_model=Page[ApiKeyRead])

@@ -5,7 +5,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 
+from sqlalchemy import func
 from sqlalchemy.exc import IntegrityError
+
 from sqlmodel import Session, col, select
 
 from api.audit.service import record, record_by
@@ -16,6 +18,8 @@ from api.core.pagination import PageParams, paginate
 from api.core.scoping import get_scoped, scoped_select
 from api.core.security import Operator, Role, TenantContext, new_api_key
 from api.tenancy.models import ApiKey, Tenant
+from api.tenancy.quotas import QuotaLimits, enforce
+from api.tenancy.portal_sessions import end_sessions_of_key
 
 
 def tenant_etag(tenant: Tenant) -> str:
@@ -51,7 +55,9 @@ def list_tenants(*, session: Session, page: PageParams) -> tuple[list[Tenant], i
     return paginate(session, select(Tenant), page, Tenant)
 
 
-def _issue_key(session: Session, tenant_id: uuid.UUID, name: str, role: Role) -> tuple[ApiKey, str]:
+def _issue_key(session: Session, tenant_id: uuid.UUID, name: str, role: Role,
+               quotas: QuotaLimits) -> tuple[ApiKey, str]:
+    enforce(session, tenant_id, "api_keys", defaults=quotas, count=lambda: active_key_count(session, tenant_id))
     key, prefix, digest = new_api_key()
     api_key = ApiKey(tenant_id=tenant_id, name=name, role=role.value, prefix=prefix, key_hash=digest)
     session.add(api_key)
@@ -63,18 +69,26 @@ def _key_audit(api_key: ApiKey) -> dict[str, object]:
     return {"name": api_key.name, "role": api_key.role, "prefix": api_key.prefix}
 
 
+def active_key_count(session: Session, tenant_id: uuid.UUID) -> int:
+    """The tenant's unrevoked keys: what its ``api_keys`` quota counts."""
+    return session.exec(select(func.count()).select_from(ApiKey).where(
+        ApiKey.tenant_id == tenant_id, col(ApiKey.revoked_at).is_(None))).one()
+
+
 def create_key_as_operator(
-    *, session: Session, operator: Operator, tenant_id: uuid.UUID, name: str, role: Role
+    *, session: Session, operator: Operator, tenant_id: uuid.UUID, name: str, role: Role, quotas: QuotaLimits,
 ) -> tuple[ApiKey, str]:
     get_tenant(session=session, tenant_id=tenant_id)
-    api_key, key = _issue_key(session, tenant_id, name, role)
+    api_key, key = _issue_key(session, tenant_id, name, role, quotas)
     record(session, tenant_id=tenant_id, actor=operator.actor, actor_key_id=None, resource_type="api_key",
            resource_id=api_key.id, action="create", after=_key_audit(api_key))
     return api_key, key
 
 
-def create_key(*, session: Session, ctx: TenantContext, name: str, role: Role) -> tuple[ApiKey, str]:
-    api_key, key = _issue_key(session, ctx.tenant_id, name, role)
+def create_key(
+    *, session: Session, ctx: TenantContext, name: str, role: Role, quotas: QuotaLimits
+) -> tuple[ApiKey, str]:
+    api_key, key = _issue_key(session, ctx.tenant_id, name, role, quotas)
     record_by(session, ctx, resource_type="api_key", resource_id=api_key.id, action="create", after=_key_audit(api_key))
     return api_key, key
 
@@ -101,6 +115,7 @@ def revoke_key(*, session: Session, ctx: TenantContext, key_id: uuid.UUID, if_ma
     if api_key.revoked_at is None:
         api_key.revoked_at = utcnow()
         session.add(api_key)
+        end_sessions_of_key(session=session, key_id=api_key.id)
         record_by(session, ctx, resource_type="api_key", resource_id=api_key.id, action="revoke",
                   before=_key_audit(api_key))
     return api_key

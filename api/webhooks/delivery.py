@@ -5,7 +5,9 @@ for a receiver):
 1. ``claim_attempt``, in a unit of work: a compare-and-set on the delivery's attempt count takes the
    attempt (two copies of the task never both send), and says what it needs; never the secret.
 2. ``send``, outside any transaction: read the signing secret, sign (``api.webhooks.signing``) and
-   POST with a short timeout and no redirects. The receiver's body is never read.
+   POST with a short timeout and no redirects, through the webhooks' egress policy (the receiver's
+   host resolved and checked, the connection made to the checked address). The receiver's body is
+   never read.
 3. ``record_attempt``, in a unit of work: 2xx is ``succeeded``; anything else is tried again after
    ``RetryPolicy.delay`` (30 s doubling to 1 h apart by default) until ``for_s`` after the event
    (a day), then ``failed``.
@@ -36,6 +38,7 @@ from api.webhooks import signing
 from api.webhooks.destinations import host_allowed
 from api.webhooks.models import Webhook, WebhookDelivery, WebhookEvent
 from api.webhooks.schemas import TEST_EVENT
+from spark_jobs.egress import EgressRefused
 
 USER_AGENT = "Inlet-Webhooks/1"
 ATTEMPT_LEASE_S = 120.0  # an attempt not recorded by then is lost (its worker died): the scheduler sends it again
@@ -167,6 +170,8 @@ def send(attempt: Attempt, *, secrets: SecretStore, client: httpx.Client) -> Att
         # Streamed and closed unread: only the status matters, and a large or endless body costs nothing.
         with client.stream("POST", attempt.url, content=attempt.body, headers=headers) as response:
             status = response.status_code
+    except EgressRefused as exc:  # nothing was sent: no latency to report
+        return AttemptResult(None, None, f"the receiver's address is refused by the egress policy: {exc.message}")
     except httpx.TimeoutException:
         error = "the receiver did not answer in time"
     except httpx.ConnectError:

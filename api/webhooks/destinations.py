@@ -1,7 +1,8 @@
 """Where webhooks may be sent: http(s) URLs only, to the hosts the operator allows
-(``INLET_WEBHOOK_ALLOWED_HOSTS``; empty: any). Receivers on private networks are the normal case, so
-no address range is refused by itself. Checked when a URL is written and again at every attempt, so a
-host taken off the list gets nothing more."""
+(``INLET_WEBHOOK_ALLOWED_HOSTS``; empty: any), at addresses the webhooks' egress policy allows
+(``spark_jobs.egress``: besides what every tenant address is denied, the private ranges, unless the
+operator opens them; docs/security.md). Checked when a URL is written and again at every attempt, so
+a host taken off the list, or a name that now resolves to a denied address, gets nothing more."""
 
 from __future__ import annotations
 

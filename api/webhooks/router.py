@@ -12,8 +12,11 @@ from api.core.deps import Editor, IfMatch, SessionDep, SettingsDep, Viewer
 from api.core.http import resource_headers
 from api.core.idempotency import IdempotencyDep
 from api.core.pagination import Page, PageParams, page_params
+from api.core.security import TenantContext
 from api.secrets.deps import SecretsDep
+from api.tenancy.quotas import QuotaLimits
 from api.webhooks import service
+
 from api.webhooks.models import Webhook
 from api.webhooks.schemas import DeliveryRead, DeliveryState, WebhookRead, WebhookSpec, WebhookWithSecret
 
@@ -30,9 +33,9 @@ _SECRET_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _read(webhook: Webhook, response: Response) -> WebhookRead:
+def _read(webhook: Webhook, response: Response, ctx: TenantContext) -> WebhookRead:
     resource_headers(response, etag=service.etag(webhook))
-    return service.to_read(webhook)
+    return service.to_read(webhook, ctx)
 
 
 def _with_secret(made: tuple[Webhook, str], response: Response, *, created: bool = False) -> WebhookWithSecret:
@@ -50,6 +53,8 @@ def create_webhook(
     """Register an endpoint; the response shows its signing secret, once."""
     return idem.respond(session, f"tenant:{ctx.tenant_id}", lambda: _with_secret(service.create_webhook(
         session=session, ctx=ctx, secrets=secrets, spec=body, allowed_hosts=settings.webhook_allowed_hosts,
+        quotas=QuotaLimits.defaults(settings), egress=settings.webhook_egress_policy,
+
     ), response, created=True), response=response, status_code=201, withhold=("secret",))
 
 
@@ -57,13 +62,13 @@ def create_webhook(
 def list_webhooks(ctx: Viewer, session: SessionDep, page: WebhookPage) -> Page[WebhookRead]:
     """List the tenant's webhooks."""
     rows, total = service.list_webhooks(session=session, ctx=ctx, page=page)
-    return Page(items=[service.to_read(r) for r in rows], total=total, limit=page.limit, offset=page.offset)
+    return Page(items=[service.to_read(r, ctx) for r in rows], total=total, limit=page.limit, offset=page.offset)
 
 
 @router.get("/{webhook_id}", operation_id="get_webhook", response_model=WebhookRead)
 def get_webhook(webhook_id: uuid.UUID, response: Response, ctx: Viewer, session: SessionDep) -> WebhookRead:
-    """Read one webhook (its secret is never shown again)."""
-    return _read(service.get_webhook(session=session, ctx=ctx, webhook_id=webhook_id), response)
+    """Read one webhook (its secret is never shown again; a viewer sees its URL's query masked)."""
+    return _read(service.get_webhook(session=session, ctx=ctx, webhook_id=webhook_id), response, ctx)
 
 
 @router.patch("/{webhook_id}", operation_id="patch_webhook", response_model=WebhookRead)
@@ -73,7 +78,8 @@ def patch_webhook(
 ) -> WebhookRead:
     """Change a webhook's url, events, description or enabled flag (JSON Merge Patch)."""
     return _read(service.patch_webhook(session=session, ctx=ctx, webhook_id=webhook_id, patch=body, if_match=if_match,
-                                       allowed_hosts=settings.webhook_allowed_hosts), response)
+                                       allowed_hosts=settings.webhook_allowed_hosts,
+                                       egress=settings.webhook_egress_policy), response, ctx)
 
 
 @router.delete("/{webhook_id}", operation_id="delete_webhook", status_code=204, responses=_SECRET_RESPONSES)

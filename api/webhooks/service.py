@@ -5,6 +5,9 @@ connection's credentials, with the same write order (``api.secrets.lifecycle``):
 the secret written, and a rollback destroys it; a deleted webhook's secret is destroyed after the
 commit, and what escapes both is destroyed by the orphan sweep. A rotation writes a new version; the
 previous one keeps signing beside it for ``ROTATION_OVERLAP`` so receivers can switch without a gap.
+
+A URL's query may hold the receiver's token: a viewer, who cannot edit the URL, reads it masked
+(``api.core.redaction.masked_url``), and so does the audit trail, which viewers read.
 """
 
 from __future__ import annotations
@@ -19,21 +22,25 @@ from sqlmodel import Session, select
 
 from api.audit.service import record_by
 from api.core.db import utcnow
-from api.core.errors import Conflict, ValidationFailed
+from api.core.errors import ValidationFailed
+
+from api.core.egress import Checks
 from api.core.etag import check_if_match, etag_for
 from api.core.merge_patch import merge_patch
 from api.core.pagination import PageParams, paginate
 from api.core.scoping import get_scoped, scoped_select
-from api.core.security import TenantContext
+from api.core.redaction import masked_url
+from api.core.security import Role, TenantContext
 from api.secrets.lifecycle import delete_with_secret, write_new
 from api.secrets.store import SecretStore, webhook_secret_path
 from api.webhooks import signing
 from api.webhooks.destinations import host_allowed
 from api.webhooks.events import add_deliveries
 from api.webhooks.models import Webhook, WebhookDelivery, WebhookEvent
+from api.tenancy.quotas import QuotaLimits, enforce
 from api.webhooks.schemas import TEST_EVENT, DeliveryRead, DeliveryState, WebhookRead, WebhookSpec
+from spark_jobs.egress import EgressPolicy
 
-MAX_WEBHOOKS = 50  # per tenant: every event is one query over them and one delivery each
 ROTATION_OVERLAP = timedelta(hours=24)
 RESOURCE_TYPE = "webhook"
 
@@ -42,22 +49,30 @@ def etag(webhook: Webhook) -> str:
     return etag_for(webhook.id, webhook.revision)
 
 
-def to_read(webhook: Webhook) -> WebhookRead:
-    return WebhookRead.model_validate(webhook, from_attributes=True)
+def to_read(webhook: Webhook, ctx: TenantContext | None = None) -> WebhookRead:
+    """The webhook as ``ctx`` may see it: its URL masked below the editor role (editors may change it)."""
+    read = WebhookRead.model_validate(webhook, from_attributes=True)
+    if ctx is not None and ctx.role.rank < Role.editor.rank:
+        read.url = masked_url(read.url)
+    return read
 
 
 def delivery_read(delivery: WebhookDelivery) -> DeliveryRead:
     return DeliveryRead.model_validate(delivery, from_attributes=True)
 
 
-def _check_host(spec: WebhookSpec, allowed_hosts: list[str]) -> None:
+def _check_host(spec: WebhookSpec, allowed_hosts: list[str], egress: EgressPolicy) -> None:
+    """The URL's host is one the operator lets webhooks go to, by name and by address (the egress
+    policy of webhooks, which also denies the private ranges by default: docs/security.md)."""
     if not host_allowed(spec.url, allowed_hosts):
         raise ValidationFailed.field("url", "The URL's host is not one webhooks may be sent to "
                                             "(INLET_WEBHOOK_ALLOWED_HOSTS); ask the operator to allow it")
+    Checks(egress).url("url", spec.url)
 
 
 def _audit_view(webhook: Webhook) -> dict[str, Any]:
-    return to_read(webhook).model_dump(mode="json", exclude={"created_at", "updated_at"})
+    return to_read(webhook).model_dump(mode="json", exclude={"created_at", "updated_at"}) | {
+        "url": masked_url(webhook.url)}
 
 
 def _new_secret(session: Session, secrets: SecretStore, webhook: Webhook) -> str:
@@ -72,14 +87,18 @@ def _new_secret(session: Session, secrets: SecretStore, webhook: Webhook) -> str
     return secret
 
 
+def quota_used(session: Session, tenant_id: uuid.UUID) -> int:
+    """The tenant's webhooks: what its ``webhooks`` quota counts (every event is one delivery to each)."""
+    return session.exec(select(func.count()).select_from(Webhook).where(Webhook.tenant_id == tenant_id)).one()
+
+
 def create_webhook(
     *, session: Session, ctx: TenantContext, secrets: SecretStore, spec: WebhookSpec, allowed_hosts: list[str],
+    quotas: QuotaLimits, egress: EgressPolicy,
 ) -> tuple[Webhook, str]:
     """A new endpoint and its signing secret (the only time the secret is returned)."""
-    _check_host(spec, allowed_hosts)
-    count = session.exec(select(func.count()).select_from(Webhook).where(Webhook.tenant_id == ctx.tenant_id)).one()
-    if count >= MAX_WEBHOOKS:
-        raise Conflict(f"A tenant has at most {MAX_WEBHOOKS} webhooks; delete one first")
+    _check_host(spec, allowed_hosts, egress)
+    enforce(session, ctx.tenant_id, "webhooks", defaults=quotas, count=lambda: quota_used(session, ctx.tenant_id))
     webhook = Webhook(tenant_id=ctx.tenant_id, url=spec.url, events=list(spec.events), description=spec.description,
                       enabled=spec.enabled)
     session.add(webhook)
@@ -110,7 +129,7 @@ def _touch(session: Session, ctx: TenantContext, webhook: Webhook, action: str, 
 
 def patch_webhook(
     *, session: Session, ctx: TenantContext, webhook_id: uuid.UUID, patch: dict[str, Any], if_match: str | None,
-    allowed_hosts: list[str],
+    allowed_hosts: list[str], egress: EgressPolicy,
 ) -> Webhook:
     """Change some of url, events, description, enabled (JSON Merge Patch); the secret is rotated apart."""
     webhook = get_webhook(session=session, ctx=ctx, webhook_id=webhook_id, lock=True)
@@ -124,7 +143,7 @@ def patch_webhook(
     if spec.model_dump() == current:
         return webhook  # a no-op write changes nothing, not even the ETag
     if spec.url != webhook.url:
-        _check_host(spec, allowed_hosts)
+        _check_host(spec, allowed_hosts, egress)
     before = _audit_view(webhook)
     webhook.url, webhook.events, webhook.description, webhook.enabled = (
         spec.url, list(spec.events), spec.description, spec.enabled)

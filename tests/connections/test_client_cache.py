@@ -9,7 +9,7 @@ import pytest
 
 from api.connections.clients import KafkaClientCache
 from api.connections.models import Connection
-from tests.factories import create_sandbox_pipeline, make_tenant, plaintext_connection_body
+from tests.factories import LOOPBACK_ALLOWED, create_sandbox_pipeline, make_tenant, plaintext_connection_body
 
 
 def _conn(revision: int = 1, conn_id: uuid.UUID | None = None) -> Connection:
@@ -24,7 +24,7 @@ def _opened(cache: KafkaClientCache, conn: Connection):  # type: ignore[no-untyp
 
 
 def test_a_connection_gets_one_client_until_it_changes_and_then_the_old_one_is_closed() -> None:
-    cache = KafkaClientCache(secrets=None, timeout_s=1, client_id="t")  # type: ignore[arg-type]  # plaintext: no secret read
+    cache = KafkaClientCache(secrets=None, timeout_s=1, client_id="t", egress=LOOPBACK_ALLOWED)  # type: ignore[arg-type]  # plaintext: no secret read
     conn = _conn()
     first = _opened(cache, conn)
     assert cache.client(conn) is first
@@ -40,7 +40,7 @@ def test_a_connection_gets_one_client_until_it_changes_and_then_the_old_one_is_c
 @pytest.mark.parametrize("bound", ["max_clients", "idle_s"])
 def test_the_cache_is_bounded_by_count_and_by_idle_time(bound: str) -> None:
     limits = {"max_clients": 2} if bound == "max_clients" else {"idle_s": 0.0}
-    cache = KafkaClientCache(secrets=None, timeout_s=1, client_id="t", **limits)  # type: ignore[arg-type]
+    cache = KafkaClientCache(secrets=None, timeout_s=1, client_id="t", egress=LOOPBACK_ALLOWED, **limits)  # type: ignore[arg-type]
     oldest = _opened(cache, _conn())
     others = [_opened(cache, _conn()) for _ in range(2)]
 

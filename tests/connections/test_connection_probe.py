@@ -16,7 +16,7 @@ import pytest
 
 from api.connections.probe import ConnectionTestFailed
 from api.kafka import KafkaAuthError, KafkaClient, KafkaClientConfig
-from tests.factories import PASSWORD, connection_body, create_connection, plaintext_connection_body
+from tests.factories import LOOPBACK_ALLOWED, PASSWORD, connection_body, create_connection, plaintext_connection_body
 
 TIMEOUT_S = 2.0
 
@@ -44,7 +44,7 @@ def silent_port() -> Iterator[int]:
 
 
 def _expected_success(bootstrap_servers: str, body: dict[str, Any]) -> dict[str, Any]:
-    with KafkaClient(KafkaClientConfig(bootstrap_servers), timeout_s=5) as kafka:
+    with KafkaClient(KafkaClientConfig(bootstrap_servers), egress=LOOPBACK_ALLOWED, timeout_s=5) as kafka:
         topics = len(kafka.list_topics())
     brokers = [{"id": i + 1, "host": "127.0.0.1", "port": int(hp.rsplit(":", 1)[1])}
                for i, hp in enumerate(bootstrap_servers.split(","))]

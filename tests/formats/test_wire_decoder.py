@@ -10,6 +10,7 @@ import pytest
 from spark_jobs.errors import JobError
 from spark_jobs.formats.wire import WireDecoder, resolve
 from spark_jobs.registry import RegistryConfig
+from tests.factories import LOOPBACK_ALLOWED
 from tests.fixtures.schema_registry import unique_subject
 from tests.fixtures.wire_format import avro_encoder, confluent_frame
 
@@ -24,7 +25,7 @@ def _frame(registry_id: int, schema: dict, record: dict) -> bytes:
 def test_following_latest_a_newer_writer_fails_the_run_to_be_retried_and_a_pinned_reader_reads_it(real_registry) -> None:
     subject = unique_subject()
     v1 = real_registry.register(subject, json.dumps(V1))
-    config = RegistryConfig(real_registry.url)
+    config = RegistryConfig(real_registry.url, egress=LOOPBACK_ALLOWED)
     latest_then = resolve(config, "value", "avro", subject, "latest")  # a run starts: version 1 is the latest
     v2 = real_registry.register(subject, json.dumps(V2))  # a producer registers version 2 mid-run
     newer = _frame(v2, V2, {"celsius": 20.5, "sensor": "s1"})
@@ -51,7 +52,7 @@ def test_a_writer_the_reader_cannot_resolve_fails_the_run_and_other_types_are_qu
     text = {"type": "record", "name": "Reading", "fields": [{"name": "celsius", "type": "string"}]}
     v2 = real_registry.register(subject, json.dumps(text))
     json_id = real_registry.register(other, json.dumps({"type": "object", "properties": {"celsius": {"type": "number"}}}), "JSON")
-    config = RegistryConfig(real_registry.url)
+    config = RegistryConfig(real_registry.url, egress=LOOPBACK_ALLOWED)
     pinned = resolve(config, "value", "avro", subject, 1)
     decoder = WireDecoder(pinned, config)
 
@@ -68,7 +69,7 @@ def test_a_writer_the_reader_cannot_resolve_fails_the_run_and_other_types_are_qu
 def test_a_subject_of_another_type_or_unknown_fails_before_reading(real_registry) -> None:
     subject = unique_subject()
     real_registry.register(subject, json.dumps(V1))
-    config = RegistryConfig(real_registry.url)
+    config = RegistryConfig(real_registry.url, egress=LOOPBACK_ALLOWED)
 
     with pytest.raises(JobError) as wrong_type:
         resolve(config, "value", "protobuf", subject, "latest")

@@ -17,6 +17,7 @@ from api.kafka import (
     TopicNotFound,
 )
 from api.ledger.positions import partitions_to_read
+from tests.factories import LOOPBACK_ALLOWED
 from tests.fixtures.kafka import produce_keyed
 
 CA = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"
@@ -101,7 +102,7 @@ def test_allow_list_keeps_out_files_plugins_and_security_settings() -> None:
 
 @pytest.fixture
 def client(sandbox_kafka):
-    with KafkaClient(KafkaClientConfig(sandbox_kafka.bootstrap_servers), timeout_s=3) as kafka:
+    with KafkaClient(KafkaClientConfig(sandbox_kafka.bootstrap_servers), egress=LOOPBACK_ALLOWED, timeout_s=3) as kafka:
         yield kafka
 
 
@@ -172,7 +173,7 @@ def test_a_down_broker_names_the_partitions_it_leads(client, kafka_topic, kafka_
 def test_all_brokers_down_is_refused_within_the_timeout(sandbox_kafka, kafka_faults) -> None:
     kafka_faults.broker_down(-1)
     started = time.monotonic()
-    with KafkaClient(KafkaClientConfig(sandbox_kafka.bootstrap_servers), timeout_s=1) as kafka, pytest.raises(KafkaUnavailable) as caught:
+    with KafkaClient(KafkaClientConfig(sandbox_kafka.bootstrap_servers), egress=LOOPBACK_ALLOWED, timeout_s=1) as kafka, pytest.raises(KafkaUnavailable) as caught:
         kafka.cluster_metadata()
     assert caught.value.kind == "refused"
     assert "Connection refused" in caught.value.message
@@ -180,7 +181,7 @@ def test_all_brokers_down_is_refused_within_the_timeout(sandbox_kafka, kafka_fau
 
 
 def test_unknown_host_is_a_dns_error() -> None:
-    with KafkaClient(KafkaClientConfig("no-such-broker.invalid:9092"), timeout_s=1) as kafka, pytest.raises(KafkaUnavailable) as caught:
+    with KafkaClient(KafkaClientConfig("no-such-broker.invalid:9092"), egress=LOOPBACK_ALLOWED, timeout_s=1) as kafka, pytest.raises(KafkaUnavailable) as caught:
         kafka.list_topics()
     assert caught.value.kind == "dns"
     assert "no-such-broker.invalid" in caught.value.message
@@ -201,7 +202,7 @@ def test_errors_never_carry_credentials() -> None:
         sasl_mechanism="PLAIN",
         credentials={"username": "svc", "password": "hunter2-very-secret"},
     )
-    with KafkaClient(config, timeout_s=1) as kafka, pytest.raises(KafkaUnavailable) as caught:
+    with KafkaClient(config, egress=LOOPBACK_ALLOWED, timeout_s=1) as kafka, pytest.raises(KafkaUnavailable) as caught:
         kafka.cluster_metadata()
     assert caught.value.kind == "refused"
     assert "hunter2" not in str(caught.value)

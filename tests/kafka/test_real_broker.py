@@ -13,13 +13,14 @@ from api.kafka.client import KafkaClient
 from api.kafka.config import KafkaClientConfig
 from api.kafka.errors import KafkaAuthError, KafkaUnavailable, TimestampNotResolvable
 from api.ledger.positions import partitions_to_read
+from tests.factories import LOOPBACK_ALLOWED
 from tests.fixtures.kafka import produce_keyed
 from tests.fixtures.kafka_broker import PASSWORD, USER
 
 
 @pytest.fixture
 def client(real_kafka):
-    with KafkaClient(KafkaClientConfig(real_kafka.bootstrap_servers), timeout_s=5) as kafka:
+    with KafkaClient(KafkaClientConfig(real_kafka.bootstrap_servers), egress=LOOPBACK_ALLOWED, timeout_s=5) as kafka:
         yield kafka
 
 
@@ -83,7 +84,7 @@ def test_every_security_protocol_reads_metadata(real_kafka, real_topic, listener
         credentials={"username": USER, "password": PASSWORD} if mechanism else None,
         ssl={"ca_pem": real_kafka.ca.pem} if tls else None,
     )
-    with KafkaClient(config, timeout_s=5) as kafka:
+    with KafkaClient(config, egress=LOOPBACK_ALLOWED, timeout_s=5) as kafka:
         assert partitions_to_read(kafka.list_topics(), {"topics": [topic]}) == [(topic, 0), (topic, 1)]
         assert kafka.cluster_metadata().brokers[0].port == real_kafka.ports[listener]
 
@@ -91,7 +92,7 @@ def test_every_security_protocol_reads_metadata(real_kafka, real_topic, listener
 def test_a_wrong_password_is_an_auth_error_without_the_password(real_kafka) -> None:
     config = KafkaClientConfig(bootstrap_servers=real_kafka.bootstrap("SASL_PLAINTEXT"), security_protocol="SASL_PLAINTEXT",
                                sasl_mechanism="SCRAM-SHA-512", credentials={"username": USER, "password": "not-" + PASSWORD})
-    with KafkaClient(config, timeout_s=5) as kafka, pytest.raises(KafkaAuthError) as caught:
+    with KafkaClient(config, egress=LOOPBACK_ALLOWED, timeout_s=5) as kafka, pytest.raises(KafkaAuthError) as caught:
         kafka.cluster_metadata()
     assert caught.value.kind == "auth" and "not-" + PASSWORD not in str(caught.value)
 
@@ -105,5 +106,5 @@ def test_a_restarted_broker_serves_the_same_offsets(client, real_kafka, real_top
         client.watermarks([(topic, 0)])
     real_kafka.start()
     assert before == {(topic, p): (0, len(placed.get(p, []))) for p in range(2)}
-    with KafkaClient(KafkaClientConfig(real_kafka.bootstrap_servers), timeout_s=10) as fresh:
+    with KafkaClient(KafkaClientConfig(real_kafka.bootstrap_servers), egress=LOOPBACK_ALLOWED, timeout_s=10) as fresh:
         assert fresh.watermarks([(topic, 0), (topic, 1)]) == before

@@ -17,6 +17,7 @@ from spark_jobs.errors import JobError
 from spark_jobs.kafka_source import Chunk, consumer_config, kafka_struct
 from spark_jobs.spec import KafkaSource, Txn
 from spark_jobs.storage import Store
+from tests.factories import LOOPBACK_ALLOWED
 from tests.fixtures.kafka import read_range
 
 
@@ -47,7 +48,7 @@ def test_a_task_writes_its_chunks_as_delta_files_and_reports_what_it_read(sandbo
     plan = DirectWritePlan(
         uri=uri, partition_by=["partition"], token="tok1", schema=schema,
         read_schema=to_arrow_schema(kafka_struct(True), timezone="UTC"),
-        consumer_config=consumer_config(source.kafka_config, "g"), stall_timeout_s=10.0,
+        consumer_config=consumer_config(source.kafka_config, "g", LOOPBACK_ALLOWED), stall_timeout_s=10.0,
         value_format="string", run_id="run-1", replace_ranges={}, store=Store(),
     )
     # Partition 0 from offset 2, partition 1 up to 5 before its end, partition 2 not at all.
@@ -85,7 +86,7 @@ def test_a_task_that_finds_its_offsets_deleted_fails_as_data_loss_and_leaves_no_
     plan = DirectWritePlan(
         uri=str(tmp_path / "t"), partition_by=[], token="tok2", schema=to_arrow_schema(decoded_struct(source), timezone="UTC"),
         read_schema=to_arrow_schema(kafka_struct(False), timezone="UTC"),
-        consumer_config=consumer_config(source.kafka_config, "g"), stall_timeout_s=10.0,
+        consumer_config=consumer_config(source.kafka_config, "g", LOOPBACK_ALLOWED), stall_timeout_s=10.0,
         value_format="raw", run_id="run-2", replace_ranges={}, store=Store(),
     )
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from spark_jobs.delta_sink import DeltaWritePlan, RewriteFile, RewritePlan
+from spark_jobs.egress import EgressPolicy
 from spark_jobs.kafka_sink import KafkaSinkPlan
 from spark_jobs.kafka_source import Chunk, ReadPlan, consumer_config
 from spark_jobs.plans import DataFile, PartitionStats, TaskReport, read_plan, read_reports, write_plan, write_reports
@@ -17,7 +18,7 @@ from spark_jobs.storage import Store
 
 
 def test_a_plan_file_is_private_and_reads_back_as_the_same_typed_plan(tmp_path: Path) -> None:
-    plan = ReadPlan(consumer_config({"bootstrap.servers": "b:9092", "sasl.password": "s3cr3t"}, "g"), (Chunk("t", 0, 5, 10),), 30.0)
+    plan = ReadPlan(consumer_config({"bootstrap.servers": "b:9092", "sasl.password": "s3cr3t"}, "g", EgressPolicy()), (Chunk("t", 0, 5, 10),), 30.0)
 
     path = write_plan(str(tmp_path / "read-plan.pickle"), plan)
 

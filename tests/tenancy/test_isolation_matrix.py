@@ -33,6 +33,9 @@ EXPECTED: dict[tuple[str, str], tuple[set[int], Any, dict[str, str] | None]] = {
     ("GET", "/tenants"): (FORBIDDEN, None, None),
     ("GET", "/tenants/{tenant_id}"): (FORBIDDEN, None, None),
     ("POST", "/tenants/{tenant_id}/api-keys"): (FORBIDDEN, {"name": "b-key", "role": "admin"}, None),
+    ("GET", "/tenants/{tenant_id}/quotas"): (FORBIDDEN, None, None),
+    ("PUT", "/tenants/{tenant_id}/quotas"): (FORBIDDEN, {"pipelines": 0, "concurrent_runs": 1}, None),
+    ("GET", "/quotas"): (OWN, None, None),
     ("GET", "/me"): (OWN, None, None),
     ("POST", "/api-keys"): ({201}, {"name": "b-own-key", "role": "viewer"}, None),
     ("GET", "/api-keys"): (OWN, None, None),
@@ -119,6 +122,8 @@ PORTAL: dict[tuple[str, str], set[int]] = {
     ("POST", "/portal/api-keys/{key_id}/revoke"): NOT_FOUND,
     ("GET", "/portal/runs/{run_id}"): NOT_FOUND,
     ("GET", "/portal/webhooks"): OWN,
+    ("GET", "/portal/quotas"): OWN,
+
     ("GET", "/portal/static/{name}"): OWN,
 }
 
@@ -203,7 +208,8 @@ def _snapshot(client: TestClient, a: Tenant, ids: dict[str, str]) -> dict[str, A
              "run": f"/runs/{ids['run_id']}", "key": f"/api-keys/{ids['key_id']}", "keys": "/api-keys",
              "connections": "/connections", "pipelines": "/pipelines", "webhook": f"/webhooks/{ids['webhook_id']}",
              "webhooks": "/webhooks", "deliveries": f"/webhooks/{ids['webhook_id']}/deliveries",
-             "lag_alert": f"/pipelines/{ids['pipeline_id']}/lag-alert"}
+             "lag_alert": f"/pipelines/{ids['pipeline_id']}/lag-alert", "quotas": "/quotas"}
+
     out = {}
     for name, path in reads.items():
         response = client.get(path, headers=a.admin)

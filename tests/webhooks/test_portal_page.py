@@ -27,7 +27,8 @@ def test_the_page_lists_webhooks_and_their_recent_deliveries(client: TestClient,
     assert page.status_code == 200, page.text
     text = html.unescape(page.text)
     assert '<a href="/portal/webhooks" aria-current="page">Webhooks</a>' in page.text
-    assert "https://alerts.example.com/inlet?team=data" in text and "on-call pager" in text
+    assert "https://alerts.example.com/inlet?team=****" in text and "on-call pager" in text
+    assert "team=data" not in text  # a viewer reads the query masked
     assert "run.failed, pipeline.recovered" in text
     assert test["event_id"] in text and "webhook.test" in text and "pipeline.lag_exceeded" in text
     assert text.count("pending") >= 2

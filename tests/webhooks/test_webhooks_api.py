@@ -44,8 +44,11 @@ def test_create_shows_the_secret_once_and_keeps_it_in_the_secret_store(client: T
     assert secret.startswith("whsec_") and len(base64.b64decode(secret.removeprefix("whsec_"))) == 32
     assert created.headers["location"] == f"/webhooks/{body['id']}"
     assert _stored(app, tenant.id, body["id"]) == secret
-    read = client.get(f"/webhooks/{body['id']}", headers=tenant.viewer)
+    read = client.get(f"/webhooks/{body['id']}", headers=tenant.editor)
     assert read.status_code == 200 and read.json() == {k: v for k, v in body.items() if k != "secret"}
+    # A viewer reads the query masked (tests/hostile/test_webhook_masking.py).
+    assert client.get(f"/webhooks/{body['id']}", headers=tenant.viewer).json()["url"] == (
+        "https://alerts.example.com/inlet?channel=****")
     assert read.headers["etag"] == created.headers["etag"]
     listed = client.get("/webhooks", headers=tenant.viewer).json()
     audit = client.get("/audit-events", headers=tenant.viewer, params={"resource_type": "webhook"}).json()
@@ -100,7 +103,7 @@ def test_patch_changes_what_it_names_and_honours_if_match(client: TestClient, te
     assert same.headers["etag"] == patched.headers["etag"], "a no-op patch changes nothing"
     assert_problem(client.patch(path, json={"url": "ftp://files.example.com/x"}, headers={**tenant.editor, **MERGE_PATCH}),
                    422, fields={"url"})
-    assert client.get(path, headers=tenant.viewer).json()["url"] == URL
+    assert client.get(path, headers=tenant.editor).json()["url"] == URL
 
 
 @pytest.mark.parametrize(("url", "message"), [
@@ -238,13 +241,12 @@ def test_the_test_event_is_queued_after_the_commit_and_logged(client: TestClient
                    422, fields={"query.state"})
 
 
-def test_a_tenant_has_a_bounded_number_of_webhooks(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
-    from api.webhooks.service import MAX_WEBHOOKS
-
-    for i in range(MAX_WEBHOOKS):
+def test_a_tenant_has_a_bounded_number_of_webhooks(client: TestClient, tenant, settings) -> None:  # type: ignore[no-untyped-def]
+    for i in range(settings.quota_webhooks):  # the webhooks quota (tests/hostile/test_quotas.py: all of them)
         create_webhook(client, tenant, f"https://h{i}.example.com/")
     refused = client.post("/webhooks", json={"url": URL}, headers=tenant.editor)
     assert_problem(refused, 409)
+    assert (refused.json()["quota"], refused.json()["limit"]) == ("webhooks", 50)
 
 
 ROUTES = [

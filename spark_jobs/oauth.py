@@ -1,0 +1,195 @@
+"""OAUTHBEARER tokens that Inlet fetches itself, through the egress policy, for librdkafka.
+
+Left to itself, librdkafka's ``sasl.oauthbearer.method=oidc`` looks the token endpoint up with its
+own resolver (no egress check, and a second lookup an attacker's DNS could answer differently) and
+reports a refusal with the token server's body. Instead ``with_token_source`` swaps a client config's
+OIDC settings for an ``oauth_cb``: a client-credentials POST (RFC 6749 §4.4, the client's id and
+secret as HTTP basic auth, as librdkafka sends them) through ``egress.http_client``. The first token
+is fetched at once, so a failure is a ``TokenRefused`` named by kind and status before any client
+exists, never by the server's body:
+
+- ``token_endpoint_refused``: the egress policy refuses the endpoint's address;
+- ``token_endpoint_unreachable``: no connection, a TLS failure or no answer in time;
+- an RFC 6749 error code the server answered (``invalid_client``, ``invalid_scope``, ...), the only
+  part of its body ever read back, and only when it is one of those codes;
+- ``unauthorized``: any other 401 or 403; ``invalid_token``: a 200 without an access token;
+  ``token_endpoint_error``: any other status.
+
+A ``TokenSource`` is picklable, so it travels to Spark executors inside a read or write plan with
+the token already fetched on the driver; it fetches a new one when that one is near its expiry.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from spark_jobs.egress import EgressPolicy, EgressRefused, http_client
+from spark_jobs.errors import JobError, JobErrorKind
+
+OIDC_KEYS = frozenset({
+    "sasl.oauthbearer.method", "sasl.oauthbearer.client.id", "sasl.oauthbearer.client.secret",
+    "sasl.oauthbearer.token.endpoint.url", "sasl.oauthbearer.scope", "sasl.oauthbearer.extensions",
+})
+RFC6749_ERRORS = frozenset({"invalid_request", "invalid_client", "invalid_grant", "unauthorized_client",
+                            "unsupported_grant_type", "invalid_scope"})
+REFRESH_MARGIN_S = 60.0  # a token this close to its expiry is replaced before it is handed out
+DEFAULT_LIFETIME_S = 300.0  # for a token that says nothing of its expiry
+_MAX_BODY = 65_536
+
+
+class TokenRefused(Exception):
+    """No token: ``kind`` says why (see the module), ``status`` is the endpoint's answer if any."""
+
+    def __init__(self, kind: str, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.kind, self.message, self.status = kind, message, status
+
+
+@dataclass(frozen=True)
+class Token:
+    value: str
+    expires_at: float  # seconds since the epoch
+    principal: str
+
+
+def _jwt_claims(token: str) -> dict[str, Any]:
+    """The claims of a JWT, unverified (the broker verifies it): only ``sub`` and ``exp`` are read."""
+    try:
+        payload = token.split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    except (IndexError, ValueError):
+        return {}
+    return claims if isinstance(claims, dict) else {}
+
+
+def _read_capped(response: httpx.Response) -> bytes:
+    body = b""
+    for chunk in response.iter_bytes():
+        body += chunk
+        if len(body) > _MAX_BODY:
+            break
+    return body[:_MAX_BODY]
+
+
+@dataclass
+class TokenSource:
+    """Client credentials for one token endpoint; called by librdkafka as its ``oauth_cb``."""
+
+    client_id: str
+    client_secret: str = field(repr=False)
+    token_endpoint_url: str
+    egress: EgressPolicy
+    scope: str | None = None
+    extensions: dict[str, str] = field(default_factory=dict)
+    timeout_s: float = 10.0
+    _token: Token | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _lock=threading.Lock())
+
+    def token(self) -> Token:
+        """The current token, fetched anew when there is none or it is near its expiry."""
+        with self._lock:
+            if self._token is None or self._token.expires_at - REFRESH_MARGIN_S <= time.time():
+                self._token = self.fetch()
+            return self._token
+
+    def __call__(self, _oauthbearer_config: str) -> tuple[str, float, str, dict[str, str]]:
+        token = self.token()
+        return token.value, token.expires_at, token.principal, dict(self.extensions)
+
+    def fetch(self) -> Token:
+        """One client-credentials request; ``TokenRefused`` naming the failure, never the body."""
+        form = {"grant_type": "client_credentials", **({"scope": self.scope} if self.scope else {})}
+        try:
+            with http_client(self.egress, timeout=self.timeout_s) as client, client.stream(
+                    "POST", self.token_endpoint_url, data=form, auth=(self.client_id, self.client_secret),
+                    headers={"accept": "application/json"}) as response:
+                status, body = response.status_code, _read_capped(response)
+        except EgressRefused as exc:
+            raise TokenRefused("token_endpoint_refused", f"the token endpoint is refused by the egress policy: "
+                                                         f"{exc.message}") from None
+        except httpx.TimeoutException:
+            raise TokenRefused("token_endpoint_unreachable", "the token endpoint did not answer in time") from None
+        except httpx.HTTPError as exc:
+            reason = "the TLS handshake failed" if "SSL" in str(exc) or "CERTIFICATE" in str(exc) else type(exc).__name__
+            raise TokenRefused("token_endpoint_unreachable", f"the token endpoint could not be reached ({reason})") from None
+        try:
+            answer = json.loads(body)
+        except ValueError:
+            answer = None
+        answer = answer if isinstance(answer, dict) else {}
+        if status == 200:
+            return self._token_of(answer)
+        error = answer.get("error")
+        if isinstance(error, str) and error in RFC6749_ERRORS:
+            raise TokenRefused(error, f"the token endpoint refused the request: {error} ({status})", status)
+        if status in (401, 403):
+            raise TokenRefused("unauthorized", f"the token endpoint refused the client credentials ({status})", status)
+        redirect = " (redirects are not followed)" if 300 <= status < 400 else ""
+        raise TokenRefused("token_endpoint_error", f"the token endpoint answered {status}{redirect}", status)
+
+    def _token_of(self, answer: dict[str, Any]) -> Token:
+        value = answer.get("access_token")
+        if not isinstance(value, str) or not value or any(c.isspace() for c in value):
+            raise TokenRefused("invalid_token", "the token endpoint answered 200 without an access token", 200)
+        claims = _jwt_claims(value)
+        expires_in = answer.get("expires_in")
+        if isinstance(expires_in, (int, float)) and not isinstance(expires_in, bool) and expires_in > 0:
+            expires_at = time.time() + float(expires_in)
+        elif isinstance(claims.get("exp"), (int, float)):
+            expires_at = float(claims["exp"])
+        else:
+            expires_at = time.time() + DEFAULT_LIFETIME_S
+        sub = claims.get("sub")
+        return Token(value, expires_at, sub if isinstance(sub, str) and sub else self.client_id)
+
+
+def uses_oidc(config: Mapping[str, Any]) -> bool:
+    return config.get("sasl.oauthbearer.method") == "oidc"
+
+
+def with_token_source(config: Mapping[str, Any], egress: EgressPolicy, *, timeout_s: float = 10.0) -> dict[str, Any]:
+    """``config`` with its OIDC settings (if any) replaced by an ``oauth_cb`` that fetches through
+    ``egress``; the first token is fetched now (``TokenRefused`` if it cannot be had)."""
+    if not uses_oidc(config):
+        return dict(config)
+    extensions = {}
+    for pair in str(config.get("sasl.oauthbearer.extensions") or "").split(","):
+        key, sep, value = pair.partition("=")
+        if sep and key.strip():
+            extensions[key.strip()] = value.strip()
+    source = TokenSource(
+        client_id=str(config["sasl.oauthbearer.client.id"]), client_secret=str(config["sasl.oauthbearer.client.secret"]),
+        token_endpoint_url=str(config["sasl.oauthbearer.token.endpoint.url"]), egress=egress,
+        scope=str(config["sasl.oauthbearer.scope"]) if config.get("sasl.oauthbearer.scope") else None,
+        extensions=extensions, timeout_s=timeout_s,
+    )
+    source.token()
+    return {**{k: v for k, v in config.items() if k not in OIDC_KEYS}, "oauth_cb": source}
+
+
+_JOB_KINDS: Mapping[str, JobErrorKind] = {"token_endpoint_refused": "invalid_spec", "token_endpoint_unreachable":
+                                         "kafka_unavailable", "token_endpoint_error": "kafka_unavailable"}
+
+
+def job_client_config(config: Mapping[str, Any], egress: EgressPolicy) -> dict[str, Any]:
+    """``with_token_source`` in a run: a token that cannot be had fails it as a ``JobError``
+    (``kafka_auth`` for refused credentials, ``kafka_unavailable`` for an unreachable endpoint,
+    ``invalid_spec`` for one the egress policy refuses)."""
+    try:
+        return with_token_source(config, egress)
+    except TokenRefused as exc:
+        raise JobError(_JOB_KINDS.get(exc.kind, "kafka_auth"), f"no OAuth token ({exc.kind}): {exc.message}") from None
