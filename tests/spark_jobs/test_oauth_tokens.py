@@ -51,7 +51,9 @@ def test_a_short_token_is_reused_until_its_last_fifth_then_replaced(real_idp: Re
     assert (first[2], first[3]) == (CLIENT_ID, {"logicalCluster": "lkc-8x2q1", "identityPoolId": "pool-Ab3d"})
     assert real_idp.requests()[asked:] == [TokenRequest(CLIENT_ID, 200)]
 
-    time.sleep(max(0.0, first[1] - TOKEN_TTL_S / 5 - time.time()) + 0.1)  # into the token's last fifth
+    # Into the token's last fifth (its life counts from when it was fetched, up to the JWT's whole-second
+    # exp: a little under TOKEN_TTL_S), yet before it expires.
+    time.sleep(max(0.0, first[1] - 0.5 - time.time()))
     replaced = source("")
     assert replaced[0] != first[0] and replaced[1] > first[1]
     assert real_idp.requests()[asked:] == [TokenRequest(CLIENT_ID, 200)] * 2
