@@ -16,13 +16,18 @@ exists, never by the server's body:
   ``token_endpoint_error``: any other status.
 
 A ``TokenSource`` is picklable, so it travels to Spark executors inside a read or write plan with
-the token already fetched on the driver; it fetches a new one when that one is near its expiry.
+the token already fetched on the driver; it fetches a new one when that one is near its expiry: in
+its last fifth, or its last minute for a token that lives longer than five. A token expires at the
+earlier of its ``exp`` claim and the answer's ``expires_in``: a broker refuses a JWT past its
+``exp`` whatever the token server said alongside it, so trusting a longer ``expires_in`` would have
+librdkafka keep, and re-authenticate with, a token the broker no longer takes.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import re
 import threading
 import time
 from collections.abc import Mapping
@@ -40,7 +45,7 @@ OIDC_KEYS = frozenset({
 })
 RFC6749_ERRORS = frozenset({"invalid_request", "invalid_client", "invalid_grant", "unauthorized_client",
                             "unsupported_grant_type", "invalid_scope"})
-REFRESH_MARGIN_S = 60.0  # a token this close to its expiry is replaced before it is handed out
+REFRESH_MARGIN_S = 60.0  # at most this close to its expiry is a token handed out (a fifth of a short one's life)
 DEFAULT_LIFETIME_S = 300.0  # for a token that says nothing of its expiry
 _MAX_BODY = 65_536
 
@@ -58,6 +63,12 @@ class Token:
     value: str
     expires_at: float  # seconds since the epoch
     principal: str
+    fetched_at: float = 0.0
+
+    def fresh(self, now: float) -> bool:
+        """Whether the token may still be handed out at ``now`` (see the module on the margin)."""
+        margin = min(REFRESH_MARGIN_S, (self.expires_at - self.fetched_at) / 5)
+        return now < self.expires_at - margin
 
 
 def _jwt_claims(token: str) -> dict[str, Any]:
@@ -102,7 +113,7 @@ class TokenSource:
     def token(self) -> Token:
         """The current token, fetched anew when there is none or it is near its expiry."""
         with self._lock:
-            if self._token is None or self._token.expires_at - REFRESH_MARGIN_S <= time.time():
+            if self._token is None or not self._token.fresh(time.time()):
                 self._token = self.fetch()
             return self._token
 
@@ -146,15 +157,41 @@ class TokenSource:
         if not isinstance(value, str) or not value or any(c.isspace() for c in value):
             raise TokenRefused("invalid_token", "the token endpoint answered 200 without an access token", 200)
         claims = _jwt_claims(value)
+        now = time.time()
+        ends = []
         expires_in = answer.get("expires_in")
         if isinstance(expires_in, (int, float)) and not isinstance(expires_in, bool) and expires_in > 0:
-            expires_at = time.time() + float(expires_in)
-        elif isinstance(claims.get("exp"), (int, float)):
-            expires_at = float(claims["exp"])
-        else:
-            expires_at = time.time() + DEFAULT_LIFETIME_S
+            ends.append(now + float(expires_in))
+        exp = claims.get("exp")
+        if isinstance(exp, (int, float)) and not isinstance(exp, bool):
+            ends.append(float(exp))
+        expires_at = min(ends) if ends else now + DEFAULT_LIFETIME_S
         sub = claims.get("sub")
-        return Token(value, expires_at, sub if isinstance(sub, str) and sub else self.client_id)
+        return Token(value, expires_at, sub if isinstance(sub, str) and sub else self.client_id, fetched_at=now)
+
+
+_EXTENSION_KEY = re.compile(r"[A-Za-z]+\Z")
+_EXTENSION_VALUE = re.compile(r"[\x21-\x7E \t\r\n]+\Z")
+
+
+def parse_extensions(text: str) -> dict[str, str]:
+    """``key=value,key=value`` (librdkafka's ``sasl.oauthbearer.extensions``) as a map, checked as
+    KIP-342 / RFC 7628 §3.1 have them: a key of letters only and never ``auth``, a value of printable
+    ASCII, spaces and tabs; ``ValueError`` naming the pair by position (values are never repeated)."""
+    extensions: dict[str, str] = {}
+    for position, pair in enumerate(text.split(","), start=1):
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or not _EXTENSION_KEY.match(key):
+            raise ValueError(f"SASL extension {position} is not key=value with a key of letters only (A-Z, a-z)")
+        if key == "auth":
+            raise ValueError(f"SASL extension {position}: the key auth is reserved for the token itself")
+        if not _EXTENSION_VALUE.match(value.strip()):
+            raise ValueError(f"SASL extension {position} ({key}): the value must be printable ASCII, not empty")
+        if key in extensions:
+            raise ValueError(f"SASL extension {position}: the key {key} is given twice")
+        extensions[key] = value.strip()
+    return extensions
 
 
 def uses_oidc(config: Mapping[str, Any]) -> bool:
@@ -166,11 +203,8 @@ def with_token_source(config: Mapping[str, Any], egress: EgressPolicy, *, timeou
     ``egress``; the first token is fetched now (``TokenRefused`` if it cannot be had)."""
     if not uses_oidc(config):
         return dict(config)
-    extensions = {}
-    for pair in str(config.get("sasl.oauthbearer.extensions") or "").split(","):
-        key, sep, value = pair.partition("=")
-        if sep and key.strip():
-            extensions[key.strip()] = value.strip()
+    text = str(config.get("sasl.oauthbearer.extensions") or "").strip()
+    extensions = parse_extensions(text) if text else {}
     source = TokenSource(
         client_id=str(config["sasl.oauthbearer.client.id"]), client_secret=str(config["sasl.oauthbearer.client.secret"]),
         token_endpoint_url=str(config["sasl.oauthbearer.token.endpoint.url"]), egress=egress,
@@ -191,5 +225,7 @@ def job_client_config(config: Mapping[str, Any], egress: EgressPolicy) -> dict[s
     ``invalid_spec`` for one the egress policy refuses)."""
     try:
         return with_token_source(config, egress)
+    except ValueError as exc:  # SASL extensions that were stored before they were checked
+        raise JobError("invalid_spec", f"sasl.oauthbearer.extensions: {exc}") from None
     except TokenRefused as exc:
         raise JobError(_JOB_KINDS.get(exc.kind, "kafka_auth"), f"no OAuth token ({exc.kind}): {exc.message}") from None

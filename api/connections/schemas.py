@@ -13,10 +13,11 @@ import uuid
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator, model_validator
 
 from api.core.urls import HOSTNAME, check_http_url
-from api.kafka.config import ALLOWED_CLIENT_OPTIONS, SaslMechanism, SecurityProtocol
+from api.kafka.config import ALLOWED_CLIENT_OPTIONS, EXTENSIONS_OPTION, SaslMechanism, SecurityProtocol
+from spark_jobs.oauth import parse_extensions
 
 CredentialsStatus = Literal["ok", "missing", "unknown"]
 RegistryAuth = Literal["none", "basic", "bearer"]
@@ -158,12 +159,19 @@ class ConnectionSpec(BaseModel):
 
     @field_validator("options")
     @classmethod
-    def _options(cls, value: dict[str, Any]) -> dict[str, Any]:
+    def _options(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         refused = sorted(set(value) - ALLOWED_CLIENT_OPTIONS)
         if refused:
             raise ValueError(f"options not allowed: {', '.join(refused)} (see the client options allow-list)")
         if any(isinstance(v, str) and len(v) > 1024 for v in value.values()):
             raise ValueError("option values are at most 1024 characters")
+        if EXTENSIONS_OPTION in value:
+            if info.data.get("sasl_mechanism") != "OAUTHBEARER":  # fields are checked in order: it is known here
+                raise ValueError(f"{EXTENSIONS_OPTION} is only used with sasl_mechanism OAUTHBEARER")
+            try:
+                parse_extensions(str(value[EXTENSIONS_OPTION]))
+            except ValueError as exc:
+                raise ValueError(f"{EXTENSIONS_OPTION}: {exc}") from None
         return value
 
     @model_validator(mode="after")

@@ -64,6 +64,7 @@ _LEADER_CODES = frozenset(
 )
 _OFFSET_INVALID = -1001
 _BROKER_CHECK_S = 60.0  # an advertised broker's address is checked again after this long
+_AUTH_WATCH_S = 0.25  # a refusal of the credentials is noticed this soon (see _metadata)
 _UNSUPPORTED_CODES = frozenset(
     {KafkaError.UNSUPPORTED_VERSION, KafkaError.UNSUPPORTED_FOR_MESSAGE_FORMAT, KafkaError._UNSUPPORTED_FEATURE}
 )
@@ -316,14 +317,29 @@ class KafkaClient:
         return remaining
 
     def _metadata(self, deadline: float) -> _RawMetadata:
+        """The cluster's metadata, asked in slices of ``_AUTH_WATCH_S``: a cluster that refuses the
+        credentials answers nothing (librdkafka retries, and tells only ``error_cb``, which a blocked
+        call never serves), so between slices ``error_cb`` is served and a refusal ends the wait."""
         admin = self._handle()
         self._reset_errors()
-        try:
-            metadata = admin.list_topics(timeout=self._remaining(deadline))
-        except KafkaException as exc:
-            raise self._map(exc.args[0], "metadata request") from None
+        remaining = self._remaining(deadline)
+        while True:
+            try:
+                metadata = admin.list_topics(timeout=min(remaining, _AUTH_WATCH_S))
+                break
+            except KafkaException as exc:
+                error: KafkaError = exc.args[0]
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or error.code() not in _TIMEOUT_CODES or self._refused():
+                    raise self._map(error, "metadata request") from None
         self._check_brokers(metadata)
         return metadata
+
+    def _refused(self) -> bool:
+        """Whether ``error_cb`` has seen the cluster refuse the credentials (served here)."""
+        self._handle().poll(0)
+        with self._errors_lock:
+            return any(is_auth_error(e) for e in self._errors)
 
     def _check_exist(self, partitions: list[Partition], deadline: float) -> None:
         # ListOffsets cannot tell a missing partition from a leaderless one; metadata can.

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from api.kafka.errors import KafkaConfigError
+from spark_jobs.oauth import parse_extensions
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
@@ -63,6 +64,8 @@ ALLOWED_CLIENT_OPTIONS: frozenset[str] = frozenset(
     }
 )
 
+# SASL extensions a provider needs beside the token (Confluent Cloud: logicalCluster, identityPoolId).
+EXTENSIONS_OPTION = "sasl.oauthbearer.extensions"
 _REDACTED = "[redacted]"
 _SECRET_KEYS = frozenset({"sasl.password", "sasl.oauthbearer.client.secret", "ssl.key.pem", "ssl.key.password"})
 _PEM_KEYS = frozenset({"ssl.ca.pem", "ssl.certificate.pem"})
@@ -86,11 +89,18 @@ def _option_value(key: str, value: Any) -> str:
 
 
 def validate_client_options(options: Mapping[str, Any]) -> dict[str, str]:
-    """Return ``options`` as librdkafka strings, or raise naming every key outside the allow-list."""
+    """Return ``options`` as librdkafka strings, or raise naming every key outside the allow-list
+    (and what is wrong with ``sasl.oauthbearer.extensions``, see ``spark_jobs.oauth.parse_extensions``)."""
     refused = sorted(key for key in options if key not in ALLOWED_CLIENT_OPTIONS)
     if refused:
         raise KafkaConfigError(f"client option(s) not allowed: {', '.join(refused)}")
-    return {key: _option_value(key, value) for key, value in options.items()}
+    converted = {key: _option_value(key, value) for key, value in options.items()}
+    if EXTENSIONS_OPTION in converted:
+        try:
+            parse_extensions(converted[EXTENSIONS_OPTION])
+        except ValueError as exc:
+            raise KafkaConfigError(f"{EXTENSIONS_OPTION}: {exc}") from None
+    return converted
 
 
 @dataclass(frozen=True)
@@ -120,6 +130,8 @@ class KafkaClientConfig:
         self._check_credentials()
         self._check_ssl()
         validate_client_options(self.options)
+        if EXTENSIONS_OPTION in self.options and self.sasl_mechanism != "OAUTHBEARER":
+            raise KafkaConfigError(f"{EXTENSIONS_OPTION} is only used with sasl_mechanism OAUTHBEARER")
 
     def _check_credentials(self) -> None:
         creds = dict(self.credentials or {})

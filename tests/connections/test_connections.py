@@ -212,3 +212,33 @@ def test_routes_refuse_callers(client: TestClient, tenant, method: str, path: st
     assert_auth_refused(client, method, path.format(id=conn["id"]), tenant, min_role, json)
     assert client.get("/connections", headers=tenant.viewer).json()["items"] == [conn]
 
+
+
+_OAUTH = {"sasl_mechanism": "OAUTHBEARER", "credentials": {
+    "client_id": "inlet", "client_secret": "oauth-secret", "token_endpoint_url": "https://idp.example.com/oauth2/token"}}
+
+
+def test_sasl_extensions_are_stored_and_shown_with_the_options(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+    # Confluent Cloud names the cluster and identity pool as SASL extensions beside the token (KIP-342).
+    options = {"sasl.oauthbearer.extensions": "logicalCluster=lkc-8x2q1,identityPoolId=pool-Ab3d"}
+    created = client.post("/connections", json=connection_body(**_OAUTH, options=options), headers=tenant.editor)
+    assert created.status_code == 201, created.text
+    assert (created.json()["options"], created.json()["has_credentials"]) == (options, True)
+    assert client.get(f"/connections/{created.json()['id']}", headers=tenant.viewer).json() == created.json()
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    ({**_OAUTH, "options": {"sasl.oauthbearer.extensions": "auth=Bearer x"}},
+     "sasl.oauthbearer.extensions: SASL extension 1: the key auth is reserved for the token itself"),
+    ({**_OAUTH, "options": {"sasl.oauthbearer.extensions": "logicalCluster=lkc-1,pool_id=p"}},
+     "sasl.oauthbearer.extensions: SASL extension 2 is not key=value with a key of letters only (A-Z, a-z)"),
+    ({"options": {"sasl.oauthbearer.extensions": "logicalCluster=lkc-1"}},
+     "sasl.oauthbearer.extensions is only used with sasl_mechanism OAUTHBEARER"),
+])
+def test_sasl_extensions_are_checked_at_definition(client: TestClient, tenant, overrides: dict, message: str) -> None:  # type: ignore[no-untyped-def]
+    response = client.post("/connections", json=connection_body(**overrides), headers=tenant.editor)
+    assert (response.status_code, response.json()) == (422, {
+        "type": "https://inlet.dev/problems/validation-failed", "title": "Invalid request", "status": 422,
+        "detail": "The request is not valid: options", "instance": "/connections",
+        "errors": [{"field": "options", "message": f"Value error, {message}", "type": "value_error"}]})
+    assert client.get("/connections", headers=tenant.viewer).json()["total"] == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -208,3 +209,19 @@ def test_errors_never_carry_credentials() -> None:
     assert "hunter2" not in str(caught.value)
     # And if librdkafka ever echoed one, it is scrubbed.
     assert kafka._scrub("auth failed for password hunter2-very-secret") == "auth failed for password [redacted]"
+
+
+def test_a_cluster_refusing_sasl_is_an_auth_error_at_once_not_after_the_timeout(sandbox_kafka) -> None:  # type: ignore[no-untyped-def]
+    # librdkafka retries a refused authentication and tells only error_cb (the sandbox serves no SASL
+    # handshake at all, an OAUTHBEARER broker refuses a token alike): the client watches error_cb.
+    config = KafkaClientConfig(sandbox_kafka.bootstrap_servers, security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+                               credentials={"username": "ingest", "password": "sasl-Secret-9f2"})
+    began = time.monotonic()
+    with KafkaClient(config, egress=LOOPBACK_ALLOWED, timeout_s=5) as kafka, pytest.raises(KafkaAuthError) as caught:
+        kafka.cluster_metadata()
+    assert time.monotonic() - began < 2
+    host = re.search(r"sasl_plaintext://([^/]+)/", caught.value.message)
+    assert host is not None and host.group(1) in sandbox_kafka.bootstrap_servers.split(","), caught.value.message
+    assert (caught.value.kind, re.sub(r"after \d+ms", "after Nms", caught.value.message)) == (
+        "auth", f"metadata request: sasl_plaintext://{host.group(1)}/bootstrap: Failed to initialize SASL authentication: SASL "
+                "Handshake not supported by broker (required by mechanism PLAIN) (after Nms in state AUTH_LEGACY)")

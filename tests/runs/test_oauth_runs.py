@@ -1,0 +1,104 @@
+"""Runs over OAUTHBEARER on a real broker that validates tokens from a real OIDC token server
+(tests/fixtures/oidc.py): HTTP API → Redis → Celery worker → Spark job → Delta, and a Kafka target.
+
+Tokens live 6 s and the broker makes every session re-authenticate every 3 s with no clock-skew
+grace, so a run that outlasts a token only succeeds if every client in it (the planner's, the
+driver's, the executors') refreshes its token. The run is held past several token lifetimes the way
+an outage would hold it: the broker is paused (SIGSTOP) once the run is planned, and resumed later.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from tests.factories import create_pipeline, make_tenant
+from tests.fixtures.kafka import produce_keyed, read_range
+from tests.fixtures.kafka_broker import RealKafka
+from tests.fixtures.oidc import CLIENT_ID, TOKEN_TTL_S, RealIdp, TokenRequest, oauth_connection_body
+from tests.runs.helpers import committed_offsets, delta_coordinates, wait_for_run
+
+pytestmark = pytest.mark.slow
+
+_HELD_S = 3 * TOKEN_TTL_S  # the pause outlasts three tokens
+
+
+def _run_held_past_its_tokens(stack: Any, tenant: Any, pipeline: dict[str, Any], broker: RealKafka,
+                              idp: RealIdp) -> tuple[dict[str, Any], list[TokenRequest]]:
+    """Trigger a run, pause the broker once it is planned and launched, resume it after ``_HELD_S``;
+    the finished run and the token requests made while the broker was paused."""
+    client = stack.client
+    run_id = client.post(f"/pipelines/{pipeline['id']}/runs", headers=tenant.editor).json()["id"]
+
+    def planned_and_running() -> bool:
+        run = client.get(f"/runs/{run_id}", headers=tenant.viewer).json()
+        return run["state"] == "running" and run["partitions"] is not None
+
+    stack.wait_for(planned_and_running, timeout_s=60, every_s=0.1, what="the run to be planned and launched")
+    broker.pause()
+    before = len(idp.requests())
+    try:
+        time.sleep(_HELD_S)
+    finally:
+        broker.resume()
+    during = idp.requests()[before:]
+    return wait_for_run(stack, run_id, tenant.viewer), during
+
+
+def test_a_run_longer_than_its_tokens_lands_every_record_once_in_delta(
+    stack: Any, oauth_kafka: RealKafka, real_idp: RealIdp, oauth_topic: Any
+) -> None:
+    topic = oauth_topic(partitions=3)
+    placed = produce_keyed(oauth_kafka.bootstrap_servers, topic, 600)
+    client = stack.client
+    tenant = make_tenant(client)
+    conn = client.post("/connections", json=oauth_connection_body(oauth_kafka, real_idp), headers=tenant.editor)
+    assert conn.status_code == 201, conn.text
+    pipeline = create_pipeline(client, tenant, conn.json()["id"], schedule=None, state="paused",
+                               source={"connection_id": conn.json()["id"], "topics": [topic], "value_format": "string"},
+                               target={"type": "delta", "path": "bronze/oauth"})
+    stack.start_worker()
+    began = time.monotonic()
+
+    run, during = _run_held_past_its_tokens(stack, tenant, pipeline, oauth_kafka, real_idp)
+
+    assert run["state"] == "succeeded", (run, stack.log_text())
+    assert (run["attempt"], run["records_read"]) == (1, 600), run  # held, not failed and retried
+    assert time.monotonic() - began > _HELD_S > 2 * TOKEN_TTL_S
+    once = sorted((topic, p, o) for p, offsets in placed.items() for o in offsets)
+    assert delta_coordinates(pipeline["status"]["target_uri"]) == once
+    assert committed_offsets(stack.settings.resolved_database_url, pipeline["id"]) == {
+        (topic, p): len(offsets) for p, offsets in placed.items()}
+    # The run's clients refreshed their tokens while the broker was paused (librdkafka asks at 80 % of
+    # a token's life, and Inlet's oauth_cb fetched a new one), and none was refused.
+    assert during and set(during) == {TokenRequest(CLIENT_ID, 200)}, during
+
+
+def test_a_kafka_target_over_oauthbearer_lands_every_record_once(
+    stack: Any, oauth_kafka: RealKafka, real_idp: RealIdp, oauth_topic: Any
+) -> None:
+    source, target = oauth_topic(partitions=2), oauth_topic(partitions=2)
+    produce_keyed(oauth_kafka.bootstrap_servers, source, 200, value=lambda i: f"v{i}".encode())
+    client = stack.client
+    tenant = make_tenant(client)
+    conn = client.post("/connections", json=oauth_connection_body(oauth_kafka, real_idp), headers=tenant.editor)
+    assert conn.status_code == 201, conn.text
+    pipeline = create_pipeline(client, tenant, conn.json()["id"], schedule=None, state="paused",
+                               source={"connection_id": conn.json()["id"], "topics": [source], "value_format": "raw"},
+                               target={"type": "kafka", "connection_id": conn.json()["id"], "topic": target})
+    stack.start_worker()
+
+    run, during = _run_held_past_its_tokens(stack, tenant, pipeline, oauth_kafka, real_idp)
+
+    assert run["state"] == "succeeded", (run, stack.log_text())
+    assert (run["attempt"], run["records_read"]) == (1, 200), run
+    probe = Consumer({"bootstrap.servers": oauth_kafka.bootstrap_servers, "group.id": "inlet-tests-oauth"})
+    ends = {p: probe.get_watermark_offsets(TopicPartition(target, p), timeout=10) for p in (0, 1)}
+    probe.close()
+    written = [(m.key(), m.value()) for p, (low, high) in ends.items()
+               for m in read_range(oauth_kafka.bootstrap_servers, target, p, low, high)]
+    assert sorted(written) == sorted((f"key-{i % 97}".encode(), f"v{i}".encode()) for i in range(200))
+    assert during and set(during) == {TokenRequest(CLIENT_ID, 200)}, during
