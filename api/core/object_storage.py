@@ -68,6 +68,8 @@ def _check_azure(root: str, options: Mapping[str, str]) -> None:
         return
     principal = [name for name, role in zip(_SERVICE_PRINCIPAL, ("client_id", "client_secret", "tenant_id"))
                  if _given(options, _AZURE[role])]
+    if len(principal) == len(_SERVICE_PRINCIPAL):
+        return
     if principal:
         missing = ", ".join(n for n in _SERVICE_PRINCIPAL if n not in principal)
         raise ValueError(f"{where}: a service principal needs AZURE_CLIENT_ID, AZURE_CLIENT_SECRET and "
