@@ -42,7 +42,7 @@ ErrorKind = Literal[
 # AZURE_STORAGE_ACCOUNT_KEY / access_key, AZURE_STORAGE_SAS_TOKEN / sas_key, AZURE_CLIENT_SECRET,
 # GOOGLE_SERVICE_ACCOUNT_KEY, GOOGLE_APPLICATION_CREDENTIALS).
 _SECRET_KEY = re.compile(r"password|secret|token|credential|jaas|ssl\.key\.pem|ssl_key|private"
-                         r"|(account|access|master|sas|service_account)_key$", re.I)
+                         r"|(account|access|master|sas|service_account)_key$", re.IGNORECASE)
 
 
 class _Model(BaseModel):
