@@ -4,15 +4,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # chromium: the portal's browser tests drive Debian's build (playwright cannot download its own here).
-# nodejs, npm: the OIDC token server of the OAUTHBEARER tests (tests/fixtures/oidc.py) is an npm package.
-DEBIAN_PACKAGES=(redis-server postgresql openjdk-17-jre-headless chromium nodejs npm)
+# nodejs, npm: the tests' Azurite (ADLS emulator) and OIDC token server (OAUTHBEARER); strace: the test that no process asks a cloud
+# metadata address for credentials watches connections with it.
+DEBIAN_PACKAGES=(redis-server postgresql openjdk-17-jre-headless chromium nodejs npm strace)
 
 missing=()
 for pkg in "${DEBIAN_PACKAGES[@]}"; do
     # Java may come from elsewhere than Debian's package (the machine image ships one).
     [[ $pkg == openjdk-* ]] && command -v java >/dev/null && continue
-    # Node may come from elsewhere too (NodeSource's nodejs bundles npm).
-    [[ $pkg == nodejs || $pkg == npm ]] && command -v "${pkg/nodejs/node}" >/dev/null && continue
+    # So may node and npm (one package from NodeSource, two from Debian).
+    [[ $pkg == nodejs || $pkg == npm ]] && command -v node >/dev/null && command -v npm >/dev/null && continue
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
 if ((${#missing[@]})); then

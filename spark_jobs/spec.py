@@ -11,6 +11,7 @@ the partition number as a string, because JSON object keys are strings.
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
@@ -36,9 +37,12 @@ ErrorKind = Literal[
     "crashed",
 ]
 
-# librdkafka property names whose values are credentials (sasl.password, ssl.key.pem,
-# sasl.oauthbearer.client.secret, ssl.keystore.password, sasl.jaas.config, ...).
-_SECRET_KEY = re.compile(r"password|secret|token|credential|jaas|ssl\.key\.pem|ssl_key|private", re.I)
+# Names whose values are credentials: librdkafka's (sasl.password, ssl.key.pem, sasl.oauthbearer.client.secret,
+# ssl.keystore.password, sasl.jaas.config, ...) and the object stores' (AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
+# AZURE_STORAGE_ACCOUNT_KEY / access_key, AZURE_STORAGE_SAS_TOKEN / sas_key, AZURE_CLIENT_SECRET,
+# GOOGLE_SERVICE_ACCOUNT_KEY, GOOGLE_APPLICATION_CREDENTIALS).
+_SECRET_KEY = re.compile(r"password|secret|token|credential|jaas|ssl\.key\.pem|ssl_key|private"
+                         r"|(account|access|master|sas|service_account)_key$", re.IGNORECASE)
 
 
 class _Model(BaseModel):
@@ -210,8 +214,22 @@ class RunSpec(_Model):
                 if value and _SECRET_KEY.search(key):
                     found.add(value)
                     found.update(line.strip() for line in value.splitlines() if len(line.strip()) >= 8)
+                    found.update(_private_key_of(value))
         # Longest first, so a secret that contains another is replaced whole.
         return sorted(found, key=len, reverse=True)
+
+
+def _private_key_of(value: str) -> list[str]:
+    """A service account's JSON key holds its private key escaped; a log may show it unescaped."""
+    if not value.lstrip().startswith("{"):
+        return []
+    try:
+        key = json.loads(value).get("private_key")
+    except (ValueError, AttributeError):
+        return []
+    if not isinstance(key, str):
+        return []
+    return [key, *(line.strip() for line in key.splitlines() if len(line.strip()) >= 8 and "-----" not in line)]
 
 
 def redact(text: str, secrets: list[str]) -> str:

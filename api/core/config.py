@@ -1,7 +1,8 @@
 """Inlet's settings: one pydantic-settings class, read from ``INLET_*`` environment variables.
 
 Nothing else in the code base reads ``os.environ``; everything takes a ``Settings``. The one other
-environment Inlet reads is the object store's standard one (``AWS_*``), here too.
+environment Inlet reads is the object store's standard one (``AWS_*``, ``AZURE_*``, ``GOOGLE_*``;
+``api/core/object_storage.py``), here too.
 """
 
 from __future__ import annotations
@@ -15,11 +16,9 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from api.core.object_storage import storage_options
 from spark_jobs.egress import DEFAULT_DENY, PRIVATE_RANGES, EgressPolicy, networks
 from spark_jobs.storage import OBJECT_STORE_SCHEMES, scheme_of
-
-# The object store's own environment, read as delta-rs and pyarrow would read it.
-STORAGE_ENV_PREFIX = "AWS_"
 
 
 class Settings(BaseSettings):
@@ -31,12 +30,15 @@ class Settings(BaseSettings):
         default=None, description="SQLAlchemy URL; defaults to a SQLite file under data_dir"
     )
     storage_root: str | None = Field(
-        default=None, description="Root under which Delta targets live (a path or s3://bucket/prefix); defaults to data_dir/storage"
+        default=None, description="Root under which Delta targets live: a path, s3://bucket/prefix, "
+        "abfss://container@account.dfs.core.windows.net/prefix, az://container/prefix or gs://bucket/prefix; "
+        "defaults to data_dir/storage"
     )
     storage_options: dict[str, str] = Field(
         default_factory=dict,
-        description="Object-storage options as JSON (delta-rs names: AWS_ENDPOINT_URL, AWS_REGION, ...), over the "
-        "AWS_* variables of the environment; passed to the Spark job in its private spec, never in argv",
+        description="Object-storage options as JSON (delta-rs names: AWS_ENDPOINT_URL, AZURE_STORAGE_ACCOUNT_KEY, "
+        "GOOGLE_SERVICE_ACCOUNT_KEY, ...), over the provider's variables of the environment (AWS_*, AZURE_*, "
+        "GOOGLE_*); passed to the Spark job in its private spec, never in argv",
     )
 
     # Access.
@@ -207,13 +209,15 @@ class Settings(BaseSettings):
     @classmethod
     def _supported_storage(cls, root: str | None) -> str | None:
         if root is not None and scheme_of(root) not in OBJECT_STORE_SCHEMES | {"file"}:
-            raise ValueError(f"INLET_STORAGE_ROOT: {scheme_of(root)}:// is not supported; give a path or s3://bucket/prefix")
+            raise ValueError(f"INLET_STORAGE_ROOT: {scheme_of(root)}:// is not supported; give a path, s3://, "
+                             "abfss://, az:// or gs://")
         return root
 
     @model_validator(mode="after")
     def _validate_backend(self) -> Settings:
         if self.secret_backend == "vault" and not self.vault_addr:
             raise ValueError("INLET_VAULT_ADDR is required when INLET_SECRET_BACKEND=vault")
+        self.resolved_storage_options  # noqa: B018 -- a store no process could reach fails here, at start-up
         return self
 
     @property
@@ -235,12 +239,9 @@ class Settings(BaseSettings):
 
     @property
     def resolved_storage_options(self) -> dict[str, str]:
-        """What every process of a job needs to reach the tables: for object storage, the ``AWS_*``
+        """What every process of a job needs to reach the tables: for object storage, the provider's
         environment with ``storage_options`` over it; nothing for local storage."""
-        if scheme_of(self.resolved_storage_root) not in OBJECT_STORE_SCHEMES:
-            return {}
-        environment = {k: v for k, v in os.environ.items() if k.startswith(STORAGE_ENV_PREFIX) and v}
-        return {**environment, **self.storage_options}
+        return storage_options(self.resolved_storage_root, os.environ, self.storage_options)
 
     @property
     def resolved_secret_key_file(self) -> Path:

@@ -6,8 +6,10 @@ import re
 import uuid
 
 from api.core.errors import ValidationFailed
+from spark_jobs.storage import OBJECT_STORE_SCHEMES
 
-ALLOWED_SCHEMES = frozenset({"file", "s3", "s3a", "gs", "abfss"})
+# Those INLET_STORAGE_ROOT may have (api/core/config.py); a URL must be under the tenant's root anyway.
+ALLOWED_SCHEMES = OBJECT_STORE_SCHEMES | {"file"}
 _SEGMENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._=-]*\Z")
 
 

@@ -162,5 +162,5 @@ def test_object_storage_options_come_from_the_aws_environment_and_inlet_storage_
     assert on_s3.resolved_storage_options == {"AWS_ACCESS_KEY_ID": "from-env", "AWS_ENDPOINT_URL": "http://explicit:9000",
                                               "AWS_ALLOW_HTTP": "true"}
     assert Settings(storage_root="/srv/inlet").resolved_storage_options == {}  # no credentials where none are needed
-    with pytest.raises(ValueError, match="gs:// is not supported"):
-        Settings(storage_root="gs://bucket/inlet")
+    with pytest.raises(ValueError, match="hdfs:// is not supported"):
+        Settings(storage_root="hdfs://namenode/inlet")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 from pathlib import Path
@@ -55,6 +56,28 @@ def test_the_object_stores_credentials_are_secrets_of_the_spec() -> None:
     assert {"wJalrXUtnFEMI/K7MDENG", "FwoGZXIvYXdzEJr"} <= set(spec.secret_values())
     assert redact(f"options {options}", spec.secret_values()).count("***") == 2
     assert spec.target.store.options == options
+
+
+def test_azure_and_gcs_credentials_are_secrets_of_the_spec_and_hidden_where_options_are_logged() -> None:
+    private_key = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcw\nAoIBAQC7VJTUt9Us8cKj\n-----END PRIVATE KEY-----\n"
+    service_account = json.dumps({"type": "service_account", "client_email": "a@p.iam.gserviceaccount.com",
+                                  "private_key": private_key})
+    options = {"AZURE_STORAGE_ACCOUNT_NAME": "lake", "AZURE_STORAGE_ACCOUNT_KEY": "YWNjb3VudC1rZXk=",
+               "access_key": "YWNjZXNzLWtleQ==", "AZURE_STORAGE_SAS_TOKEN": "sv=2024&sig=abc", "sas_key": "sv=2025&sig=def",
+               "AZURE_CLIENT_ID": "app-id", "AZURE_CLIENT_SECRET": "client-secret-value", "AZURE_TENANT_ID": "tenant",
+               "GOOGLE_SERVICE_ACCOUNT_KEY": service_account}
+    spec = RunSpec.model_validate({**spec_dict(), "target": {"type": "delta", "uri": "abfss://c@lake.dfs.core.windows.net/t",
+                                                             "storage_options": options}})
+
+    of_kafka = set(RunSpec.model_validate(spec_dict()).secret_values())
+    assert set(spec.secret_values()) - of_kafka == {
+        "YWNjb3VudC1rZXk=", "YWNjZXNzLWtleQ==", "sv=2024&sig=abc", "sv=2025&sig=def", "client-secret-value",
+        service_account, private_key, "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcw", "AoIBAQC7VJTUt9Us8cKj"}
+    # A log line showing the key unescaped, as a library might, keeps none of it.
+    assert redact(f"key: {private_key}", spec.secret_values()) == "key: ***"
+    assert redacted_config(options) == {**options, "AZURE_STORAGE_ACCOUNT_KEY": "***", "access_key": "***",
+                                        "AZURE_STORAGE_SAS_TOKEN": "***", "sas_key": "***", "AZURE_CLIENT_SECRET": "***",
+                                        "GOOGLE_SERVICE_ACCOUNT_KEY": "***"}
 
 
 @pytest.mark.parametrize(
