@@ -3,7 +3,9 @@ pipelines go; its upsert is race-safe (two sessions, one bucket)."""
 
 from __future__ import annotations
 
+import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 from sqlalchemy import delete
@@ -130,3 +132,26 @@ def test_two_sessions_metering_one_bucket_both_count(client, tenant) -> None:  #
                         outcome="succeeded", figures=figures, wall_s=1.5, at=T0)
     rows = _hours(engine, pid)
     assert [(r["records_read"], r["rows_written"], r["runs_succeeded"], r["wall_ms"]) for r in rows] == [(6, 6, 2, 3000)]
+
+
+def test_attempts_ending_at_once_in_one_bucket_all_count(client, tenant) -> None:  # type: ignore[no-untyped-def]
+    """Eight sessions meter the same new bucket at the same moment: the first insert wins, the others
+    take the conflict branch and add (on PostgreSQL truly concurrently; SQLite serialises writers)."""
+    engine = client.app.state.engine
+    pid = uuid.UUID(create_pipeline(client, tenant, state="paused")["id"])
+    start = threading.Barrier(8)
+
+    def attempt() -> None:
+        with unit_of_work(engine) as session:
+            start.wait(timeout=30)
+            usage.meter(session, tenant_id=uuid.UUID(tenant.id), pipeline_id=pid, pipeline_name="p",
+                        outcome="failed", figures=usage.Figures(records_read=1, bytes_read=10), wall_s=0.25, at=T0)
+
+    with ThreadPoolExecutor(8) as pool:
+        for future in [pool.submit(attempt) for _ in range(8)]:
+            future.result()
+    assert [(r["records_read"], r["bytes_read"], r["runs_failed"], r["wall_ms"]) for r in _hours(engine, pid)] == [
+        (8, 80, 8, 2000)]
+    with unit_of_work(engine) as session:
+        total = session.get(UsageTotal, (uuid.UUID(tenant.id), pid))
+        assert total is not None and (total.records_read, total.runs_failed, total.attempts_le_10s) == (8, 8, 8)
