@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from sqlalchemy import ColumnElement, Table, func
+from sqlalchemy import select as sa_select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, SQLModel, col, select
 
@@ -152,7 +153,7 @@ def _report(session: Session, query: UsageQuery, *, tenant_id: uuid.UUID | None,
     keys: list[Any] = [col(UsageHour.tenant_id)]
     if by == "pipeline":
         keys.append(col(UsageHour.pipeline_id))
-    statement = (select(*keys, bucket.label("bucket"), *_sums())  # type: ignore[call-overload]
+    statement = (sa_select(*keys, bucket.label("bucket"), *_sums())
                  .where(bucket >= query.start, bucket < query.end).group_by(*keys, bucket)
                  .order_by(bucket, *keys))
     if tenant_id is not None:
