@@ -15,8 +15,7 @@ router = APIRouter(tags=["metrics"])
 @router.get("/metrics", operation_id="get_metrics", response_class=Response,
             responses={200: {"content": {CONTENT_TYPE_LATEST: {}}}})
 def metrics(request: Request, operator: OperatorDep) -> Response:
-    """Usage per tenant (records, rows, bytes, run time, outcomes), attempt durations, active runs, lag per pipeline,
-    webhook deliveries (operator only)."""
+    """Usage per tenant, attempt durations, active runs, lag per pipeline, webhook deliveries (operator only)."""
     registry = CollectorRegistry()
     registry.register(InletCollector(request.app.state.engine,
                                     pipeline_labels=request.app.state.settings.metrics_pipeline_labels))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Engine
@@ -18,7 +18,7 @@ from api.runs.planning import Plan
 from api.runs.retry import RetryPolicy
 from spark_jobs.spec import PartitionResult, RunError, RunResult, Timings
 
-T0 = datetime(2026, 11, 20, 10, 15, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 20, 10, 15, tzinfo=UTC)
 RETRY_ONCE = RetryPolicy(max_attempts=2, backoff_s=0.0)
 
 

@@ -85,7 +85,7 @@ def test_usage_as_csv(client, tenant, clock: Clock) -> None:  # type: ignore[no-
 
 
 def test_the_operator_reads_one_tenant_and_every_tenant(client, tenant, other_tenant, clock: Clock) -> None:  # type: ignore[no-untyped-def]
-    a, b = _feed(client, tenant, clock)
+    _feed(client, tenant, clock)
     clock.now = T0
     run_once(client.app.state.engine, clock, create_pipeline(client, other_tenant, state="paused")["id"],
              records=1, written=1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from api.core.db import utcnow
 from api.portal.charts import BOTTOM, usage_chart
@@ -23,7 +23,7 @@ def _row(bucket: datetime, records: int) -> UsageRow:
 
 
 def test_a_usage_chart_has_a_slot_per_bucket_and_a_bar_where_there_was_usage() -> None:
-    start = datetime(2026, 11, 20, tzinfo=timezone.utc)
+    start = datetime(2026, 11, 20, tzinfo=UTC)
     chart = usage_chart("orders", [_row(start, 100), _row(start + timedelta(hours=3), 40)], start=start,
                         end=start + timedelta(hours=4), step=timedelta(hours=1))
     assert chart.label == "orders: records read per hour"
