@@ -18,7 +18,6 @@ from api.usage.schemas import UsageRow
 router = portal_router()
 
 STEP = {"hour": timedelta(hours=1), "day": timedelta(days=1)}
-SLOTS = {"hour": 24, "day": 30}
 
 
 def _summed(rows: list[UsageRow]) -> dict[str, float]:
@@ -33,11 +32,9 @@ def _summed(rows: list[UsageRow]) -> dict[str, float]:
 def usage_page(caller: Viewer, granularity: Literal["hour", "day"] = "hour") -> Response:
     """The tenant's usage: a chart of records read per pipeline, and the range's totals."""
     now = utcnow()
-    end = usage.hour_of(now) + timedelta(hours=1)  # the hour (or day) under way is the last slot
-    if granularity == "day":
-        end = usage.hour_of(now).replace(hour=0) + timedelta(days=1)
-    start = end - SLOTS[granularity] * STEP[granularity]
-    query = usage.UsageQuery.of(start=start, end=end, granularity=granularity, pipeline_id=None, now=now)
+    # The default range: its last slot is the hour (or day) under way.
+    query = usage.UsageQuery.of(start=None, end=None, granularity=granularity, pipeline_id=None, now=now)
+    start, end = query.start, query.end
     report = usage.tenant_report(session=caller.session, ctx=caller.ctx, query=query)
     by_pipeline: dict[uuid.UUID, list[UsageRow]] = {}
     for row in report.items:

@@ -23,10 +23,11 @@ _RESPONSES: dict[int | str, dict[str, object]] = {200: {"content": {"text/csv": 
 
 
 def _query(
-    start: Annotated[datetime | None, Query(alias="from", description="Start (inclusive, with a time zone); "
-                                            "default: a day (hour) or 30 days (day) before `to`")] = None,
-    end: Annotated[datetime | None, Query(alias="to", description="End (exclusive); default: the end of this hour")]
-    = None,
+    start: Annotated[datetime | None, Query(alias="from", description="Start (inclusive, with a time zone): the "
+                                            "buckets starting from it; default: a day (hour) or 30 days (day) "
+                                            "before `to`")] = None,
+    end: Annotated[datetime | None, Query(alias="to", description="End (exclusive); default: the end of this hour "
+                                          "(hour) or of today, UTC (day)")] = None,
     granularity: Annotated[Literal["hour", "day"], Query(description="One row per hour or per day (UTC)")] = "hour",
     pipeline_id: Annotated[uuid.UUID | None, Query(description="Only this pipeline (a deleted one too)")] = None,
 ) -> service.UsageQuery:

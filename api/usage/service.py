@@ -111,7 +111,8 @@ def meter(
 
 @dataclass(frozen=True)
 class UsageQuery:
-    """A report's range and grouping, checked: ``start`` < ``end``, at most ``MAX_RANGE`` apart."""
+    """A report's range and grouping, checked: ``start`` < ``end``, at most ``MAX_RANGE`` apart. A
+    bucket is in the range when its start is (a day starting before ``start`` is left out whole)."""
 
     start: datetime
     end: datetime
@@ -124,7 +125,9 @@ class UsageQuery:
         for loc, value in (("query.from", start), ("query.to", end)):
             if value is not None and value.tzinfo is None:
                 raise ValidationFailed.field(loc, "give a time zone (e.g. 2026-11-25T00:00:00Z)")
-        end = end or hour_of(now) + timedelta(hours=1)
+        if end is None:  # the end of the hour (or day) under way
+            end = hour_of(now) + timedelta(hours=1) if granularity == "hour" else (
+                hour_of(now).replace(hour=0) + timedelta(days=1))
         start = start or end - (timedelta(days=1) if granularity == "hour" else timedelta(days=30))
         if start >= end:
             raise ValidationFailed.field("query.from", "from must be before to")

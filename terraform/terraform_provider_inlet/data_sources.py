@@ -145,7 +145,7 @@ USAGE_ATTRIBUTES = [
     Attribute("from", String(), optional=True, computed=True,
               description="RFC 3339 start, inclusive; default: a day (hour) or 30 days (day) before `to`"),
     Attribute("to", String(), optional=True, computed=True,
-              description="RFC 3339 end, exclusive; default: the end of the current hour"),
+              description="RFC 3339 end, exclusive; default: the end of the current hour (or day)"),
     Attribute("granularity", String(), optional=True, computed=True, description="hour (the default) or day"),
     *(Attribute(name, Number(), computed=True, description="Over the range") for name in USAGE_FIGURES),
     Attribute("wall_seconds", Number(), computed=True),

@@ -155,3 +155,22 @@ def test_attempts_ending_at_once_in_one_bucket_all_count(client, tenant) -> None
     with unit_of_work(engine) as session:
         total = session.get(UsageTotal, (uuid.UUID(tenant.id), pid))
         assert total is not None and (total.records_read, total.runs_failed, total.attempts_le_10s) == (8, 8, 8)
+
+
+def test_an_attempt_whose_worker_died_is_metered_as_retried_up_to_its_lease(client, tenant, clock: Clock) -> None:  # type: ignore[no-untyped-def]
+    engine = client.app.state.engine
+    pid = uuid.UUID(create_pipeline(client, tenant, state="paused")["id"])
+    run_id = start_run(engine, clock, pid)  # claimed at T0 with a 30 s lease; its worker never answers
+    clock.now = T0 + timedelta(minutes=5)
+    with unit_of_work(engine) as session:
+        assert lifecycle.claim(session, run_id, worker="w2", lease_s=30) is not None
+    assert [(r["runs_retried"], r["wall_ms"], r["records_read"]) for r in _hours(engine, pid)] == [(1, 30_000, 0)]
+
+
+def test_a_report_defaults_to_the_last_day_by_hour_or_30_days_by_day() -> None:
+    now = T0 + timedelta(minutes=20)
+    hourly = usage.UsageQuery.of(start=None, end=None, granularity="hour", pipeline_id=None, now=now)
+    daily = usage.UsageQuery.of(start=None, end=None, granularity="day", pipeline_id=None, now=now)
+    assert (hourly.start, hourly.end) == (HOUR + timedelta(hours=1) - timedelta(days=1), HOUR + timedelta(hours=1))
+    midnight = HOUR.replace(hour=0) + timedelta(days=1)
+    assert (daily.start, daily.end) == (midnight - timedelta(days=30), midnight)
