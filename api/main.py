@@ -23,6 +23,7 @@ from api.runs.router import router as runs_router
 from api.secrets.backends import build_secret_store
 from api.tenancy.auth import authenticate_tenant
 from api.tenancy.router import router as tenancy_router
+from api.usage.router import router as usage_router
 from api.webhooks.router import router as webhooks_router
 
 API_VERSION = "0.1.0"
@@ -47,7 +48,8 @@ def create_app(settings: Settings | None = None, *, dispatcher: Dispatcher | Non
 
     install_error_handlers(app)
     for router in (health_router, tenancy_router, connections_router, pipelines_router, runs_router, audit_router,
-                   metrics_router, offsets_router, webhooks_router, quotas_router, portal_router):
+                   metrics_router, offsets_router, webhooks_router, quotas_router, usage_router,
+                   portal_router):
 
         app.include_router(router)
 

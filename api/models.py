@@ -9,12 +9,14 @@ from api.ledger.models import OffsetReplay, PartitionOffset, RunRange
 from api.pipelines.models import Pipeline
 from api.runs.models import Run, RunLogChunk
 from api.tenancy.models import ApiKey, PortalSession, Tenant, TenantQuota
+from api.usage.models import UsageHour, UsageTotal
 from api.webhooks.models import Webhook, WebhookDelivery, WebhookEvent
 
 metadata = SQLModel.metadata
 
 __all__ = [
     "ApiKey", "AuditEvent", "Connection", "IdempotencyRecord", "OffsetReplay", "PartitionOffset", "Pipeline",
-    "PortalSession", "Run", "RunLogChunk", "RunRange", "Tenant", "TenantQuota", "Webhook", "WebhookDelivery",
+    "PortalSession", "Run", "RunLogChunk", "RunRange", "Tenant", "TenantQuota", "UsageHour", "UsageTotal",
+    "Webhook", "WebhookDelivery",
     "WebhookEvent", "metadata",
 ]

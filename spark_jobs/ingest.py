@@ -104,6 +104,7 @@ class _Run:
         self.stats: dict[PartitionKey, PartitionStats] = {}
         self.gaps: dict[PartitionKey, OffsetRange] = {}
         self.rows_written = self.rows_quarantined = 0
+        self.bytes_written: int | None = None
         self.delta_version: int | None = None
         self.already_committed = False
         self.session_start_s = self.process_s = self.commit_s = 0.0
@@ -138,6 +139,7 @@ class _Run:
             rows_written=self.rows_written,
             rows_quarantined=self.rows_quarantined,
             bytes_read=sum(s.bytes for s in self.stats.values()),
+            bytes_written=self.bytes_written,
             delta_version=self.delta_version,
             already_committed=self.already_committed,
             timings=Timings(
@@ -384,6 +386,7 @@ def _commit_delta(commit: DeltaCommit, state: _Run) -> None:
     target, txn = commit.target, commit.txn
     main_files, quarantine_files = commit.files_of("main"), commit.files_of("quarantine")
     began = time.monotonic()
+    q_committed = False
     try:
         state.check_cancelled("its Delta commit")
         # Quarantine first: if the main commit then fails, the retry skips the quarantine by its txn.
@@ -399,6 +402,7 @@ def _commit_delta(commit: DeltaCommit, state: _Run) -> None:
             )
             if q_version is None:
                 delta_sink.delete_files(target.store, quarantine_files, target.uri, target.quarantine_uri)
+            q_committed = q_version is not None
         state.delta_version = delta_sink.commit_files(
             target.store, target.uri, main_files, commit.main_schema, target.partition_by, txn, commit.replace.remove["main"],
             commit.notes,
@@ -415,6 +419,7 @@ def _commit_delta(commit: DeltaCommit, state: _Run) -> None:
     # Counted from the Kafka records, not the files: replace mode also rewrites older rows.
     state.rows_quarantined = sum(r.quarantined for r in commit.reports)
     state.rows_written = sum(s.records for s in state.stats.values()) - state.rows_quarantined
+    state.bytes_written = sum(f.size for f in main_files) + (sum(f.size for f in quarantine_files) if q_committed else 0)
 
 
 def _to_kafka(spec: RunSpec, target: KafkaTarget, records: DataFrame, scratch: str, state: _Run) -> None:

@@ -276,6 +276,8 @@ class RunResult(_Model):
     rows_written: int = 0
     rows_quarantined: int = 0
     bytes_read: int = 0
+    # Bytes of the Parquet files committed (quarantine included); None where the target does not tell (Kafka).
+    bytes_written: int | None = None
     delta_version: int | None = None
     already_committed: bool = False
     timings: Timings

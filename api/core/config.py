@@ -120,6 +120,12 @@ class Settings(BaseSettings):
         default=10, ge=1, description="Runs of one tenant the workers execute at once; more wait their turn"
     )
 
+    # /metrics (docs/usage.md).
+    metrics_pipeline_labels: bool = Field(
+        default=False, description="Usage counters per pipeline (a pipeline_id label) besides per tenant: one series "
+        "per pipeline ever metered, so off by default"
+    )
+
     # spark-submit as the worker runs it.
     spark_submit: str | None = Field(default=None, description="spark-submit path; defaults to the one beside Python")
     spark_master: str = "local[*]"

@@ -15,7 +15,8 @@ router = APIRouter(tags=["metrics"])
 @router.get("/metrics", operation_id="get_metrics", response_class=Response,
             responses={200: {"content": {CONTENT_TYPE_LATEST: {}}}})
 def metrics(request: Request, operator: OperatorDep) -> Response:
-    """Runs by state, run durations, records and bytes ingested, lag per pipeline, webhook deliveries (operator only)."""
+    """Usage per tenant, attempt durations, active runs, lag per pipeline, webhook deliveries (operator only)."""
     registry = CollectorRegistry()
-    registry.register(InletCollector(request.app.state.engine))
+    registry.register(InletCollector(request.app.state.engine,
+                                    pipeline_labels=request.app.state.settings.metrics_pipeline_labels))
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

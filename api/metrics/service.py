@@ -1,76 +1,98 @@
-"""Prometheus metrics read from the database at scrape time: runs by state, run durations,
-records and bytes ingested, each pipeline's consumer lag as last observed, and webhook deliveries
-by outcome.
+"""Prometheus metrics read from the database at scrape time: usage counters per tenant (and, with
+``INLET_METRICS_PIPELINE_LABELS``, per pipeline) and attempt durations, both from the usage ledger's
+totals; runs waiting or executing now; each pipeline's consumer lag as last observed; webhook
+deliveries by outcome.
 
-Collected from the database rather than counted in memory, so every API replica reports the same
-figures and nothing is lost when a process restarts.
+The usage counters are the ledger's totals (``api.usage``), which only ever grow: they never go down
+when runs are pruned, every API replica reports the same figures, and a restart loses nothing. The
+scrape reads one row per pipeline ever metered and never scans ``runs`` (the active runs are counted
+through the state index).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import ColumnElement, Engine, case, func, literal_column
-from sqlalchemy import select as sa_select
+from sqlalchemy import Engine, func
 from sqlmodel import Session, col, select
 
 from api.pipelines.models import Pipeline
 from api.runs.models import Run
+from api.runs.states import ACTIVE_STATES
+from api.usage import service as usage
+from api.usage.models import DURATION_BUCKETS, DURATION_COLUMNS, UsageTotal
 from api.webhooks.models import WebhookDelivery
 
-DURATION_BUCKETS = (10.0, 30.0, 60.0, 120.0, 300.0, 900.0, 3600.0)
-
-
-def _duration_seconds(dialect: str) -> ColumnElement[Any]:
-    finished, started = col(Run.finished_at), col(Run.started_at)
-    if dialect == "postgresql":
-        return func.extract("epoch", finished - started)
-    return (func.julianday(finished) - func.julianday(started)) * literal_column("86400.0")
+# name, help, the ledger column, its scale to the metric's unit
+_USAGE: tuple[tuple[str, str, str, float], ...] = (
+    ("inlet_records_ingested", "Kafka records read (every attempt: a retry or a replay reads again)",
+     "records_read", 1.0),
+    ("inlet_rows_written", "Rows written to targets", "rows_written", 1.0),
+    ("inlet_rows_quarantined", "Rows written to quarantine tables", "rows_quarantined", 1.0),
+    ("inlet_bytes_ingested", "Bytes of Kafka keys and values read", "bytes_read", 1.0),
+    ("inlet_bytes_written", "Bytes of files written to Delta targets", "bytes_written", 1.0),
+    ("inlet_run_wall_seconds", "Attempts' time from a worker's claim to their end", "wall_ms", 0.001),
+    ("inlet_run_engine_seconds", "Spark jobs' own time", "engine_ms", 0.001),
+)
+_OUTCOMES = ("succeeded", "failed", "retried", "cancelled", "skipped")
 
 
 class InletCollector(Collector):
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, pipeline_labels: bool = False) -> None:
         self.engine = engine
+        self.pipeline_labels = pipeline_labels
 
     def collect(self) -> Iterator[Metric]:
         with Session(self.engine) as session:
+            yield from self._usage(session)
             yield from self._runs(session)
             yield from self._lag(session)
             yield from self._webhooks(session)
 
+    def _usage(self, session: Session) -> Iterator[Metric]:
+        totals = usage.totals(session)
+        labels = ["tenant_id", "pipeline_id"] if self.pipeline_labels else ["tenant_id"]
+        sums: dict[tuple[str, ...], dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        for total in totals:
+            key: tuple[str, ...] = (str(total.tenant_id),)
+            if self.pipeline_labels:
+                key += (str(total.pipeline_id),)
+            for column in (*(u[2] for u in _USAGE), *(f"runs_{o}" for o in _OUTCOMES)):
+                sums[key][column] += getattr(total, column)
+        for name, help_text, column, scale in _USAGE:
+            family = CounterMetricFamily(name, help_text, labels=labels)
+            for key, values in sums.items():
+                family.add_metric(list(key), values[column] * scale)
+            yield family
+        outcomes = CounterMetricFamily("inlet_run_outcomes", "Ended attempts by outcome (retried: an attempt that "
+                                       "failed and was tried again)", labels=[*labels, "outcome"])
+        for key, values in sums.items():
+            for outcome in _OUTCOMES:
+                outcomes.add_metric([*key, outcome], values[f"runs_{outcome}"])
+        yield outcomes
+        yield self._durations(totals)
+
+    @staticmethod
+    def _durations(rows: Sequence[UsageTotal]) -> Metric:
+        cumulative = [sum(getattr(t, column) for t in rows) for column in DURATION_COLUMNS]
+        count = sum(getattr(t, f"runs_{o}") for t in rows for o in _OUTCOMES)
+        buckets = [(str(float(bound)), n) for bound, n in zip(DURATION_BUCKETS, cumulative, strict=True)]
+        buckets.append(("+Inf", count))
+        duration = HistogramMetricFamily("inlet_run_duration_seconds", "Wall time of ended attempts")
+        duration.add_metric([], buckets, sum_value=sum(t.wall_ms for t in rows) / 1000)
+        return duration
+
     def _runs(self, session: Session) -> Iterator[Metric]:
-        by_state = GaugeMetricFamily("inlet_runs", "Runs by state", labels=["state"])
-        for state, count in session.exec(select(Run.state, func.count()).group_by(Run.state)).all():
-            by_state.add_metric([state], count)
+        by_state = GaugeMetricFamily("inlet_runs", "Runs waiting or executing now, by state (ended ones: "
+                                     "inlet_run_outcomes)", labels=["state"])
+        found = dict(session.exec(select(Run.state, func.count()).where(col(Run.state).in_(ACTIVE_STATES))
+                                  .group_by(Run.state)).all())
+        for state in ACTIVE_STATES:
+            by_state.add_metric([state], found.get(state, 0))
         yield by_state
-
-        records = CounterMetricFamily("inlet_records_ingested", "Records read by succeeded runs")
-        written = CounterMetricFamily("inlet_rows_written", "Rows written to targets by succeeded runs")
-        read_bytes = CounterMetricFamily("inlet_bytes_ingested", "Bytes read by succeeded runs")
-        totals = session.execute(
-            sa_select(*(func.coalesce(func.sum(col(c)), 0) for c in (Run.records_read, Run.rows_written, Run.bytes_read)))
-            .where(col(Run.state) == "succeeded")
-        ).one()
-        records.add_metric([], float(totals[0]))
-        written.add_metric([], float(totals[1]))
-        read_bytes.add_metric([], float(totals[2]))
-        yield from (records, written, read_bytes)
-
-        seconds = _duration_seconds(session.get_bind().dialect.name)
-        columns = [func.count(), func.coalesce(func.sum(seconds), 0)] + [
-            func.sum(case((seconds <= bound, 1), else_=0)) for bound in DURATION_BUCKETS
-        ]
-        row = session.execute(sa_select(*columns).where(col(Run.finished_at).is_not(None),
-                                                        col(Run.started_at).is_not(None))).one()
-        count, total, *cumulative = row
-        buckets = [(str(bound), int(n or 0)) for bound, n in zip(DURATION_BUCKETS, cumulative, strict=True)]
-        buckets.append(("+Inf", int(count)))
-        duration = HistogramMetricFamily("inlet_run_duration_seconds", "Duration of finished runs")
-        duration.add_metric([], buckets, sum_value=float(total))
-        yield duration
 
     def _lag(self, session: Session) -> Iterator[Metric]:
         lag = GaugeMetricFamily("inlet_pipeline_lag_records", "Consumer lag per pipeline as last observed",

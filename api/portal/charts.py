@@ -1,5 +1,5 @@
 """A pipeline's runs as charts: records and duration per run as bars, and each partition's lag when
-the run was planned as lines, with a value axis, the runs' times below, and each bar's or point's
+the run was planned as lines; a pipeline's usage as records read per hour or day (``usage_chart``); with a value axis, the runs' times below, and each bar's or point's
 values in its ``<title>`` (shown on hover).
 
 Everything is computed here, in the SVG's own units (``WIDTH`` × ``HEIGHT``, scaled uniformly by the
@@ -12,9 +12,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from api.runs.schemas import RunRead
+from api.usage.schemas import UsageRow
 
 WIDTH, HEIGHT = 300.0, 150.0
 LEFT, RIGHT, TOP, BOTTOM = 44.0, 294.0, 8.0, 122.0  # the plot's box; labels go left of and below it
@@ -67,6 +68,7 @@ class Chart:
     bars: list[Bar] = field(default_factory=list)
     lines: list[Line] = field(default_factory=list)
     more: int = 0  # lines left out (the partitions with least lag)
+    x_title: str = "start of each run (UTC), oldest left"
     width: float = WIDTH
     height: float = HEIGHT
     left: float = LEFT
@@ -212,3 +214,37 @@ def lag_chart(runs: Sequence[RunRead]) -> Chart | None:
         f"{line.name} (last {line.points[-1].value:,.0f})" for line in lines)
     return Chart(label="Lag per partition at each run", summary=summary, y_ticks=y_ticks,
                  x_ticks=x_ticks, lines=lines, more=len(ranked) - len(shown))
+
+
+def usage_chart(name: str, rows: Sequence[UsageRow], *, start: datetime, end: datetime, step: timedelta) -> Chart:
+    """Records read by one pipeline in each hour (or day) from ``start`` to ``end``: one slot per bucket,
+    a bucket without usage left empty; rows written and run time in each bar's title."""
+    slots = max(round((end - start) / step), 1)
+    by_bucket = {row.bucket: row for row in rows}
+    largest = max((row.records_read for row in rows), default=0)
+    y_ticks, y = _value_axis(float(largest), count_step, compact)
+    slot = (RIGHT - LEFT) / slots
+
+    def x(i: int) -> float:
+        return round(LEFT + (i + 0.5) * slot, 2)
+
+    shape = "%d %b" if step >= timedelta(days=1) else "%d %b %H:%M"
+    width = round(min(slot * 0.7, 24.0), 2)
+    bars = []
+    for i in range(slots):
+        bucket = start + i * step
+        row = by_bucket.get(bucket)
+        if row is None:
+            continue
+        top = min(y(row.records_read), BOTTOM - 1)
+        bars.append(Bar(x=round(x(i) - width / 2, 2), y=top, width=width, height=round(BOTTOM - top, 2),
+                        title=f"{bucket.strftime(shape)} UTC · {row.records_read:,} records read · "
+                              f"{row.rows_written:,} rows written · {row.wall_seconds:,.1f} s of runs",
+                        state="succeeded"))
+    shown = sorted({0, slots // 2, slots - 1})
+    x_ticks = [Tick(at=x(i), label=(start + i * step).strftime(shape)) for i in shown]
+    unit = "day" if step >= timedelta(days=1) else "hour"
+    total = sum(row.records_read for row in rows)
+    return Chart(label=f"{name}: records read per {unit}",
+                 summary=f"{name}: {total:,} records read in {len(rows)} of {slots} {unit}s",
+                 y_ticks=y_ticks, x_ticks=x_ticks, bars=bars, x_title=f"each {unit} (UTC), oldest left")

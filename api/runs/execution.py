@@ -223,7 +223,7 @@ def _ensure_kafka_target(session: Session, pipeline: Pipeline, services: Service
 def _failed(session: Session, run: Run, error: dict[str, Any], retry: RetryPolicy, **values: Any) -> Outcome:
     delay = retry.retry_in(error["kind"], run.attempt)
     if delay is not None:
-        lifecycle.requeue(session, run, error=error, delay_s=delay)
+        lifecycle.requeue(session, run, error=error, delay_s=delay, figures_of=values)
         return Outcome("queued", run.id, retry_in_s=delay)
     lifecycle.finish(session, run, "failed", error=error, **values)
     return Outcome("failed", run.id)

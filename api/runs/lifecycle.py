@@ -5,12 +5,14 @@ change as a compare-and-set on the state the caller saw, so two workers can neve
 Committing a run hands its plan to the offsets ledger (``api.ledger.service.commit_run``), which
 moves each partition's offset only if it still equals the planned start. A change that ends an
 attempt (failed, retried, succeeded) raises its webhook events in the same transaction
-(``api.runs.notifications``).
+(``api.runs.notifications``), and every attempt that ends is counted in the usage ledger
+(``api.usage.service.meter``), in that same transaction too.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -28,6 +30,7 @@ from api.runs import notifications, repository
 from api.runs.models import Run, RunLogChunk
 from api.runs.planning import Plan
 from api.runs.states import RUN_STATES, RunTrigger
+from api.usage import service as usage
 
 
 class ActiveRunExists(Conflict):
@@ -80,8 +83,13 @@ def claim(session: Session, run_id: uuid.UUID, *, worker: str, lease_s: float) -
         return claim_queued(session, run, worker=worker, lease_s=lease_s)
     if run.state == "running" and lease_expired(run, now):
         # The worker that held it died: requeue, then claim, both through the state table.
-        won = _transition(session, run, "queued", also=col(Run.lease_expires_at) < now) and _transition(
-            session, run, "running", worker=worker, lease_expires_at=lease, attempt=Run.attempt + 1, claimed_at=now)
+        expired_at = run.lease_expires_at
+        if not _transition(session, run, "queued", also=col(Run.lease_expires_at) < now):
+            return None
+        # The dead worker's attempt counts as retried, its wall time up to the lease it let expire.
+        _meter(session, run, "retried", {}, ran_until=expired_at)
+        won = _transition(session, run, "running", worker=worker, lease_expires_at=lease, attempt=Run.attempt + 1,
+                          claimed_at=now)
         return run if won else None
     return None
 
@@ -129,6 +137,20 @@ def _observe_lag(session: Session, run: Run, plan: Plan) -> None:
         record_observed_lag(session, pipeline, sum(max(p.latest - p.end, 0) for p in plan.partitions))
 
 
+def _meter(session: Session, run: Run, outcome: usage.Outcome, values: Mapping[str, Any], *,
+           ran_until: datetime | None = None, ran: bool = True) -> None:
+    """Count the attempt that just ended (``values``: what it is ended with, the job's result among
+    them) in the usage ledger. Its wall time runs from the worker's claim; a run that never ran has none
+    (its ``claimed_at`` may be an earlier attempt's, already metered)."""
+    pipeline = session.get(Pipeline, run.pipeline_id)
+    at = run.finished_at or utcnow()
+    until = ran_until or at
+    wall_s = (until - run.claimed_at).total_seconds() if ran and run.claimed_at is not None else 0.0
+    usage.meter(session, tenant_id=run.tenant_id, pipeline_id=run.pipeline_id,
+                pipeline_name=pipeline.name if pipeline is not None else "", outcome=outcome,
+                figures=usage.Figures.of(values), wall_s=wall_s, at=at)
+
+
 def commit_succeeded(session: Session, run: Run, *, summary: dict[str, Any]) -> bool:
     """Advance the offsets (compare-and-set on the planned starts) and mark the run succeeded,
     in the caller's one transaction. False with the run failed when an offset moved meanwhile."""
@@ -138,12 +160,13 @@ def commit_succeeded(session: Session, run: Run, *, summary: dict[str, Any]) -> 
                           planned=plan.partitions, replaced=run.replace_ranges)
     except ledger.OffsetConflict as exc:
         finish(session, run, "failed", error={"kind": "offset_conflict", "message": str(exc),
-                                              "topic": exc.topic, "partition": exc.partition})
+                                              "topic": exc.topic, "partition": exc.partition}, figures_of=summary)
         return False
     _observe_lag(session, run, plan)
     after_failed_attempt = run.error is not None  # an earlier attempt failed and was retried
     if not _transition(session, run, "succeeded", finished_at=utcnow(), lease_expires_at=None, **summary):
         return False
+    _meter(session, run, "succeeded", summary)
     notifications.run_succeeded(session, run, after_failed_attempt=after_failed_attempt)
     return True
 
@@ -162,23 +185,33 @@ def skip(session: Session, run: Run, plan: Plan, reason: str) -> bool:
     initialize_positions(session, pipeline, plan)
     run.plan = plan.to_json()
     session.add(run)
-    return _transition(session, run, "skipped", finished_at=utcnow(), lease_expires_at=None,
-                       error={"kind": "nothing_to_read", "message": reason})
+    if not _transition(session, run, "skipped", finished_at=utcnow(), lease_expires_at=None,
+                       error={"kind": "nothing_to_read", "message": reason}):
+        return False
+    _meter(session, run, "skipped", {})
+    return True
 
 
-def finish(session: Session, run: Run, state: str, *, error: dict[str, Any] | None = None, **values: Any) -> bool:
+def finish(session: Session, run: Run, state: str, *, error: dict[str, Any] | None = None,
+           figures_of: Mapping[str, Any] | None = None, **values: Any) -> bool:
+    """End the run ``state`` (failed or cancelled), metered with ``figures_of`` (default: ``values``)."""
+    ran = run.state == "running"  # a queued run cancelled (or failed) before its claim ran no time
     if not _transition(session, run, state, finished_at=utcnow(), lease_expires_at=None, error=error, **values):
         return False
+    _meter(session, run, "cancelled" if state == "cancelled" else "failed",
+           figures_of if figures_of is not None else values, ran=ran)
     if state == "failed":
         notifications.run_failed(session, run, error or {}, retry_at=None)
     return True
 
 
-def requeue(session: Session, run: Run, *, error: dict[str, Any], delay_s: float) -> bool:
-    """Retry the same plan later (a transient failure)."""
+def requeue(session: Session, run: Run, *, error: dict[str, Any], delay_s: float,
+            figures_of: Mapping[str, Any] | None = None) -> bool:
+    """Retry the same plan later (a transient failure); the failed attempt is metered as retried."""
     retry_at = utcnow() + timedelta(seconds=delay_s)
     if not _transition(session, run, "queued", worker=None, lease_expires_at=None, error=error, not_before=retry_at):
         return False
+    _meter(session, run, "retried", figures_of or {})
     notifications.run_failed(session, run, error, retry_at=retry_at)
     return True
 

@@ -1,4 +1,5 @@
-"""Data sources: a connection, a pipeline and a pipeline's offsets, read-only, by id or by name."""
+"""Data sources: a connection, a pipeline and a pipeline's offsets, read-only, by id or by name; and the
+tenant's usage over a range."""
 
 from __future__ import annotations
 
@@ -135,4 +136,44 @@ class PipelineOffsetsDataSource(Declared, DataSource):
             return complete(OFFSETS_ATTRIBUTES, {"pipeline_id": config["pipeline_id"], **per,
                                                  "total_lag": body.get("total_lag"),
                                                  "cluster_status": body["cluster"]["status"]})
+        return None
+
+
+USAGE_FIGURES = ("records_read", "rows_written", "rows_quarantined", "bytes_read", "bytes_written")
+USAGE_ATTRIBUTES = [
+    Attribute("pipeline_id", String(), optional=True, description="Only this pipeline (a deleted one too)"),
+    Attribute("from", String(), optional=True, computed=True,
+              description="RFC 3339 start, inclusive; default: a day (hour) or 30 days (day) before `to`"),
+    Attribute("to", String(), optional=True, computed=True,
+              description="RFC 3339 end, exclusive; default: the end of the current hour (or day)"),
+    Attribute("granularity", String(), optional=True, computed=True, description="hour (the default) or day"),
+    *(Attribute(name, Number(), computed=True, description="Over the range") for name in USAGE_FIGURES),
+    Attribute("wall_seconds", Number(), computed=True),
+    Attribute("engine_seconds", Number(), computed=True),
+    Attribute("runs", Map(Number()), computed=True, description="Attempts by outcome: succeeded, failed, retried, "
+                                                               "cancelled, skipped"),
+    Attribute("buckets", String(), computed=True, description="JSON: GET /usage's items, one per pipeline and "
+                                                              "hour (or day); jsondecode() it"),
+]
+
+
+class UsageDataSource(Declared, DataSource):
+    name = "usage"
+    attributes = USAGE_ATTRIBUTES
+    description = "The tenant's usage over a range (GET /usage), summed, and per pipeline and hour or day"
+
+    def read(self, ctx: ReadDataContext, config: dict[str, Any]) -> dict[str, Any] | None:
+        with reported(ctx.diagnostics, "Reading the usage"):
+            params = {name: config[name] for name in ("pipeline_id", "from", "to", "granularity")
+                      if config.get(name) is not None}
+            body = self.provider.client.get("/usage", params=params).body
+            items = body["items"]
+            runs = {outcome: sum(i["runs"][outcome] for i in items)
+                    for outcome in ("succeeded", "failed", "retried", "cancelled", "skipped")}
+            return complete(USAGE_ATTRIBUTES, {
+                "pipeline_id": config.get("pipeline_id"), "from": body["from"], "to": body["to"],
+                "granularity": body["granularity"],
+                **{name: sum(i[name] for i in items) for name in (*USAGE_FIGURES, "wall_seconds", "engine_seconds")},
+                "runs": runs, "buckets": _JSON.encode(items),
+            })
         return None

@@ -72,9 +72,10 @@ class InletProvider(Provider):
             ConnectionDataSource,
             PipelineDataSource,
             PipelineOffsetsDataSource,
+            UsageDataSource,
         )
 
-        return [ConnectionDataSource, PipelineDataSource, PipelineOffsetsDataSource]
+        return [ConnectionDataSource, PipelineDataSource, PipelineOffsetsDataSource, UsageDataSource]
 
 
 def _setting(config: Config, name: str, env: str) -> str | None:

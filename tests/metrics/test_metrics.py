@@ -1,4 +1,5 @@
-"""``/metrics``: Prometheus text computed from the runs and pipelines in the database."""
+"""``/metrics``: Prometheus text computed from the usage ledger, the active runs and the pipelines in the
+database (the usage counters' labels, switch and monotonicity: ``tests/usage/test_usage_metrics.py``)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def test_metrics_report_runs_durations_volumes_and_lag(client, tenant) -> None: 
             run = lifecycle.create_run(session, pipeline, trigger="manual")
             run.plan = {"partitions": []}
             lifecycle.claim(session, run.id, worker="w", lease_s=30)
-            run.started_at = utcnow() - timedelta(seconds=45)
+            run.claimed_at = utcnow() - timedelta(seconds=45)
             session.add(run)
             if state == "succeeded":
                 lifecycle.commit_succeeded(session, run, summary={
@@ -44,10 +45,13 @@ def test_metrics_report_runs_durations_volumes_and_lag(client, tenant) -> None: 
 
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
     samples = _samples(response.text)
-    assert samples[("inlet_runs", (("state", "succeeded"),))] == 2
-    assert samples[("inlet_runs", (("state", "failed"),))] == 1
-    assert samples[("inlet_records_ingested_total", ())] == 200
-    assert samples[("inlet_bytes_ingested_total", ())] == 4000
+    assert samples[("inlet_runs", (("state", "queued"),))] == 0
+    assert samples[("inlet_runs", (("state", "running"),))] == 0
+    by_tenant = (("tenant_id", tenant.id),)
+    assert samples[("inlet_run_outcomes_total", (("outcome", "succeeded"), *by_tenant))] == 2
+    assert samples[("inlet_run_outcomes_total", (("outcome", "failed"), *by_tenant))] == 1
+    assert samples[("inlet_records_ingested_total", by_tenant)] == 200
+    assert samples[("inlet_bytes_ingested_total", by_tenant)] == 4000
     assert samples[("inlet_run_duration_seconds_count", ())] == 3
     assert samples[("inlet_run_duration_seconds_bucket", (("le", "30.0"),))] == 0
     assert samples[("inlet_run_duration_seconds_bucket", (("le", "60.0"),))] == 3

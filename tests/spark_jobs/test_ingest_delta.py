@@ -71,6 +71,9 @@ def test_json_quarantine_then_replace_mode_replay_leaves_no_duplicates(sandbox_k
     rejected = placement.read(quarantine)
     assert sorted(rejected["value"].to_pylist()) == sorted(value(i) for i in range(200) if i % 10 == 0 or i % 15 == 0)
     assert set(rejected["_inlet_quarantine_reason"].to_pylist()) == {"value is not JSON of the pipeline's schema"}
+    # Bytes written: the files the run committed, to the table and to its quarantine (usage is metered from it).
+    sizes = lambda table_uri: sum(placement.table(table_uri).get_add_actions().column("size_bytes").to_pylist())  # noqa: E731
+    assert first.bytes_written == sizes(uri) + sizes(quarantine) > 0
 
     # Replay the upper half of each partition: the files of the first run hold both halves, so
     # they are rewritten without the replayed rows in the commit that adds the replayed ones.

@@ -19,6 +19,8 @@ from fastapi.routing import APIRoute, iter_route_contexts
 from fastapi.testclient import TestClient
 
 from api.core.config import Settings
+from api.core.db import unit_of_work, utcnow
+from api.usage import service as usage
 from tests.factories import PASSWORD, Tenant, make_tenant
 from tests.portal.helpers import sign_in
 
@@ -36,6 +38,9 @@ EXPECTED: dict[tuple[str, str], tuple[set[int], Any, dict[str, str] | None]] = {
     ("GET", "/tenants/{tenant_id}/quotas"): (FORBIDDEN, None, None),
     ("PUT", "/tenants/{tenant_id}/quotas"): (FORBIDDEN, {"pipelines": 0, "concurrent_runs": 1}, None),
     ("GET", "/quotas"): (OWN, None, None),
+    ("GET", "/usage"): (NOT_FOUND, None, {"pipeline_id": "{pipeline_id}"}),
+    ("GET", "/usage/tenants"): (FORBIDDEN, None, None),
+    ("GET", "/tenants/{tenant_id}/usage"): (FORBIDDEN, None, None),
     ("GET", "/me"): (OWN, None, None),
     ("POST", "/api-keys"): ({201}, {"name": "b-own-key", "role": "viewer"}, None),
     ("GET", "/api-keys"): (OWN, None, None),
@@ -123,6 +128,7 @@ PORTAL: dict[tuple[str, str], set[int]] = {
     ("GET", "/portal/runs/{run_id}"): NOT_FOUND,
     ("GET", "/portal/webhooks"): OWN,
     ("GET", "/portal/quotas"): OWN,
+    ("GET", "/portal/usage"): OWN,
 
     ("GET", "/portal/static/{name}"): OWN,
 }
@@ -137,8 +143,8 @@ def settings(settings: Settings) -> Settings:
 
 
 def _seed_a(client: TestClient) -> tuple[Tenant, dict[str, str]]:
-    """Tenant A with a connection, a pipeline (with a lag alert), a queued run, an extra key and a webhook,
-    all uniquely named."""
+    """Tenant A with a connection, a pipeline (with a lag alert and usage), a queued run, an extra key and a
+    webhook, all uniquely named."""
     tag = uuid.uuid4().hex[:8]
     a = make_tenant(client, name=f"tenant-a-{tag}")
     conn = client.post("/connections", headers=a.admin, json={
@@ -155,6 +161,10 @@ def _seed_a(client: TestClient) -> tuple[Tenant, dict[str, str]]:
     assert key.status_code == 201, key.text
     alert = client.put(f"/pipelines/{pipeline.json()['id']}/lag-alert", headers=a.admin, json={"lag_records": 777})
     assert alert.status_code == 200, alert.text
+    with unit_of_work(client.app.state.engine) as session:  # type: ignore[attr-defined]
+        usage.meter(session, tenant_id=uuid.UUID(a.id), pipeline_id=uuid.UUID(pipeline.json()["id"]),
+                    pipeline_name=f"a-pipe-{tag}", outcome="succeeded", figures=usage.Figures(records_read=7),
+                    wall_s=1.0, at=utcnow())
     webhook = client.post("/webhooks", headers=a.admin, json={"url": f"https://a-hook-{tag}.example.com/in",
                                                                 "description": f"a-hook-{tag}"})
     assert webhook.status_code == 201, webhook.text
@@ -208,7 +218,8 @@ def _snapshot(client: TestClient, a: Tenant, ids: dict[str, str]) -> dict[str, A
              "run": f"/runs/{ids['run_id']}", "key": f"/api-keys/{ids['key_id']}", "keys": "/api-keys",
              "connections": "/connections", "pipelines": "/pipelines", "webhook": f"/webhooks/{ids['webhook_id']}",
              "webhooks": "/webhooks", "deliveries": f"/webhooks/{ids['webhook_id']}/deliveries",
-             "lag_alert": f"/pipelines/{ids['pipeline_id']}/lag-alert", "quotas": "/quotas"}
+             "lag_alert": f"/pipelines/{ids['pipeline_id']}/lag-alert", "quotas": "/quotas",
+             "usage": "/usage"}
 
     out = {}
     for name, path in reads.items():
