@@ -4,8 +4,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # chromium: the portal's browser tests drive Debian's build (playwright cannot download its own here).
-# nodejs, npm: the tests' Azurite (ADLS emulator) and OIDC token server (OAUTHBEARER); strace: the test that no process asks a cloud
-# metadata address for credentials watches connections with it.
+# nodejs, npm: the tests' Azurite (ADLS emulator) and OIDC token server (OAUTHBEARER); strace: the test
+# that no process asks a cloud metadata address for credentials watches connections with it.
 DEBIAN_PACKAGES=(redis-server postgresql openjdk-17-jre-headless chromium nodejs npm strace)
 
 missing=()
