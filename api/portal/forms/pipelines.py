@@ -1,0 +1,325 @@
+"""The pipeline forms: the list's filters, and the create and edit form (source, target, schedule)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from api.core.errors import DomainError
+from api.pipelines.schemas import (
+    REGISTRY_FORMATS,
+    CronSchedule,
+    DeltaTarget,
+    IntervalSchedule,
+    KafkaSource,
+    KafkaTarget,
+    PipelineRead,
+    PipelineSpec,
+    RegistrySchema,
+)
+from api.portal.forms.base import Parts, PortalForm, options_text, settings_lines, utc_input, utc_moment
+from api.portal.views import FormErrors
+
+
+class PipelineFilters(BaseModel):
+    """The pipeline list's filters (a GET form) and page number; anything unexpected means no filter."""
+
+    name: str = ""
+    state: str = ""
+    page: str = "1"
+
+    @property
+    def name_contains(self) -> str:
+        return self.name.strip()[:100]
+
+    @property
+    def chosen_state(self) -> str:
+        return self.state if self.state in ("active", "paused") else ""
+
+    @property
+    def number(self) -> int:
+        return int(self.page) if self.page.isdigit() and int(self.page) > 0 else 1
+
+    def shown(self) -> dict[str, str]:
+        return {"name": self.name_contains, "state": self.chosen_state}
+
+
+def _put(out: dict[str, Any], key: str, value: Any, default: Any, written: Mapping[str, Any]) -> None:
+    """``out[key] = value``, unless ``value`` is the API's default and the definition did not write ``key``."""
+    if value != default or key in written:
+        out[key] = value
+
+
+def _given(out: dict[str, Any], key: str, text: str) -> None:
+    """``out[key]``: the input's text, where it has any (an empty required input is "Field required")."""
+    if text.strip():
+        out[key] = text.strip()
+
+
+def _written_version(chosen: RegistrySchema | None) -> str:
+    """A registry schema's version as its input shows it: empty unless the pipeline wrote one."""
+    return str(chosen.version) if chosen is not None and "version" in chosen.model_fields_set else ""
+
+
+def _words(text: str) -> list[str]:
+    return [word for word in re.split(r"[,\s]+", text.strip()) if word]
+
+
+# The options a new pipeline's form writes even at their defaults (it always has); an edit writes what the
+# pipeline had written, so that saving an unchanged form changes nothing.
+_NEW_PIPELINE_WRITES: Mapping[str, Mapping[str, Any]] = {
+    "source": {"value_format": True, "starting_offsets": True}, "target": {}, "schedule": {"timezone": True},
+}
+# Rules of the whole source (pydantic names them "source"), by the start of their message, shown beside
+# the input they concern rather than beside the topics.
+_SOURCE_RULES = (
+    ("value_format json needs a schema", "source.schema"), ("schema", "source.schema"),
+    ("key_format is not used", "source.key_format"), ("key_schema", "source.key_schema.subject"),
+    ("give starting_offsets or starting_timestamp", "source.starting_timestamp"),
+    ("starting_offsets names topics", "source.starting_offsets"),
+)
+
+
+class PipelineForm(PortalForm):
+    """The pipeline form, new and edit: a Kafka source (topics or a pattern, the value's and the key's
+    formats, where new partitions start, limits), a Delta or a Kafka target, a schedule kind and its
+    inputs, and the state.
+
+    Inputs of a choice not taken (the interval of a cron schedule, the Kafka target's of a Delta one,
+    the subject of a format without a registry: the page hides them) are not sent. An option at the
+    API's default is written only where the pipeline had written it (``_NEW_PIPELINE_WRITES`` for a new
+    one), so that an unchanged form saved is no change, and Terraform sees no drift."""
+
+    name: str = ""
+    connection_id: str = ""
+    topics_kind: str = ""
+    topics: str = ""
+    topic_pattern: str = ""
+    value_format: str = ""
+    schema_: str = Field(default="", alias="schema")
+    value_subject: str = ""
+    value_version: str = ""
+    key_format: str = ""
+    key_subject: str = ""
+    key_version: str = ""
+    starting_offsets: str = ""
+    starting_offsets_json: str = ""
+    starting_timestamp: str = ""
+    starting_timestamp_strategy: str = ""
+    max_offsets_per_run: str = ""
+    commit_to_group: str = ""
+    include_headers: str = ""
+    on_data_loss: str = ""
+    target_type: str = ""
+    target_path: str = ""
+    partition_by: str = ""
+    target_connection_id: str = ""
+    target_topic: str = ""
+    create_topic: str = ""
+    create_partitions: str = ""
+    create_replication_factor: str = ""
+    create_config: str = ""
+    schedule_kind: str = "none"
+    interval_seconds: str = ""
+    cron: str = ""
+    timezone: str = ""
+    state: str = ""
+    etag: str = ""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    FIELDS = {
+        "name": "name", "state": "state",
+        "source": "topics", "source.topics": "topics", "source.topic_pattern": "topic_pattern",
+        "source.connection_id": "connection_id",
+        "source.value_format": "value_format", "source.schema": "schema",
+        "source.value_schema": "value_subject", "source.value_schema.subject": "value_subject",
+        "source.value_schema.version": "value_version",
+        "source.key_format": "key_format", "source.key_schema": "key_subject",
+        "source.key_schema.subject": "key_subject",
+        "source.key_schema.version": "key_version",
+        "source.max_offsets_per_run": "max_offsets_per_run", "source.starting_offsets": "starting_offsets",
+        "source.starting_timestamp": "starting_timestamp",
+        "source.starting_timestamp_strategy": "starting_timestamp_strategy",
+        "source.commit_to_group": "commit_to_group", "source.include_headers": "include_headers",
+        "source.on_data_loss": "on_data_loss",
+        "target": "target_path", "target.type": "target_type", "target.path": "target_path",
+        "target.partition_by": "partition_by", "target.connection_id": "target_connection_id",
+        "target.topic": "target_topic", "target.create_topic": "create_partitions",
+        "target.create_topic.partitions": "create_partitions",
+        "target.create_topic.replication_factor": "create_replication_factor",
+        "target.create_topic.config": "create_config",
+        "schedule": "schedule", "schedule.cron": "cron", "schedule.timezone": "timezone",
+        "schedule.interval_seconds": "interval_seconds",
+    }
+    CONFLICT_FIELD = "name"
+
+    @classmethod
+    def initial(cls) -> PipelineForm:
+        return cls(topics_kind="topics", value_format="string", starting_offsets="earliest", target_type="delta",
+                   schedule_kind="none", timezone="UTC", state="active", on_data_loss="fail",
+                   starting_timestamp_strategy="error")
+
+    @classmethod
+    def of(cls, read: PipelineRead, etag: str) -> PipelineForm:
+        """The edit form of a saved pipeline."""
+        source, target, schedule = read.source, read.target, read.schedule
+        value_schema, key_schema = source.value_schema, source.key_schema
+        start = source.starting_offsets
+        values: dict[str, Any] = {
+            "name": read.name, "state": read.state, "connection_id": str(source.connection_id),
+            "topics_kind": "pattern" if source.topic_pattern is not None else "topics",
+            "topics": ", ".join(source.topics or []), "topic_pattern": source.topic_pattern or "",
+            "value_format": source.value_format, "schema": source.schema_ or "",
+            "value_subject": (value_schema.subject or "") if value_schema else "",
+            "value_version": _written_version(value_schema),
+            "key_format": source.key_format or "", "key_subject": (key_schema.subject or "") if key_schema else "",
+            "key_version": _written_version(key_schema),
+            "starting_offsets": ("timestamp" if source.starting_timestamp is not None
+                                 else "offsets" if isinstance(start, dict) else start),
+            "starting_offsets_json": json.dumps(start) if isinstance(start, dict) else "",
+            "starting_timestamp": utc_input(source.starting_timestamp),
+            "starting_timestamp_strategy": source.starting_timestamp_strategy,
+            "max_offsets_per_run": str(source.max_offsets_per_run or ""),
+            "commit_to_group": source.commit_to_group or "",
+            "include_headers": "on" if source.include_headers else "", "on_data_loss": source.on_data_loss,
+            "target_type": target.type, "etag": etag,
+            "schedule_kind": ("none" if schedule is None
+                              else "cron" if isinstance(schedule, CronSchedule) else "interval"),
+            "cron": schedule.cron if isinstance(schedule, CronSchedule) else "",
+            "timezone": schedule.timezone if isinstance(schedule, CronSchedule) else "UTC",
+            "interval_seconds": str(schedule.interval_seconds) if isinstance(schedule, IntervalSchedule) else "",
+        }
+        if isinstance(target, KafkaTarget):
+            creation = target.create_topic
+            values.update(target_connection_id=str(target.connection_id), target_topic=target.topic,
+                          create_topic="on" if creation else "",
+                          create_partitions=str(creation.partitions) if creation else "",
+                          create_replication_factor=str(creation.replication_factor) if creation else "",
+                          create_config=options_text(creation.config) if creation else "")
+        else:
+            values.update(target_path=target.path, partition_by=", ".join(target.partition_by))
+        return cls.model_validate(values)
+
+    def errors(self, failure: DomainError, fields: Mapping[str, str] | None = None) -> FormErrors:
+        if fields is None and self.starting_offsets == "offsets":
+            fields = {**self.FIELDS, "source.starting_offsets": "starting_offsets_json"}
+        return super().errors(failure, fields)
+
+    def refined(self, error: dict[str, Any]) -> dict[str, Any]:
+        if error.get("field") != "source":
+            return error
+        message = str(error.get("message", "")).removeprefix("Value error, ")
+        field = next((at for start, at in _SOURCE_RULES if message.startswith(start)), "source")
+        return {**error, "field": field}
+
+    def spec(self, stored: Mapping[str, Any] | None = None) -> PipelineSpec:
+        """The pipeline the form describes, as the API takes it; ``stored``: the definition an edit
+        changes (``{source, target, schedule}`` as stored), whose written options stay written."""
+        written = _NEW_PIPELINE_WRITES
+        if stored is not None:
+            written = {part: stored.get(part) or {} for part in _NEW_PIPELINE_WRITES}
+        parts = Parts()
+        source = parts.check(KafkaSource, self._source(parts, written["source"]), "source")
+        return parts.whole(PipelineSpec, {"name": self.name.strip(), "source": source,
+                                          "target": self._target(parts, written["target"]),
+                                          "schedule": self._schedule(parts, written["schedule"]),
+                                          "state": self.state.strip() or "active"},
+                           "The pipeline is not valid")
+
+    def _source(self, parts: Parts, written: Mapping[str, Any]) -> dict[str, Any]:
+        source: dict[str, Any] = {}
+        _given(source, "connection_id", self.connection_id)
+        if self.topics_kind.strip() == "pattern":
+            source["topic_pattern"] = self.topic_pattern.strip() or None
+        else:
+            source["topics"] = _words(self.topics) or None
+        value_format = self.value_format.strip() or "raw"
+        _put(source, "value_format", value_format, "raw", written)
+        if value_format == "json":
+            source["schema"] = self.schema_.strip() or None
+        self._registry_schema(parts, source, "value", value_format, self.value_subject, self.value_version)
+        if key_format := self.key_format.strip():
+            source["key_format"] = key_format
+            self._registry_schema(parts, source, "key", key_format, self.key_subject, self.key_version)
+        self._start(parts, source, written)
+        if self.max_offsets_per_run.strip():
+            source["max_offsets_per_run"] = self.max_offsets_per_run.strip()
+        if self.commit_to_group.strip():
+            source["commit_to_group"] = self.commit_to_group.strip()
+        _put(source, "include_headers", self.include_headers == "on", False, written)
+        _put(source, "on_data_loss", self.on_data_loss.strip() or "fail", "fail", written)
+        return source
+
+    @staticmethod
+    def _registry_schema(parts: Parts, source: dict[str, Any], part: str, fmt: str, subject: str,
+                         version: str) -> None:
+        """The subject and version of a registry format's ``part`` (value or key), where the form names either."""
+        if fmt not in REGISTRY_FORMATS:
+            return
+        chosen: dict[str, Any] = {}
+        if subject.strip():
+            chosen["subject"] = subject.strip()
+        wanted = version.strip().lower()
+        if wanted.isdigit() or wanted == "latest":
+            chosen["version"] = int(wanted) if wanted.isdigit() else wanted
+        elif wanted:
+            parts.refuse(f"source.{part}_schema.version", "Enter a version number (1, 2, …) or latest")
+        if chosen:
+            source[f"{part}_schema"] = chosen
+
+    def _start(self, parts: Parts, source: dict[str, Any], written: Mapping[str, Any]) -> None:
+        """Where partitions never read before start: earliest, latest, offsets per partition, or a time."""
+        start = self.starting_offsets.strip() or "earliest"
+        if start == "offsets":
+            try:
+                positions = json.loads(self.starting_offsets_json)
+            except ValueError:
+                positions = None
+            if isinstance(positions, dict):
+                source["starting_offsets"] = positions
+            else:
+                parts.refuse("source.starting_offsets", 'Enter JSON such as {"orders": {"0": 42, "1": -2}} '
+                                                        "(-2: earliest, -1: latest)")
+        elif start == "timestamp":
+            moment = utc_moment(self.starting_timestamp)
+            if moment is None:
+                parts.refuse("source.starting_timestamp", "Enter a date and time (UTC)")
+            else:
+                source["starting_timestamp"] = moment
+            _put(source, "starting_timestamp_strategy", self.starting_timestamp_strategy.strip() or "error", "error",
+                 written)
+        else:
+            _put(source, "starting_offsets", start, "earliest", written)
+
+    def _target(self, parts: Parts, written: Mapping[str, Any]) -> DeltaTarget | KafkaTarget | None:
+        if self.target_type.strip() == "kafka":
+            target: dict[str, Any] = {"type": "kafka", "topic": self.target_topic.strip()}
+            _given(target, "connection_id", self.target_connection_id)
+            if self.create_topic == "on":
+                made: Mapping[str, Any] = written.get("create_topic") or {}
+                creation: dict[str, Any] = {}
+                _given(creation, "partitions", self.create_partitions)
+                factor = self.create_replication_factor.strip() or "-1"
+                _put(creation, "replication_factor", -1 if factor == "-1" else factor, -1, made)
+                _put(creation, "config", settings_lines(self.create_config, parts, "target.create_topic.config",
+                                                         "retention.ms=604800000"), {}, made)
+                target["create_topic"] = creation
+            return parts.check(KafkaTarget, target, "target")
+        delta: dict[str, Any] = {"type": "delta", "path": self.target_path.strip()}
+        _put(delta, "partition_by", _words(self.partition_by), [], written)
+        return parts.check(DeltaTarget, delta, "target")
+
+    def _schedule(self, parts: Parts, written: Mapping[str, Any]) -> CronSchedule | IntervalSchedule | None:
+        kind = self.schedule_kind.strip()
+        if kind == "interval":
+            return parts.check(IntervalSchedule, {"interval_seconds": self.interval_seconds.strip()}, "schedule")
+        if kind == "cron":
+            cron: dict[str, Any] = {"cron": self.cron.strip()}
+            _put(cron, "timezone", self.timezone.strip() or "UTC", "UTC", written)
+            return parts.check(CronSchedule, cron, "schedule")
+        return None
