@@ -26,7 +26,6 @@ from pydantic import ValidationError
 from sqlalchemy import func
 from sqlmodel import Session, select
 
-
 from api.audit.service import record_by
 from api.connections.egress import check_addresses
 from api.connections.models import Connection
@@ -60,7 +59,6 @@ from api.secrets.store import (
 from api.tenancy.quotas import QuotaLimits, enforce
 from spark_jobs.egress import EgressPolicy
 from spark_jobs.registry import RegistryConfig
-
 
 _WRITE_ONLY_SSL = ("key_pem", "key_password")
 

@@ -213,7 +213,6 @@ def test_routes_refuse_callers(client: TestClient, tenant, method: str, path: st
     assert client.get("/connections", headers=tenant.viewer).json()["items"] == [conn]
 
 
-
 _OAUTH = {"sasl_mechanism": "OAUTHBEARER", "credentials": {
     "client_id": "inlet", "client_secret": "oauth-secret", "token_endpoint_url": "https://idp.example.com/oauth2/token"}}
 

@@ -15,7 +15,6 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlmodel import Session, select
 
-
 from api.core.db import unit_of_work
 from api.core.dispatch import bind
 from api.pipelines.models import Pipeline
