@@ -24,6 +24,7 @@ from tests.runs.helpers import committed_offsets, delta_coordinates, wait_for_ru
 pytestmark = pytest.mark.slow
 
 _HELD_S = 3 * TOKEN_TTL_S  # the pause outlasts three tokens
+_KAFKA_TARGET_RECORDS, _VALUE_BYTES = 50_000, 400
 
 
 def _run_held_past_its_tokens(stack: Any, tenant: Any, pipeline: dict[str, Any], broker: RealKafka,
@@ -81,7 +82,11 @@ def test_a_kafka_target_over_oauthbearer_lands_every_record_once(
     stack: Any, oauth_kafka: RealKafka, real_idp: RealIdp, oauth_topic: Any
 ) -> None:
     source, target = oauth_topic(partitions=2), oauth_topic(partitions=2)
-    produce_keyed(oauth_kafka.bootstrap_servers, source, 200, value=lambda i: f"v{i}".encode())
+    # Enough records that the job still holds its clients when the broker is paused: a Kafka target has
+    # no Delta commit to wait for, and 200 small records were copied before the pause could begin.
+    n = _KAFKA_TARGET_RECORDS
+    value = lambda i: f"v{i}".encode().ljust(_VALUE_BYTES, b".")  # noqa: E731
+    produce_keyed(oauth_kafka.bootstrap_servers, source, n, value=value)
     client = stack.client
     tenant = make_tenant(client)
     conn = client.post("/connections", json=oauth_connection_body(oauth_kafka, real_idp), headers=tenant.editor)
@@ -94,11 +99,11 @@ def test_a_kafka_target_over_oauthbearer_lands_every_record_once(
     run, during = _run_held_past_its_tokens(stack, tenant, pipeline, oauth_kafka, real_idp)
 
     assert run["state"] == "succeeded", (run, stack.log_text())
-    assert (run["attempt"], run["records_read"]) == (1, 200), run
+    assert (run["attempt"], run["records_read"]) == (1, n), run
     probe = Consumer({"bootstrap.servers": oauth_kafka.bootstrap_servers, "group.id": "inlet-tests-oauth"})
     ends = {p: probe.get_watermark_offsets(TopicPartition(target, p), timeout=10) for p in (0, 1)}
     probe.close()
     written = [(m.key(), m.value()) for p, (low, high) in ends.items()
                for m in read_range(oauth_kafka.bootstrap_servers, target, p, low, high)]
-    assert sorted(written) == sorted((f"key-{i % 97}".encode(), f"v{i}".encode()) for i in range(200))
+    assert sorted(written) == sorted((f"key-{i % 97}".encode(), value(i)) for i in range(n))
     assert during and set(during) == {TokenRequest(CLIENT_ID, 200)}, during
