@@ -1,18 +1,23 @@
-"""No SASL password in any place a warm engine's Spark shows: its output, its event log and every
-page of its UI, both switched on here as an operator would. Real Kafka over SASL_SSL/SCRAM-SHA-512
-(tests/fixtures/kafka_broker.py): a direct Delta run, a json run through the SQL session (whose plans
-the UI and event log print) and a Kafka-target run, all on one engine."""
+"""No credential in any place a warm engine's Spark shows: its output, its event log and every page
+of its UI, both switched on here as an operator would. Real Kafka (tests/fixtures/kafka_broker.py)
+over SASL_SSL/SCRAM-SHA-512 (no password) and over OAUTHBEARER with a real OIDC token server
+(tests/fixtures/oidc.py: no client secret, no token): a direct Delta run, a json run through the SQL
+session (whose plans the UI and event log print) and a Kafka-target run, all on one engine."""
 
 from __future__ import annotations
 
+import re
 import socket
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from confluent_kafka import Producer
 
-from tests.fixtures.kafka_broker import PASSWORD, USER
+from spark_jobs.spec import Egress, RunSpec
+from tests.fixtures.kafka_broker import PASSWORD, USER, RealKafka
+from tests.fixtures.oidc import CLIENT_ID, CLIENT_SECRET, RealIdp
 from tests.spark_jobs.helpers import RUN_TIMEOUT_S, make_spec
 from worker.engine import WarmLauncher
 from worker.launcher import SparkSubmitSettings
@@ -22,6 +27,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.real_kafka]
 UI_PAGES = ("/jobs/", "/stages/", "/storage/", "/environment/", "/executors/", "/SQL/")
 API_PATHS = ("jobs", "stages?details=true", "environment", "executors", "allexecutors",
              "sql?details=true&planDescription=true")
+JWT = re.compile(r"eyJ[\w-]+\.eyJ[\w-]+\.[\w-]+")  # a token the OIDC server issued, in any text
 
 
 def _free_port() -> int:
@@ -30,15 +36,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_no_password_in_the_engines_log_event_log_or_ui(real_kafka, real_topic, tmp_path: Path) -> None:
-    topic, out = real_topic(partitions=2), real_topic(partitions=1)
-    producer = Producer({"bootstrap.servers": real_kafka.bootstrap_servers})
-    for i in range(40):
-        producer.produce(topic, key=f"k{i}".encode(), value=f'{{"n": {i}}}'.encode(), partition=i % 2)
-    assert producer.flush(30) == 0
-    sasl = {"bootstrap.servers": real_kafka.bootstrap("SASL_SSL"), "security.protocol": "SASL_SSL",
-            "sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": USER, "sasl.password": PASSWORD,
-            "ssl.ca.pem": real_kafka.ca.pem}
+def _everything_the_engine_shows(specs: list[RunSpec], tmp_path: Path) -> dict[str, str]:
+    """Run ``specs`` on one warm engine with its UI and event log switched on, as an operator would;
+    the text of every UI page, the event log and the engine's output, by name."""
     events, port = tmp_path / "events", _free_port()
     events.mkdir()
     settings = SparkSubmitSettings(master="local[2]", conf={
@@ -46,14 +46,6 @@ def test_no_password_in_the_engines_log_event_log_or_ui(real_kafka, real_topic, 
         "spark.eventLog.enabled": "true", "spark.eventLog.dir": str(events),
         "spark.eventLog.compress": "false",  # the same events, in plain text: a search of it means something
     })
-    ranges = {topic: {"0": (0, 20), "1": (0, 20)}}
-    bootstrap = sasl["bootstrap.servers"]
-    specs = [
-        make_spec(bootstrap, ranges, {"type": "delta", "uri": str(tmp_path / "raw")}, kafka_config=sasl, value_format="string"),
-        make_spec(bootstrap, ranges, {"type": "delta", "uri": str(tmp_path / "json"), "quarantine_uri": str(tmp_path / "q")},
-                  kafka_config=sasl, value_format="json", schema="n INT"),
-        make_spec(bootstrap, ranges, {"type": "kafka", "kafka_config": sasl, "topic": out}, kafka_config=sasl),
-    ]
     log: list[str] = []
     warm = WarmLauncher(settings)
     try:
@@ -75,10 +67,62 @@ def test_no_password_in_the_engines_log_event_log_or_ui(real_kafka, real_topic, 
 
     assert {j["jobGroup"] for j in jobs if j.get("jobGroup")} == {s.run_id for s in specs}, "the UI shows every run"
     assert executions, "the json and Kafka-target runs went through the SQL session"
-    for name, page in pages.items():
-        assert page.status_code == 200, name
-        assert PASSWORD not in page.text, f"the password is on the UI's {name}"
+    assert all(page.status_code == 200 for page in pages.values()), {n: p.status_code for n, p in pages.items()}
     event_log = "".join(path.read_text(errors="replace") for path in events.rglob("*") if path.is_file())
     assert "SparkListenerJobStart" in event_log and all(s.run_id in event_log for s in specs)
-    assert PASSWORD not in event_log, "the password is in the Spark event log"
-    assert PASSWORD not in "\n".join(log), "the password is in the engine's output"
+    return {f"the UI's {name}": page.text for name, page in pages.items()} | {
+        "the Spark event log": event_log, "the engine's output": "\n".join(log)}
+
+
+def _specs(bootstrap: str, kafka_config: dict[str, str], topic: str, out: str, tmp_path: Path) -> list[RunSpec]:
+    """A direct Delta run, a json run through the SQL session and a Kafka-target run of ``topic``."""
+    ranges = {topic: {"0": (0, 20), "1": (0, 20)}}
+    return [
+        make_spec(bootstrap, ranges, {"type": "delta", "uri": str(tmp_path / "raw")}, kafka_config=kafka_config,
+                  value_format="string"),
+        make_spec(bootstrap, ranges, {"type": "delta", "uri": str(tmp_path / "json"), "quarantine_uri": str(tmp_path / "q")},
+                  kafka_config=kafka_config, value_format="json", schema="n INT"),
+        make_spec(bootstrap, ranges, {"type": "kafka", "kafka_config": kafka_config, "topic": out}, kafka_config=kafka_config),
+    ]
+
+
+def _produce(bootstrap: str, topic: str) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(40):
+        producer.produce(topic, key=f"k{i}".encode(), value=f'{{"n": {i}}}'.encode(), partition=i % 2)
+    assert producer.flush(30) == 0
+
+
+def test_no_password_in_the_engines_log_event_log_or_ui(real_kafka, real_topic, tmp_path: Path) -> None:
+    topic, out = real_topic(partitions=2), real_topic(partitions=1)
+    _produce(real_kafka.bootstrap_servers, topic)
+    sasl = {"bootstrap.servers": real_kafka.bootstrap("SASL_SSL"), "security.protocol": "SASL_SSL",
+            "sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": USER, "sasl.password": PASSWORD,
+            "ssl.ca.pem": real_kafka.ca.pem}
+
+    shown = _everything_the_engine_shows(_specs(sasl["bootstrap.servers"], sasl, topic, out, tmp_path), tmp_path)
+
+    for where, text in shown.items():
+        assert PASSWORD not in text, f"the password is in {where}"
+
+
+def test_no_oauth_client_secret_or_token_in_the_engines_log_event_log_or_ui(
+    oauth_kafka: RealKafka, real_idp: RealIdp, oauth_topic: Any, tmp_path: Path
+) -> None:
+    topic, out = oauth_topic(partitions=2), oauth_topic(partitions=1)
+    _produce(oauth_kafka.bootstrap_servers, topic)
+    oauth = {"bootstrap.servers": oauth_kafka.bootstrap("OAUTH"), "security.protocol": "SASL_PLAINTEXT",
+             "sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc",
+             "sasl.oauthbearer.client.id": CLIENT_ID, "sasl.oauthbearer.client.secret": CLIENT_SECRET,
+             "sasl.oauthbearer.token.endpoint.url": real_idp.token_url}
+    loopback = Egress(allow=("127.0.0.0/8",))  # the token server is on loopback, denied by default
+    specs = [spec.model_copy(update={"egress": loopback})
+             for spec in _specs(oauth["bootstrap.servers"], oauth, topic, out, tmp_path)]
+    asked = len(real_idp.requests())
+
+    shown = _everything_the_engine_shows(specs, tmp_path)
+
+    assert real_idp.requests()[asked:], "the runs fetched their tokens"
+    for where, text in shown.items():
+        assert CLIENT_SECRET not in text, f"the OAuth client secret is in {where}"
+        assert not JWT.search(text), f"a bearer token is in {where}"
