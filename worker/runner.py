@@ -26,8 +26,7 @@ from api.runs import execution, lifecycle
 from api.runs.execution import Outcome
 from api.secrets.store import SecretStore
 from spark_jobs.spec import RunResult, RunSpec
-from worker.engine import EngineLimits, WarmLauncher
-from worker.launcher import Launcher, SparkSubmitSettings, SubmitLauncher
+from worker.launch import EngineLimits, Launcher, SparkSubmitSettings, SubmitLauncher, WarmLauncher
 
 log = logging.getLogger(__name__)
 
