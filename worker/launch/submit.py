@@ -91,13 +91,18 @@ def build_command(settings: SparkSubmitSettings, spec: RunSpec, spec_path: Path,
                          "--spec", str(spec_path), "--result", str(result_path), conf=jvm)
 
 
+def job_sources() -> list[Path]:
+    """Every source file of ``spark_jobs``, its subpackages' included, in a stable order."""
+    return sorted(Path(spark_jobs.__file__).parent.rglob("*.py"))
+
+
 def package_spark_jobs(workdir: Path) -> Path:
     """``spark_jobs`` as a zip for ``--py-files``: executors on a real cluster lack this checkout."""
     target = workdir / "spark_jobs.zip"
-    package = Path(spark_jobs.__file__).parent
+    root = Path(spark_jobs.__file__).parent.parent
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
-        for path in sorted(package.glob("*.py")):
-            zf.write(path, f"spark_jobs/{path.name}")
+        for path in job_sources():
+            zf.write(path, path.relative_to(root).as_posix())
     return target
 
 

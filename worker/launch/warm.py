@@ -48,7 +48,14 @@ from worker.launch.processes import (
     start_process,
     sweep_folders,
 )
-from worker.launch.submit import SparkSubmitSettings, failed, job_env, package_spark_jobs, spark_command
+from worker.launch.submit import (
+    SparkSubmitSettings,
+    failed,
+    job_env,
+    job_sources,
+    package_spark_jobs,
+    spark_command,
+)
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +95,9 @@ class EngineGone(Exception):
 def code_digest() -> str:
     """A digest of the ``spark_jobs`` sources on disk: an engine runs the code it started with."""
     digest = hashlib.sha256()
-    for path in sorted(Path(spark_jobs.__file__).parent.glob("*.py")):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    package = Path(spark_jobs.__file__).parent
+    for path in job_sources():
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
 
