@@ -1,4 +1,4 @@
-"""The worker process's long-lived parts: settings, database engine, secret store, the run executor
+"""The worker process's long-lived parts: settings, database, secret store, the run executor
 (``inlet worker``) and the webhook sender (``inlet webhook-worker``)."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from worker.webhooks import WebhookSender
 @lru_cache
 def executor() -> RunExecutor:
     settings = get_settings()
-    engine = make_engine(settings.resolved_database_url)
-    bind(engine, CeleryDispatcher(settings.redis_url))  # a run's outcome hands its webhook deliveries over
-    return RunExecutor(settings, engine, build_secret_store(settings))
+    db = make_engine(settings.resolved_database_url)
+    bind(db, CeleryDispatcher(settings.redis_url))  # a run's outcome hands its webhook deliveries over
+    return RunExecutor(settings, db, build_secret_store(settings))
 
 
 @lru_cache

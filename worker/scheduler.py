@@ -44,17 +44,17 @@ class TickReport:
     alerts_changed: int = 0  # lag alerts raised or cleared
 
 
-def tick(engine: Engine, dispatcher: Dispatcher, settings: Settings) -> TickReport:
+def tick(db: Engine, dispatcher: Dispatcher, settings: Settings) -> TickReport:
     started = time.perf_counter()
     fired = 0
     while True:
-        with unit_of_work(engine) as session:
+        with unit_of_work(db) as session:
             due = claim_due(session, now=utcnow(), limit=settings.scheduler_batch_size)
         dispatcher.send_schedules(due)
         fired += len(due)
         if len(due) < settings.scheduler_batch_size:
             break
-    with unit_of_work(engine) as session:
+    with unit_of_work(db) as session:
         resend = repository.expired_leases(session, limit=settings.scheduler_batch_size)
         resend += repository.stale_queued(session, older_than_s=max(60.0, settings.run_lease_s),
                                          limit=settings.scheduler_batch_size)
@@ -63,39 +63,39 @@ def tick(engine: Engine, dispatcher: Dispatcher, settings: Settings) -> TickRepo
     # means one more harmless send.
     sent = [run_id for run_id in resend if dispatcher.send_run(run_id) is not False]
     if sent:
-        with unit_of_work(engine) as session:
+        with unit_of_work(db) as session:
             repository.mark_dispatched(session, sent)
-    deliveries = _resend_deliveries(engine, dispatcher, settings)
-    _purge_portal_sessions(engine, settings)
+    deliveries = _resend_deliveries(db, dispatcher, settings)
+    _purge_portal_sessions(db, settings)
     return TickReport(fired=fired, resent=len(sent), seconds=time.perf_counter() - started,
-                      deliveries_resent=deliveries, alerts_changed=_evaluate_lag_alerts(engine, settings))
+                      deliveries_resent=deliveries, alerts_changed=_evaluate_lag_alerts(db, settings))
 
 
-def _resend_deliveries(engine: Engine, dispatcher: Dispatcher, settings: Settings) -> int:
+def _resend_deliveries(db: Engine, dispatcher: Dispatcher, settings: Settings) -> int:
     """Webhook deliveries whose message was lost, sent again (marked only once the broker took them)."""
-    with unit_of_work(engine) as session:
+    with unit_of_work(db) as session:
         lost = delivery.lost_deliveries(session, limit=settings.scheduler_batch_size)
     if not lost or dispatcher.send_webhook_deliveries(lost) == 0:
         return 0
-    with unit_of_work(engine) as session:
+    with unit_of_work(db) as session:
         delivery.mark_dispatched(session, lost)
     return len(lost)
 
 
-def _purge_portal_sessions(engine: Engine, settings: Settings) -> None:
+def _purge_portal_sessions(db: Engine, settings: Settings) -> None:
     """Timed-out portal sessions deleted (they are refused already; this keeps the table small)."""
     try:
-        with unit_of_work(engine) as session:
+        with unit_of_work(db) as session:
             purge_expired(session=session, limits=SessionLimits.of(settings))
     except Exception:  # noqa: BLE001 (the database is restarting: the next tick purges)
         log.warning("portal session purge failed", exc_info=True)
 
 
-def _evaluate_lag_alerts(engine: Engine, settings: Settings) -> int:
+def _evaluate_lag_alerts(db: Engine, settings: Settings) -> int:
     """Every active pipeline with a lag alert, in batches; how many alerts were raised or cleared."""
     changed, after = 0, None
     while True:
-        with unit_of_work(engine) as session:
+        with unit_of_work(db) as session:
             batch = evaluate_lag_alerts(session, now=utcnow(), after=after, limit=settings.scheduler_batch_size)
         changed += batch.raised + batch.cleared
         if batch.checked < settings.scheduler_batch_size:
@@ -103,10 +103,10 @@ def _evaluate_lag_alerts(engine: Engine, settings: Settings) -> int:
         after = batch.last_id
 
 
-def sweep_secrets(engine: Engine, secrets: SecretStore, settings: Settings) -> bool:
+def sweep_secrets(db: Engine, secrets: SecretStore, settings: Settings) -> bool:
     """One orphan sweep, logged; False when it could not finish (retried sooner than usual)."""
     try:
-        with unit_of_work(engine) as session:
+        with unit_of_work(db) as session:
             report = sweep_orphaned_secrets(session=session, secrets=secrets, grace_s=settings.secret_orphan_grace_s)
     except Exception as exc:  # noqa: BLE001 (the secret store or database is down: the next sweep tries)
         log.warning("secret sweep failed: %s", getattr(exc, "detail", type(exc).__name__))
@@ -116,15 +116,15 @@ def sweep_secrets(engine: Engine, secrets: SecretStore, settings: Settings) -> b
 
 
 def run_forever(
-    engine: Engine, dispatcher: Dispatcher, settings: Settings, stop: threading.Event, secrets: SecretStore,
+    db: Engine, dispatcher: Dispatcher, settings: Settings, stop: threading.Event, secrets: SecretStore,
 ) -> None:
-    bind(engine, dispatcher)  # lag alerts' webhook deliveries go out through it
+    bind(db, dispatcher)  # lag alerts' webhook deliveries go out through it
     log.info("scheduler started: tick every %.1fs, secret sweep every %.0fs",
              settings.scheduler_interval_s, settings.secret_sweep_interval_s)
     next_sweep = time.monotonic()
     while not stop.is_set():
         try:
-            report = tick(engine, dispatcher, settings)
+            report = tick(db, dispatcher, settings)
             if report.fired or report.resent or report.deliveries_resent or report.alerts_changed:
                 log.info("fired %d schedule(s), resent %d run(s) and %d webhook delivery(ies), raised or cleared %d "
                          "lag alert(s) in %.3fs", report.fired, report.resent, report.deliveries_resent,
@@ -132,7 +132,7 @@ def run_forever(
         except Exception:  # a failed tick (database restarting) is retried on the next one
             log.exception("scheduler tick failed")
         if time.monotonic() >= next_sweep:
-            swept = sweep_secrets(engine, secrets, settings)
+            swept = sweep_secrets(db, secrets, settings)
             interval = settings.secret_sweep_interval_s
             next_sweep = time.monotonic() + (interval if swept else min(interval, 60.0))
         stop.wait(settings.scheduler_interval_s)
