@@ -22,8 +22,8 @@ from api.runs import execution, lifecycle, repository
 from api.runs.models import Run
 from tests.factories import Tenant, create_connection, create_pipeline, make_tenant, operator
 from tests.faults.helpers import sandbox_pipeline, trigger
+from tests.fixtures.dispatch import RecordingDispatcher
 from tests.fixtures.kafka import produce_keyed
-from tests.portal.helpers import RecordingDispatcher
 from tests.runs.helpers import spark_job_pgids, wait_for_run
 
 
