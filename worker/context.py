@@ -8,7 +8,8 @@ from functools import lru_cache
 import api.models  # noqa: F401  (every table registered: foreign keys resolve across domains)
 from api.core.config import get_settings
 from api.core.db import make_engine
-from api.core.dispatch import CeleryDispatcher, bind
+from api.core.dispatch import CeleryDispatcher
+from api.core.enqueue import bind
 from api.secrets.backends import build_secret_store
 from worker.runner import RunExecutor
 from worker.webhooks import WebhookSender

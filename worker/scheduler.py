@@ -24,7 +24,8 @@ from sqlalchemy import Engine
 from api.connections.orphans import sweep_orphaned_secrets
 from api.core.config import Settings
 from api.core.db import unit_of_work, utcnow
-from api.core.dispatch import Dispatcher, bind
+from api.core.dispatch import Dispatcher
+from api.core.enqueue import bind
 from api.pipelines.alerts import evaluate_lag_alerts
 from api.pipelines.scheduling import claim_due
 from api.runs import repository

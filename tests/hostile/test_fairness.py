@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from sqlmodel import Session, select
 
 from api.core.db import unit_of_work
-from api.core.dispatch import bind
+from api.core.enqueue import bind
 from api.pipelines.models import Pipeline
 from api.runs import execution, lifecycle, repository
 from api.runs.models import Run
