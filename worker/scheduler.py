@@ -1,15 +1,26 @@
-"""The scheduler process: fires due pipelines, sends lost or orphaned runs and webhook deliveries
-again, raises and clears lag alerts, sweeps secrets.
+"""The scheduler process: each tick, a few duties, each standing alone; and the secret sweep.
 
-Each tick, in batches: due pipelines are claimed by compare-and-set (so any number of schedulers
-can run) and sent as ``fire_schedule``; runs whose worker's lease expired, and queued runs whose
-message may have been lost (a Redis restart), are sent as ``execute_run`` again — harmless twice,
-since a run is claimed at most once; so are webhook deliveries that stay due
-(``api.webhooks.delivery.lost_deliveries``). Pipelines with a lag alert are evaluated against their
-observed lag (``api.pipelines.alerts``), each change raising its event once. At start-up and every
-``secret_sweep_interval_s`` it destroys secrets that belong to no connection or webhook
-(``api.connections.orphans``; harmless twice too). Each tick also deletes timed-out portal sessions
-(``api.tenancy.portal_sessions``), so their table holds live sessions only.
+The duties of a tick, in batches:
+- due schedules: due pipelines are claimed by compare-and-set (so any number of schedulers can run)
+  and sent as ``fire_schedule``;
+- lost runs: runs whose worker's lease expired, and queued runs whose message may have been lost (a
+  Redis restart), are sent as ``execute_run`` again;
+- lost webhook deliveries: deliveries that stay due (``api.webhooks.delivery.lost_deliveries``) are
+  sent again;
+- lag alerts: pipelines with a lag alert are evaluated against their observed lag
+  (``api.pipelines.alerts``), each change raising its event once;
+- portal sessions: timed-out ones are deleted (``api.tenancy.portal_sessions``), so their table holds
+  live sessions only.
+
+Each duty is its own failure boundary (Prefect's ``late_runs`` service): one that fails (a table
+locked, a database restarting) is logged and tried again next tick, and the others still run. Where
+a duty fans out a message per entity, the entity's key makes a second message harmless: a schedule
+slot is (pipeline, slot), moved on by the claim, so it fires once; a run's id is claimed at most
+once, and a delivery's attempt likewise; a run or delivery sent is marked ``dispatched_at`` once the
+broker took it, and is not sent again until that is stale.
+
+At start-up and every ``secret_sweep_interval_s`` the scheduler also destroys secrets that belong to
+no connection or webhook (``api.connections.orphans``; harmless twice too).
 """
 
 from __future__ import annotations
@@ -17,6 +28,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlalchemy import Engine
@@ -38,15 +50,17 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class TickReport:
-    fired: int
-    resent: int
-    seconds: float
+    fired: int = 0
+    resent: int = 0
+    seconds: float = 0.0
     deliveries_resent: int = 0
     alerts_changed: int = 0  # lag alerts raised or cleared
+    sessions_purged: int = 0
+    failed: tuple[str, ...] = ()  # the duties that failed this tick (logged; tried again on the next)
 
 
-def tick(db: Engine, dispatcher: Dispatcher, settings: Settings) -> TickReport:
-    started = time.perf_counter()
+def fire_due_schedules(db: Engine, dispatcher: Dispatcher, settings: Settings) -> int:
+    """Every due pipeline's slot claimed and sent as ``fire_schedule``; how many."""
     fired = 0
     while True:
         with unit_of_work(db) as session:
@@ -54,7 +68,11 @@ def tick(db: Engine, dispatcher: Dispatcher, settings: Settings) -> TickReport:
         dispatcher.send_schedules(due)
         fired += len(due)
         if len(due) < settings.scheduler_batch_size:
-            break
+            return fired
+
+
+def resend_lost_runs(db: Engine, dispatcher: Dispatcher, settings: Settings) -> int:
+    """Runs whose lease expired, or whose message may be lost, sent again; how many the broker took."""
     with unit_of_work(db) as session:
         resend = repository.expired_leases(session, limit=settings.scheduler_batch_size)
         resend += repository.stale_queued(session, older_than_s=max(60.0, settings.run_lease_s),
@@ -66,13 +84,10 @@ def tick(db: Engine, dispatcher: Dispatcher, settings: Settings) -> TickReport:
     if sent:
         with unit_of_work(db) as session:
             repository.mark_dispatched(session, sent)
-    deliveries = _resend_deliveries(db, dispatcher, settings)
-    _purge_portal_sessions(db, settings)
-    return TickReport(fired=fired, resent=len(sent), seconds=time.perf_counter() - started,
-                      deliveries_resent=deliveries, alerts_changed=_evaluate_lag_alerts(db, settings))
+    return len(sent)
 
 
-def _resend_deliveries(db: Engine, dispatcher: Dispatcher, settings: Settings) -> int:
+def resend_lost_deliveries(db: Engine, dispatcher: Dispatcher, settings: Settings) -> int:
     """Webhook deliveries whose message was lost, sent again (marked only once the broker took them)."""
     with unit_of_work(db) as session:
         lost = delivery.lost_deliveries(session, limit=settings.scheduler_batch_size)
@@ -83,17 +98,9 @@ def _resend_deliveries(db: Engine, dispatcher: Dispatcher, settings: Settings) -
     return len(lost)
 
 
-def _purge_portal_sessions(db: Engine, settings: Settings) -> None:
-    """Timed-out portal sessions deleted (they are refused already; this keeps the table small)."""
-    try:
-        with unit_of_work(db) as session:
-            purge_expired(session=session, limits=SessionLimits.of(settings))
-    except Exception:  # noqa: BLE001 (the database is restarting: the next tick purges)
-        log.warning("portal session purge failed", exc_info=True)
-
-
-def _evaluate_lag_alerts(db: Engine, settings: Settings) -> int:
-    """Every active pipeline with a lag alert, in batches; how many alerts were raised or cleared."""
+def raise_and_clear_lag_alerts(db: Engine, dispatcher: Dispatcher, settings: Settings) -> int:
+    """Every active pipeline with a lag alert, in batches; how many alerts were raised or cleared (their
+    events' deliveries go out through the dispatcher bound to ``db``)."""
     changed, after = 0, None
     while True:
         with unit_of_work(db) as session:
@@ -102,6 +109,38 @@ def _evaluate_lag_alerts(db: Engine, settings: Settings) -> int:
         if batch.checked < settings.scheduler_batch_size:
             return changed
         after = batch.last_id
+
+
+def purge_portal_sessions(db: Engine, dispatcher: Dispatcher, settings: Settings) -> int:
+    """Timed-out portal sessions deleted (they are refused already; this keeps the table small)."""
+    with unit_of_work(db) as session:
+        return purge_expired(session=session, limits=SessionLimits.of(settings))
+
+
+Duty = Callable[[Engine, Dispatcher, Settings], int]
+
+# Each duty by the field of the report that counts what it did, in the order a tick runs them.
+DUTIES: dict[str, Duty] = {
+    "fired": fire_due_schedules,
+    "resent": resend_lost_runs,
+    "deliveries_resent": resend_lost_deliveries,
+    "sessions_purged": purge_portal_sessions,
+    "alerts_changed": raise_and_clear_lag_alerts,
+}
+
+
+def tick(db: Engine, dispatcher: Dispatcher, settings: Settings) -> TickReport:
+    """Every duty once, each in its own failure boundary."""
+    started = time.perf_counter()
+    done: dict[str, int] = {}
+    failed: list[str] = []
+    for field, duty in DUTIES.items():
+        try:
+            done[field] = duty(db, dispatcher, settings)
+        except Exception:  # the others still run; this one is tried again on the next tick
+            log.exception("scheduler duty %s failed", duty.__name__)
+            failed.append(duty.__name__)
+    return TickReport(**done, seconds=time.perf_counter() - started, failed=tuple(failed))
 
 
 def sweep_secrets(db: Engine, secrets: SecretStore, settings: Settings) -> bool:
@@ -124,14 +163,11 @@ def run_forever(
              settings.scheduler_interval_s, settings.secret_sweep_interval_s)
     next_sweep = time.monotonic()
     while not stop.is_set():
-        try:
-            report = tick(db, dispatcher, settings)
-            if report.fired or report.resent or report.deliveries_resent or report.alerts_changed:
-                log.info("fired %d schedule(s), resent %d run(s) and %d webhook delivery(ies), raised or cleared %d "
-                         "lag alert(s) in %.3fs", report.fired, report.resent, report.deliveries_resent,
-                         report.alerts_changed, report.seconds)
-        except Exception:  # a failed tick (database restarting) is retried on the next one
-            log.exception("scheduler tick failed")
+        report = tick(db, dispatcher, settings)
+        if report.fired or report.resent or report.deliveries_resent or report.alerts_changed:
+            log.info("fired %d schedule(s), resent %d run(s) and %d webhook delivery(ies), raised or cleared %d "
+                     "lag alert(s) in %.3fs", report.fired, report.resent, report.deliveries_resent,
+                     report.alerts_changed, report.seconds)
         if time.monotonic() >= next_sweep:
             swept = sweep_secrets(db, secrets, settings)
             interval = settings.secret_sweep_interval_s
