@@ -34,8 +34,7 @@ from sandbox.cluster import SandboxCluster  # noqa: E402
 from spark_jobs.spec import RunResult, RunSpec  # noqa: E402
 from tests.fixtures.kafka_broker import RealKafka, kafka_home  # noqa: E402
 from tests.fixtures.schema_registry import RealRegistry  # noqa: E402
-from worker.engine import WarmLauncher  # noqa: E402
-from worker.launcher import SparkSubmitSettings  # noqa: E402
+from worker.launch import SparkSubmitSettings, WarmLauncher  # noqa: E402
 
 ORDER = {"type": "record", "name": "Order", "namespace": "bench", "fields": [
     {"name": "id", "type": "long"}, {"name": "customer", "type": "string"}, {"name": "amount", "type": "double"},

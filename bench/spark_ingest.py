@@ -22,8 +22,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from sandbox.cluster import SandboxCluster
 from spark_jobs.spec import RunResult, RunSpec
-from worker.engine import WarmLauncher
-from worker.launcher import Launcher, SparkSubmitSettings, SubmitLauncher
+from worker.launch import Launcher, SparkSubmitSettings, SubmitLauncher, WarmLauncher
 
 
 def produce(bootstrap: str, topic: str, messages: int, partitions: int) -> dict[int, tuple[int, int]]:

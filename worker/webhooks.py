@@ -23,9 +23,9 @@ CONNECT_TIMEOUT_S = 5.0
 
 
 class WebhookSender:
-    def __init__(self, settings: Settings, engine: Engine, secrets: SecretStore) -> None:
+    def __init__(self, settings: Settings, db: Engine, secrets: SecretStore) -> None:
         self.settings = settings
-        self.engine = engine
+        self.db = db
         self.secrets = secrets
         self.policy = RetryPolicy.of(settings)
         timeout = settings.webhook_timeout_s
@@ -35,11 +35,11 @@ class WebhookSender:
                                   timeout=httpx.Timeout(timeout, connect=min(CONNECT_TIMEOUT_S, timeout)))
 
     def deliver(self, delivery_id: uuid.UUID) -> Outcome:
-        with unit_of_work(self.engine) as session:
+        with unit_of_work(self.db) as session:
             attempt = delivery.claim_attempt(session=session, delivery_id=delivery_id,
                                              allowed_hosts=self.settings.webhook_allowed_hosts)
         if isinstance(attempt, Outcome):
             return attempt
         result = delivery.send(attempt, secrets=self.secrets, client=self.client)
-        with unit_of_work(self.engine) as session:
+        with unit_of_work(self.db) as session:
             return delivery.record_attempt(session=session, attempt=attempt, result=result, policy=self.policy)

@@ -20,8 +20,8 @@ from api.audit.models import AuditEvent
 from api.audit.service import list_events, record_by
 from api.connections.models import Connection
 from api.connections.service import referenced_connection
-from api.core.db import after_commit, utcnow
-from api.core.dispatch import Dispatcher
+from api.core.db import utcnow
+from api.core.enqueue import enqueue_group_mirror
 from api.core.errors import Conflict, DomainError, ValidationFailed
 from api.core.etag import check_if_match, etag_for
 from api.core.pagination import PageParams
@@ -316,7 +316,6 @@ def change_offsets(
     body: OffsetsPatch | None,
     if_match: str | None,
     client_factory: ClientFactory,
-    dispatcher: Dispatcher,
     dry_run: bool | None = None,
 ) -> OffsetsChangeResult:
     """Move offsets as ``body`` says (None: reset every partition to the starting offsets).
@@ -355,7 +354,7 @@ def change_offsets(
         emit(session, ctx.tenant_id, "offsets.changed",
              _changed_event(session, ctx, pipeline, mode, replay_mode, moves))
         if pipeline.source.get("commit_to_group"):
-            after_commit(session, lambda: dispatcher.send_group_mirror(pipeline.id))
+            enqueue_group_mirror(session, pipeline.id)
     return OffsetsChangeResult(dry_run=dry, mode=mode, replay_mode=replay_mode, rows=rows,
                                etag=offsets_etag(stored.values()))
 

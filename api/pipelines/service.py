@@ -11,8 +11,8 @@ from sqlmodel import Session, col, select
 
 from api.audit.service import record_by
 from api.connections.models import Connection
-from api.core.db import after_commit, utcnow
-from api.core.dispatch import Dispatcher
+from api.core.db import utcnow
+from api.core.enqueue import enqueue_group_delete
 from api.core.errors import Conflict, ValidationFailed
 from api.core.etag import check_if_match, etag_for
 from api.core.merge_patch import merge_patch
@@ -227,7 +227,7 @@ def set_state(
 
 
 def delete_pipeline(
-    *, session: Session, ctx: TenantContext, pipeline_id: uuid.UUID, if_match: str | None, dispatcher: Dispatcher
+    *, session: Session, ctx: TenantContext, pipeline_id: uuid.UUID, if_match: str | None
 ) -> None:
     pipeline = get_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id, lock=True)
     check_if_match(if_match, etag(pipeline))
@@ -237,4 +237,4 @@ def delete_pipeline(
     session.flush()  # a 409 here while the pipeline has an active run (api.runs.models)
     record_by(session, ctx, resource_type="pipeline", resource_id=pipeline_id, action="delete", before=before)
     if group:
-        after_commit(session, lambda: dispatcher.send_group_delete(connection_id, group))
+        enqueue_group_delete(session, connection_id, group)

@@ -206,7 +206,7 @@ def delete_pipeline(caller: Editor, pipeline_id: str, form: Annotated[DeleteForm
     return delete_confirmed(
         caller, form, name=pipeline.name, done="/portal/pipelines?notice=pipeline-deleted",
         delete=lambda if_match: pipelines.delete_pipeline(session=caller.session, ctx=caller.ctx, pipeline_id=ident,
-                                                          if_match=if_match, dispatcher=caller.dispatcher),
+                                                          if_match=if_match),
         page_again=lambda status, errors: _delete_page(caller, ident, status=status, errors=errors))
 
 
@@ -232,6 +232,6 @@ def resume_pipeline(caller: Editor, pipeline_id: str) -> Response:
 def run_now(caller: Editor, pipeline_id: str) -> Response:
     """Queue a run now and follow it on its page."""
     run = runs.trigger_run(session=caller.session, ctx=caller.ctx, pipeline_id=pages.parse_id(pipeline_id, "Pipeline"),
-                           dispatcher=caller.dispatcher, quotas=QuotaLimits.defaults(caller.settings))
+                           quotas=QuotaLimits.defaults(caller.settings))
 
     return pages.redirect(f"/portal/runs/{run.id}?notice=run-queued")

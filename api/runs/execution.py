@@ -19,7 +19,7 @@ from sqlmodel import Session, select
 
 from api.connections.service import kafka_client
 from api.core.config import Settings
-from api.core.dispatch import send_after_commit
+from api.core.enqueue import enqueue_run
 from api.kafka.errors import KafkaClientError
 from api.pipelines.models import Pipeline
 from api.pipelines.service import target_uri
@@ -89,7 +89,7 @@ def pass_token(*, session: Session, services: Services) -> uuid.UUID | None:
     worker takes the fairest of them (whichever the message names). Returns the run it names."""
     if not services.settings.run_fair_dispatch or (waiting := repository.any_due(session)) is None:
         return None
-    send_after_commit(session, lambda dispatcher: dispatcher.send_run(waiting))
+    enqueue_run(session, waiting)
     return waiting
 
 

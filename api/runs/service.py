@@ -9,8 +9,7 @@ from sqlalchemy import and_
 from sqlmodel import Session, col, select
 
 from api.audit.service import record_by
-from api.core.db import after_commit
-from api.core.dispatch import Dispatcher
+from api.core.enqueue import enqueue_run
 from api.core.errors import InvalidTransition
 from api.core.pagination import PageParams, paginate
 from api.core.scoping import get_scoped, scoped_select
@@ -29,7 +28,7 @@ LOG_TAIL_LINES = 50
 
 
 def trigger_run(
-    *, session: Session, ctx: TenantContext, pipeline_id: uuid.UUID, dispatcher: Dispatcher, quotas: QuotaLimits,
+    *, session: Session, ctx: TenantContext, pipeline_id: uuid.UUID, quotas: QuotaLimits,
 ) -> Run:
     """Queue a run now (planned by the worker); 409 while the pipeline has an active run, 429 over the
     tenant's runs_per_hour quota."""
@@ -38,8 +37,7 @@ def trigger_run(
     run = lifecycle.create_run(session, pipeline, trigger="manual")
     record_by(session, ctx, resource_type="run", resource_id=run.id, action="trigger",
               after={"pipeline_id": str(pipeline.id), "seq": run.seq})
-    run_id = run.id
-    after_commit(session, lambda: dispatcher.send_run(run_id))
+    enqueue_run(session, run.id)
     return run
 
 

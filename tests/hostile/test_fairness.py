@@ -16,14 +16,14 @@ from fastapi.testclient import TestClient
 from sqlmodel import Session, select
 
 from api.core.db import unit_of_work
-from api.core.dispatch import bind
+from api.core.enqueue import bind
 from api.pipelines.models import Pipeline
 from api.runs import execution, lifecycle, repository
 from api.runs.models import Run
 from tests.factories import Tenant, create_connection, create_pipeline, make_tenant, operator
 from tests.faults.helpers import sandbox_pipeline, trigger
+from tests.fixtures.dispatch import RecordingDispatcher
 from tests.fixtures.kafka import produce_keyed
-from tests.portal.helpers import RecordingDispatcher
 from tests.runs.helpers import spark_job_pgids, wait_for_run
 
 
