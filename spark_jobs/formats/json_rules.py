@@ -342,7 +342,10 @@ def render(v: Any) -> str:
 
 
 def java_double(x: float) -> str:
-    """Java's ``Double.toString`` (Jackson writes doubles with it), non-finite values quoted as Jackson does."""
+    """A double as Java 19 and later print it (``Double.toString``, which Jackson writes doubles with): the
+    shortest decimal that reads back as ``x``, at least two digits, the closer pair when one digit would
+    do; non-finite values quoted as Jackson does. Java 17 prints a few doubles with a digit more (1e23
+    as 9.999999999999999E22): a deliberate difference, so the column does not depend on the JVM."""
     if math.isnan(x):
         return '"NaN"'
     if math.isinf(x):

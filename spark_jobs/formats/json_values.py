@@ -25,7 +25,8 @@ about 100,000 for ``from_json`` inside Spark's JVM on one core.
 Deliberate differences from Spark (docs/formats.md): single-quoted JSON and the number tokens
 ``+INF``, ``-INF`` and ``+Infinity``, which Jackson accepts and no JSON parser does, are
 quarantined; a TINYINT of 128 to 255 is quarantined (Jackson wraps it to a negative byte); a map
-with a repeated key keeps the last value (Spark keeps both entries); and the two in
+with a repeated key keeps the last value (Spark keeps both entries); a number in a STRING column
+is printed as Java 19 and later print a double (``json_rules.java_double``); and the two in
 ``spark_datetime``.
 """
 
