@@ -139,10 +139,10 @@ class _Plan:
             return simple | None
         if isinstance(data_type, T.ArrayType):
             element = self._native(data_type.elementType)
-            return None if element is None else list[element] | None  # type: ignore[valid-type]
+            return None if element is None else list[element] | None  # type: ignore[valid-type]  # a type built at run time
         if isinstance(data_type, T.MapType):
             value = self._native(data_type.valueType)
-            return None if value is None else dict[str, value] | None  # type: ignore[valid-type]
+            return None if value is None else dict[str, value] | None  # type: ignore[valid-type]  # a type built at run time
         if isinstance(data_type, T.StructType):
             members = {}
             for f in data_type.fields:
@@ -152,7 +152,7 @@ class _Plan:
                 if member is None:
                     return None
                 members[f.name] = member
-            return TypedDict("Member", members, total=False) | None  # type: ignore[operator]
+            return TypedDict("Member", members, total=False) | None  # type: ignore[operator]  # a TypedDict built at run time
         return None
 
 

@@ -43,6 +43,9 @@ _SHORT_IDS = {
 }
 _OFFSET = re.compile(r"[+-](?:\d|\d\d(?::\d\d(?::\d\d)?|\d\d(?:\d\d)?)?)")
 _REGION = re.compile(r"[A-Za-z][A-Za-z0-9~/._+-]+")
+# Regions that are UTC for all time: read as the offset, so Arrow can read local times in them.
+_UTC_REGIONS = frozenset({"Etc/UTC", "Etc/UCT", "Etc/Universal", "Etc/Zulu", "Etc/GMT", "Etc/GMT0", "Etc/GMT+0",
+                          "Etc/GMT-0", "Etc/Greenwich", "UCT", "Universal", "Zulu", "GMT0", "Greenwich"})
 _JULIAN_SWITCH_DAY = -141427  # 1582-10-15, the first day of the Gregorian calendar
 # Java's Character.isWhitespace and isISOControl: what UTF8String.trimAll removes from both ends.
 _TRIMMED = "".join(map(chr, range(0x21))) + "".join(map(chr, range(0x7F, 0xA0))) + \
@@ -95,6 +98,8 @@ def zone(zone_id: str) -> Zone | None:
             break
     if not _REGION.fullmatch(zone_id) or zone_id in ("localtime", "posixrules", "Factory"):
         return None
+    if zone_id in _UTC_REGIONS:
+        return UTC
     try:
         return Zone(region=ZoneInfo(zone_id))
     except (ValueError, OSError, KeyError, ImportError):  # not a key, or no zone of that name

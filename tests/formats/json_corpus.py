@@ -142,7 +142,7 @@ TRICKY = [
 
 ZONED = [
     Case("ts TIMESTAMP, d DATE, n TIMESTAMP_NTZ", f'{{"ts":"{text}","d":"{text}","n":"{text}"}}'.encode(), zone)
-    for zone in ("America/New_York", "+05:30", "Asia/Kolkata")
+    for zone in ("America/New_York", "+05:30", "Asia/Kolkata", "Etc/UTC")
     for text in ("2026-03-08T02:30:00", "2026-11-01T01:30:00", "2026-11-01 01:30:00.25", "2026-11-24", "2026-11-24T10:00:00Z",
                  "2026-11-24T10:00:00-03:00", "1900-01-01T00:00:00", "0100-01-01T00:00:00", "+12026-06-01T00:00:00")
 ]

@@ -121,7 +121,7 @@ def _spark_results(spark: Any, schema: str, time_zone: str, cases: list[Case]) -
     return reasons, _rows(decoded.select(payload)), decoded.select(payload).schema
 
 
-def _inlet_results(schema: str, time_zone: str, cases: list[Case], spark: Any) -> tuple[list[str | None], list[dict[str, Any]], Any]:
+def _inlet_results(schema: str, time_zone: str, cases: list[Case]) -> tuple[list[str | None], list[dict[str, Any]], Any]:
     from spark_jobs.decode import json_schema
     from spark_jobs.formats.json_values import JsonValues
 
@@ -137,7 +137,7 @@ def test_json_values_read_like_spark_from_json(spark: Any) -> None:
     mismatches, seen_deliberate = [], set()
     for (schema, time_zone), group in _groups(cases).items():
         spark_reasons, spark_rows, spark_schema = _spark_results(spark, schema, time_zone, group)
-        reasons, rows, decoder = _inlet_results(schema, time_zone, group, spark)
+        reasons, rows, decoder = _inlet_results(schema, time_zone, group)
         assert decoder.arrow_schema == spark_schema, schema
         for i, case in enumerate(group):
             # Each value alone decodes as it does in the batch (the fast path's batch-wide checks).
