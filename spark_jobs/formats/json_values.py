@@ -210,7 +210,8 @@ class JsonValues:
                 assert isinstance(column, list)
                 column = self._read(kind, column, reasons, slow, reader)
             if slow:
-                column = column if isinstance(column, list) else column.to_pylist()
+                if not isinstance(column, list):  # as days or microseconds, as the exact path gives them
+                    column = column.cast(pa.int32() if kind == "date" else pa.int64()).to_pylist()
                 for i, row in slow.items():
                     column[i] = row.get(name)
             columns[name] = column
