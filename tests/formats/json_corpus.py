@@ -48,8 +48,17 @@ FLOATS = ["0.1", "100.0", "1234567.0", "12345678.0", "0.001", "0.0001", "1e21", 
           "9.999999999999999e22", "8.41e21", "5.0e-7", "-2.5e-8", "1e16", "1.5e300", "3.0e10"]
 
 
+# One schema with a column of each type (one Spark job for the whole grid); each case sets one column.
+LITERAL_SCHEMA = ", ".join(f"c{i} {t}" for i, t in enumerate(TYPES))
+
+
+def literal(type_: str, text: str) -> tuple[str, bytes]:
+    """The (schema, value) of the grid's case putting the JSON ``text`` in the column of ``type_``."""
+    return LITERAL_SCHEMA, f'{{"c{TYPES.index(type_)}":{text}}}'.encode()
+
+
 def literal_cases() -> list[Case]:
-    return [Case(f"c {t}", f'{{"c":{lit}}}'.encode()) for t in TYPES for lit in LITERALS]
+    return [Case(*literal(t, lit)) for t in TYPES for lit in LITERALS]
 
 
 ORDER = "id BIGINT, customer STRING, amount DOUBLE, status STRING, placed_at TIMESTAMP, qty INT"

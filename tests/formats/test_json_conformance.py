@@ -1,7 +1,7 @@
 """``spark_jobs.formats.json_values`` against Spark's ``from_json``: the oracle.
 
 Every case of ``tests/formats/json_corpus.py`` goes through ``spark_jobs.decode.decode`` (the
-expression json pipelines run today, in one local SparkSession, one job per schema) and through
+expression json pipelines run today, in one local SparkSession, one job per time zone) and through
 ``JsonValues.decode`` (the whole group as one batch, and each value alone); both must give the same
 quarantine reason and, for a record that decoded, the same values (nulls, NaN and -0.0 included).
 
@@ -16,9 +16,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
-from tests.formats.json_corpus import FLOAT_SCHEMA, ORDER, Case, corpus
+from tests.formats.json_corpus import FLOAT_SCHEMA, ORDER, Case, corpus, literal
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +28,7 @@ QUARANTINED = "value is not JSON of the pipeline's schema"
 # (schema, value) -> (why Inlet differs, what Inlet gives: QUARANTINED, or the row's values)
 DELIBERATE: dict[tuple[str, bytes], tuple[str, Any]] = {
     # Jackson reads 128 to 255 as a byte by wrapping it (200 becomes -56): silent corruption.
-    **{("c TINYINT", f'{{"c":{n}}}'.encode()): ("TINYINT out of range", QUARANTINED) for n in (128, 255)},
+    **{literal("TINYINT", n): ("TINYINT out of range", QUARANTINED) for n in ("128", "255")},
     # Jackson's ALLOW_SINGLE_QUOTES (on in Spark) reads 'text' and \' ; no JSON parser does, nor RFC 8259.
     (ORDER, b"{'id':1}"): ("single quotes", QUARANTINED),
     (ORDER, b'{"extra":\'single\',"id":4}'): ("single quotes", QUARANTINED),
@@ -45,8 +46,8 @@ DELIBERATE: dict[tuple[str, bytes], tuple[str, Any]] = {
     (ORDER, b'{"placed_at":99999999999999}'): ("epoch seconds overflow", QUARANTINED),
     (ORDER, b'{"placed_at":9223372036855}'): ("epoch seconds overflow", QUARANTINED),
     (ORDER, b'{"placed_at":9223372036854775807}'): ("epoch seconds overflow", QUARANTINED),
-    ("c TIMESTAMP", b'{"c":99999999999999}'): ("epoch seconds overflow", QUARANTINED),
-    ("c TIMESTAMP", b'{"c":9223372036854775807}'): ("epoch seconds overflow", QUARANTINED),
+    literal("TIMESTAMP", "99999999999999"): ("epoch seconds overflow", QUARANTINED),
+    literal("TIMESTAMP", "9223372036854775807"): ("epoch seconds overflow", QUARANTINED),
     # A map whose object repeats a key: Spark keeps both entries, a map no reader can look up
     # consistently (Spark's own map functions refuse to build one); Inlet keeps the last value, as
     # every JSON parser and Spark's struct fields do.
@@ -104,21 +105,44 @@ def spark() -> Iterator[Any]:
     session.stop()
 
 
-def _spark_results(spark: Any, schema: str, time_zone: str, cases: list[Case]) -> tuple[list[str | None], list[dict[str, Any]], pa.Schema]:
+SparkResult = tuple[list[str | None], list[dict[str, Any]], list[pa.DataType]]
+_NOT_PAYLOAD = ("key", "topic", "partition", "offset", "timestamp", "timestampType", "_inlet_run_id",
+                "_inlet_quarantine_reason", "_inlet_raw_key", "_inlet_raw_value")
+
+
+def _spark_results(spark: Any, time_zone: str, groups: list[tuple[str, list[Case]]]) -> list[SparkResult]:
+    """``decode`` of each group's values with its schema: one Spark job for all the groups of a time
+    zone (each group's columns renamed apart, the groups' rows unioned); per group its reasons, rows
+    and column types."""
+    from pyspark.sql import functions as F
+
     from spark_jobs.decode import decode
     from spark_jobs.kafka_source import kafka_struct
     from spark_jobs.spec import KafkaSource
 
     spark.conf.set("spark.sql.session.timeZone", time_zone)
-    records = spark.createDataFrame([(None, c.value, "t", 0, i, None, 0) for i, c in enumerate(cases)], kafka_struct(False))
-    source = KafkaSource.model_validate({"kafka_config": {"bootstrap.servers": "unused:9092"}, "ranges": {},
-                                         "value_format": "json", "schema": schema})
-    decoded = decode(records, source, "run").orderBy("offset").toArrow()
-    payload = [n for n in decoded.column_names if n not in
-               ("key", "topic", "partition", "offset", "timestamp", "timestampType", "_inlet_run_id",
-                "_inlet_quarantine_reason", "_inlet_raw_key", "_inlet_raw_value")]
-    reasons = decoded.column("_inlet_quarantine_reason").to_pylist()
-    return reasons, _rows(decoded.select(payload)), decoded.select(payload).schema
+    frames, names = [], []
+    for k, (schema, cases) in enumerate(groups):
+        records = spark.createDataFrame([(None, c.value, "t", 0, i, None, 0) for i, c in enumerate(cases)],
+                                        kafka_struct(False))
+        source = KafkaSource.model_validate({"kafka_config": {"bootstrap.servers": "unused:9092"}, "ranges": {},
+                                             "value_format": "json", "schema": schema})
+        decoded = decode(records, source, "run")
+        payload = [n for n in decoded.columns if n not in _NOT_PAYLOAD]
+        names.append(payload)
+        frames.append(decoded.select(F.lit(k).alias("group"), "offset", "_inlet_quarantine_reason",
+                                     *[F.col(f"`{n}`").alias(f"g{k}_{i}") for i, n in enumerate(payload)]))
+    union = frames[0]
+    for frame in frames[1:]:
+        union = union.unionByName(frame, allowMissingColumns=True)
+    table = union.toArrow()
+    results = []
+    for k, payload in enumerate(names):
+        mine = table.filter(pc.equal(table.column("group"), k)).sort_by("offset")
+        columns = mine.select([f"g{k}_{i}" for i in range(len(payload))]).rename_columns(payload)
+        results.append((mine.column("_inlet_quarantine_reason").to_pylist(), _rows(columns),
+                        [f.type for f in columns.schema]))
+    return results
 
 
 def _inlet_results(schema: str, time_zone: str, cases: list[Case]) -> tuple[list[str | None], list[dict[str, Any]], Any]:
@@ -134,24 +158,29 @@ def _inlet_results(schema: str, time_zone: str, cases: list[Case]) -> tuple[list
 def test_json_values_read_like_spark_from_json(spark: Any) -> None:
     cases = corpus()
     assert len(cases) >= 500
-    mismatches, seen_deliberate = [], set()
+    by_zone: dict[str, list[tuple[str, list[Case]]]] = defaultdict(list)
     for (schema, time_zone), group in _groups(cases).items():
-        spark_reasons, spark_rows, spark_schema = _spark_results(spark, schema, time_zone, group)
-        reasons, rows, decoder = _inlet_results(schema, time_zone, group)
-        assert decoder.arrow_schema == spark_schema, schema
-        for i, case in enumerate(group):
-            # Each value alone decodes as it does in the batch (the fast path's batch-wide checks).
-            alone_columns, alone_reasons = decoder.decode(pa.array([case.value], pa.binary()))
-            assert (alone_reasons.to_pylist()[0], _comparable(_rows(alone_columns)[0])) == (reasons[i], _comparable(rows[i])), case
-            theirs = spark_reasons[i] or _comparable(spark_rows[i])
-            ours = reasons[i] or _comparable(rows[i])
-            deliberate = DELIBERATE.get((schema, case.value or b""))
-            if deliberate is not None:
-                seen_deliberate.add((schema, case.value))
-                why, expected = deliberate
-                assert theirs != ours, f"{why}: Spark now reads {case} as Inlet does"
-                assert ours == (expected if expected == QUARANTINED else _comparable(expected)), (why, case, ours)
-            elif theirs != ours:
-                mismatches.append(f"{case}\n  spark: {theirs}\n  inlet: {ours}")
+        by_zone[time_zone].append((schema, group))
+    mismatches, seen_deliberate = [], set()
+    for time_zone, groups in by_zone.items():
+        for (schema, group), spark_result in zip(groups, _spark_results(spark, time_zone, groups)):
+            spark_reasons, spark_rows, spark_types = spark_result
+            reasons, rows, decoder = _inlet_results(schema, time_zone, group)
+            assert [f.type for f in decoder.arrow_schema] == spark_types, schema
+            for i, case in enumerate(group):
+                # Each value alone decodes as it does in the batch (the fast path's batch-wide checks).
+                alone_columns, alone_reasons = decoder.decode(pa.array([case.value], pa.binary()))
+                alone = (alone_reasons.to_pylist()[0], _comparable(_rows(alone_columns)[0]))
+                assert alone == (reasons[i], _comparable(rows[i])), case
+                theirs = spark_reasons[i] or _comparable(spark_rows[i])
+                ours = reasons[i] or _comparable(rows[i])
+                deliberate = DELIBERATE.get((schema, case.value or b""))
+                if deliberate is not None:
+                    seen_deliberate.add((schema, case.value))
+                    why, expected = deliberate
+                    assert theirs != ours, f"{why}: Spark now reads {case} as Inlet does"
+                    assert ours == (expected if expected == QUARANTINED else _comparable(expected)), (why, case, ours)
+                elif theirs != ours:
+                    mismatches.append(f"{case}\n  spark: {theirs}\n  inlet: {ours}")
     assert seen_deliberate == set(DELIBERATE), "a deliberate difference lost its case"
     assert not mismatches, f"{len(mismatches)} of {len(cases)} cases differ:\n" + "\n".join(mismatches[:80])
