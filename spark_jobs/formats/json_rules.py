@@ -53,8 +53,10 @@ _BIG_DECIMAL = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _MAX_SCALE_DROP = 646_456_992
 _DECIMALS = decimal.Context(prec=MAX_DIGITS * 2, rounding=decimal.ROUND_HALF_UP, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
 _JSON_SPACE = " \t\n\r"
-INT_RANGES: dict[type[T.DataType], tuple[int, int]] = {T.ByteType: (-(2**7), 2**7 - 1), T.ShortType: (-(2**15), 2**15 - 1),
-               T.IntegerType: (-(2**31), 2**31 - 1), T.LongType: (-(2**63), 2**63 - 1)}
+INT_RANGES: dict[type[T.DataType], tuple[int, int]] = {
+    T.ByteType: (-(2**7), 2**7 - 1), T.ShortType: (-(2**15), 2**15 - 1),
+    T.IntegerType: (-(2**31), 2**31 - 1), T.LongType: (-(2**63), 2**63 - 1),
+}
 _BASE64 = re.compile(r"[A-Za-z0-9+/]{2}(?:==|[A-Za-z0-9+/]=|[A-Za-z0-9+/]{2})")
 
 
@@ -77,8 +79,7 @@ def _int(text: str) -> int:
 
 
 def _float(text: str) -> _Float:
-    digits = sum(c.isdigit() for c in text)
-    if digits > MAX_DIGITS:
+    if len(text) > MAX_DIGITS and sum(c.isdigit() for c in text) > MAX_DIGITS:  # Jackson counts every digit
         raise Bad("number too long")
     return _Float(text)
 
@@ -339,6 +340,13 @@ def render(v: Any) -> str:
     if kind is _Object:
         return "{" + ",".join(render(k) + ":" + render(member) for k, member in v) + "}"
     return "[" + ",".join(render(e) for e in v) + "]"
+
+
+def render_scalar(v: int | float | bool) -> str:
+    """A number or boolean msgspec decoded, as ``render`` writes its JSON literal."""
+    if type(v) is float:
+        return java_double(v)
+    return render(v)
 
 
 def java_double(x: float) -> str:

@@ -113,6 +113,8 @@ class _Plan:
         T = self.T
         if isinstance(data_type, T.NullType):
             return "void", None, None
+        if isinstance(data_type, T.StringType):  # a number or boolean there: its JSON text, as Jackson writes it
+            return "string", str | int | float | bool | None, None
         native = self._native(data_type)
         if native is not None:
             return "native", native, None
@@ -206,7 +208,10 @@ class JsonValues:
             if kind == "void":
                 continue
             column: list[Any] | pa.Array = list(map(plan.getters[name], rows))
-            if kind != "native":
+            if kind == "string":
+                if len(set(map(type, column)) - {str, type(None)}) > 0:
+                    column = [v if v is None or type(v) is str else json_rules.render_scalar(v) for v in column]
+            elif kind != "native":
                 assert isinstance(column, list)
                 column = self._read(kind, column, reasons, slow, reader)
             if slow:
