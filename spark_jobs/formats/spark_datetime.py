@@ -24,7 +24,7 @@ replay would write another value), and an epoch number of seconds whose microsec
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from functools import lru_cache
 from zoneinfo import ZoneInfo
 
@@ -332,6 +332,3 @@ def session_zone(time_zone: str) -> Zone:
         raise ValueError(f"unknown time zone {time_zone!r}")
     return found
 
-
-__all__ = ["UTC", "Zone", "epoch_seconds_to_micros", "json_date", "json_timestamp", "session_zone",
-           "string_to_date", "string_to_timestamp", "timezone", "zone"]
