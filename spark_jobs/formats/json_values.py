@@ -279,4 +279,3 @@ class JsonValues:
         for i, s in seconds.items():
             values[i] = s * 1_000_000
         return values
-

@@ -331,4 +331,3 @@ def session_zone(time_zone: str) -> Zone:
     if found is None:
         raise ValueError(f"unknown time zone {time_zone!r}")
     return found
-
