@@ -36,7 +36,7 @@ import uuid
 
 from sqlmodel import Session
 
-from api.connections import service
+from api.connections import client_configs, service
 from api.connections.egress import check_addresses
 from api.connections.schemas import BrokerRead, ConnectionSpec, ConnectionTestResult, SchemaRegistryTestResult
 from api.core.egress import EgressDenied
@@ -150,17 +150,18 @@ def probe_connection(
     egress: EgressPolicy,
 ) -> ConnectionTestResult:
     conn = service.get_connection(session=session, ctx=ctx, connection_id=connection_id)
-    result = _probe(service.client_config(conn, secrets), timeout_s, egress)
-    return _with_registry(result, service.registry_config(conn, secrets), timeout_s, egress)
+    result = _probe(client_configs.client_config(conn, secrets), timeout_s, egress)
+    return _with_registry(result, client_configs.registry_config(conn, secrets), timeout_s, egress)
 
 
 def probe_spec(*, spec: ConnectionSpec, timeout_s: float, egress: EgressPolicy) -> ConnectionTestResult:
     try:
-        config = service.spec_client_config(spec)
+        config = client_configs.spec_client_config(spec)
     except KafkaConfigError as exc:
         raise ValidationFailed(f"The connection settings cannot make a Kafka client: {exc.message}") from None
     check_addresses(spec, egress)
-    return _with_registry(_probe(config, timeout_s, egress), service.spec_registry_config(spec), timeout_s, egress)
+    registry = client_configs.spec_registry_config(spec)
+    return _with_registry(_probe(config, timeout_s, egress), registry, timeout_s, egress)
 
 
 def _with_registry(

@@ -16,7 +16,8 @@ from typing import Any
 
 from sqlmodel import Session
 
-from api.connections.service import ConnectionGone, kafka_client
+from api.connections.client_configs import kafka_client
+from api.connections.service import ConnectionGone
 from api.core.db import utcnow
 from api.core.errors import DomainError
 from api.kafka.errors import KafkaClientError

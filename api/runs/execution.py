@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlmodel import Session, select
 
-from api.connections.service import kafka_client
+from api.connections.client_configs import kafka_client
 from api.core.config import Settings
 from api.core.dispatch import send_after_commit
 from api.kafka.errors import KafkaClientError

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from sqlmodel import Session
 
-from api.connections.service import RegistryMissing, client_config, referenced_connection, registry_config
+from api.connections.client_configs import RegistryMissing, client_config, registry_config
+from api.connections.service import referenced_connection
 from api.core.config import Settings
 from api.pipelines.models import Pipeline
 from api.pipelines.schemas import registry_subject

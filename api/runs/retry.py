@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from api.connections.service import CredentialsMissing, RegistryMissing
+from api.connections.client_configs import RegistryMissing
+from api.connections.secret_payloads import CredentialsMissing
 from api.kafka.errors import KafkaClientError, KafkaTimeout, KafkaUnavailable
 from api.secrets.store import SecretBackendRefused, SecretBackendUnavailable
 
