@@ -47,7 +47,9 @@ from api.offsets.schemas import (
     PartitionOffsetRead,
     RunRangeRead,
 )
+from api.pipelines.definition import definition_of
 from api.pipelines.models import Pipeline
+from api.pipelines.schemas import KafkaSource
 from api.pipelines.service import get_pipeline
 from api.runs.repository import active_run, runs_by_id
 from api.tenancy.models import ApiKey
@@ -115,7 +117,7 @@ def read_offsets(
     pipeline = get_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id)
     stored = ledger.positions(session, pipeline)
     windows = ledger.replay_windows(session, pipeline)
-    source = pipeline.source
+    source = definition_of(pipeline).source
     watermarks: dict[Partition, tuple[int, int]] | None = None
     starts: dict[Partition, int] = {}
     cluster = ClusterStatus(status="ok")
@@ -201,7 +203,7 @@ def _scope(body: OffsetsPatch | None, watermarks: dict[Partition, tuple[int, int
 def resolve_targets(
     body: OffsetsPatch | None,
     *,
-    source: dict[str, Any],
+    source: KafkaSource,
     watermarks: dict[Partition, tuple[int, int]],
     committed: dict[Partition, int],
     client: OffsetsClient,
@@ -217,8 +219,8 @@ def resolve_targets(
             try:
                 positions.update(starting_positions(client, source, scope, watermarks))
             except TimestampNotResolvable as exc:
-                moment = datetime.fromisoformat(source["starting_timestamp"])
-                raise _timestamp_unresolved(exc, moment, "starting_timestamp") from None
+                assert source.starting_timestamp is not None  # only a timestamp is looked up
+                raise _timestamp_unresolved(exc, source.starting_timestamp, "starting_timestamp") from None
         return positions[tp]
 
     wanted: dict[Partition, int]
@@ -327,7 +329,8 @@ def change_offsets(
     pipeline = get_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id, lock=True)
     replay_mode = body.replay_mode if body else "append"
     dry = body.dry_run if body else bool(dry_run)
-    if replay_mode == "replace" and pipeline.target.get("type") != "delta":
+    definition = definition_of(pipeline)
+    if replay_mode == "replace" and definition.target.type != "delta":
         raise ValidationFailed.field("replay_mode", "replace needs a Delta target: a Kafka target cannot take "
                                      "back records it has written; use append")
     stored = ledger.positions(session, pipeline)
@@ -335,9 +338,9 @@ def change_offsets(
     _require_stopped(session, pipeline)
     try:
         client = _open(session, pipeline, client_factory)
-        partitions, _ = select_partitions(client.list_topics(), pipeline.source)
+        partitions, _ = select_partitions(client.list_topics(), definition.source)
         watermarks = client.watermarks(partitions)
-        targets = resolve_targets(body, source=pipeline.source, watermarks=watermarks,
+        targets = resolve_targets(body, source=definition.source, watermarks=watermarks,
                                   committed={tp: r.committed for tp, r in stored.items()}, client=client, now=utcnow())
     except KafkaClientError as exc:
         raise KafkaLookupFailed(exc) from None
@@ -354,7 +357,7 @@ def change_offsets(
                          "clamped": [{"topic": r.topic, "partition": r.partition} for r in changed if r.clamped]})
         emit(session, ctx.tenant_id, "offsets.changed",
              _changed_event(session, ctx, pipeline, mode, replay_mode, moves))
-        if pipeline.source.get("commit_to_group"):
+        if definition.source.commit_to_group:
             after_commit(session, lambda: dispatcher.send_group_mirror(pipeline.id))
     return OffsetsChangeResult(dry_run=dry, mode=mode, replay_mode=replay_mode, rows=rows,
                                etag=offsets_etag(stored.values()))

@@ -46,7 +46,10 @@ class AsWritten(BaseModel):
 
     Fields the client left out stay out (they take their documented defaults), so a client that
     compares what it sent with what it reads, Terraform first of all, sees no difference; a field
-    someone else writes later shows up as a real change."""
+    someone else writes later shows up as a real change. Read back (``api.pipelines.definition``), a
+    part is frozen, and a field left out reads as its default: the defaults are the ones below, only."""
+
+    model_config = ConfigDict(frozen=True)
 
     # No return annotation: pydantic then documents the model's own schema in the OpenAPI document.
     @model_serializer(mode="wrap")
@@ -60,6 +63,8 @@ class AsWritten(BaseModel):
 ValueFormat = Literal["raw", "string", "json", "avro", "protobuf", "json_schema"]
 KeyFormat = Literal["raw", "string", "avro", "protobuf", "json_schema"]
 REGISTRY_FORMATS = frozenset({"avro", "protobuf", "json_schema"})
+# Where never-read partitions start: earliest, latest, or Spark's startingOffsets JSON per partition.
+StartingOffsets = Literal["earliest", "latest"] | dict[TopicName, dict[str, int]]
 
 
 class RegistrySchema(AsWritten):
@@ -89,7 +94,7 @@ class KafkaSource(AsWritten):
     topics: list[TopicName] | None = Field(default=None, min_length=1, max_length=100)
     topic_pattern: str | None = Field(default=None, min_length=1, max_length=1000,
                                       description="A regex; topics matching it are resolved at each run")
-    starting_offsets: Literal["earliest", "latest"] | dict[TopicName, dict[str, int]] = Field(
+    starting_offsets: StartingOffsets = Field(
         default="earliest",
         description="Where partitions never read before start: earliest, latest, or per-partition offsets "
                     "as Spark's startingOffsets JSON (-2 earliest, -1 latest)",
@@ -281,6 +286,9 @@ class IntervalSchedule(AsWritten):
     interval_seconds: int = Field(ge=10, le=31 * 86_400)
 
 
+Schedule = CronSchedule | IntervalSchedule
+
+
 class PipelineSpec(BaseModel):
     """The writable shape of a pipeline (POST, PUT; PATCH merges into it)."""
 
@@ -289,7 +297,7 @@ class PipelineSpec(BaseModel):
     name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     source: KafkaSource
     target: Target
-    schedule: CronSchedule | IntervalSchedule | None = None
+    schedule: Schedule | None = None
     state: PipelineState = "active"
 
 
@@ -318,7 +326,7 @@ class PipelineRead(BaseModel):
     name: str
     source: KafkaSource
     target: Target
-    schedule: CronSchedule | IntervalSchedule | None
+    schedule: Schedule | None
     state: PipelineState
     status: PipelineStatus
     created_at: datetime

@@ -21,6 +21,7 @@ from api.connections.client_configs import kafka_client
 from api.core.config import Settings
 from api.core.dispatch import send_after_commit
 from api.kafka.errors import KafkaClientError
+from api.pipelines.definition import definition_of
 from api.pipelines.models import Pipeline
 from api.pipelines.service import target_uri
 from api.runs import fairness, lifecycle, repository
@@ -113,9 +114,12 @@ def recover_committed(*, session: Session, run_id: uuid.UUID, settings: Settings
     None when the run's data is not in Delta (it must be written)."""
     run = session.get(Run, run_id)
     pipeline = session.get(Pipeline, run.pipeline_id) if run else None
-    if run is None or pipeline is None or pipeline.target["type"] != "delta":
+    if run is None or pipeline is None:
         return None
-    uri = target_uri(pipeline, settings.resolved_storage_root)
+    target = definition_of(pipeline).target
+    if target.type != "delta":
+        return None
+    uri = target_uri(pipeline, target, settings.resolved_storage_root)
     version = committed_txn_version(Store(settings.resolved_storage_options), uri, pipeline.id) if uri else None
     if version is None or version < run.seq:
         return None
@@ -208,12 +212,13 @@ def _ensure_kafka_target(session: Session, pipeline: Pipeline, services: Service
 
     Only a definite answer stops the run here (the topic is missing, or creating it was refused):
     a cluster that cannot be asked now fails the job the same way, with the job's own diagnosis."""
-    if pipeline.target["type"] != "kafka" or pipeline.target_connection_id is None:
+    target = definition_of(pipeline).target
+    if target.type != "kafka":
         return
     try:
-        with kafka_client(session, pipeline.target_connection_id, services.secrets,
+        with kafka_client(session, target.connection_id, services.secrets,
                           timeout_s=services.settings.kafka_timeout_s, egress=services.settings.egress_policy) as client:
-            client.ensure_topic(pipeline.target["topic"], pipeline.target.get("create_topic"))
+            client.ensure_topic(target.topic, target.create_topic)
     except KafkaClientError as exc:
         if exc.kind in ("target_missing", "target_refused"):
             raise
@@ -230,7 +235,7 @@ def _failed(session: Session, run: Run, error: dict[str, Any], retry: RetryPolic
 
 
 def _mirrored(pipeline: Pipeline | None) -> uuid.UUID | None:
-    return pipeline.id if pipeline is not None and pipeline.source.get("commit_to_group") else None
+    return pipeline.id if pipeline is not None and definition_of(pipeline).source.commit_to_group else None
 
 
 def _summary(result: RunResult) -> dict[str, Any]:

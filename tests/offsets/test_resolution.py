@@ -25,7 +25,9 @@ from api.offsets.service import (
     check_ranges,
     resolve_targets,
 )
+from api.pipelines.schemas import KafkaSource
 from api.runs.planning import compute_plan
+from tests.factories import kafka_source
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 T0 = int((NOW - timedelta(hours=3)).timestamp() * 1000)
@@ -60,7 +62,8 @@ class TimestampBroker:
 
 
 def _resolve(body: dict, committed: dict[Partition, int] | None = None, broker: TimestampBroker | None = None):  # type: ignore[no-untyped-def]
-    return resolve_targets(OffsetsPatch.model_validate(body), source={"topics": ["orders"], "starting_offsets": "earliest"},
+    return resolve_targets(OffsetsPatch.model_validate(body),
+                           source=kafka_source(topics=["orders"], starting_offsets="earliest"),
                            watermarks=WATERMARKS, committed=committed or {}, client=broker or TimestampBroker(), now=NOW)
 
 
@@ -111,10 +114,10 @@ def test_scope_names_unknown_partitions() -> None:
 
 # starting_timestamp: where never-read partitions start, resolved by the broker (api.runs.planning).
 
-def _timestamp_source(minutes: int, strategy: str = "error") -> dict:
+def _timestamp_source(minutes: int, strategy: str = "error") -> KafkaSource:
     moment = NOW - timedelta(hours=3) + timedelta(minutes=minutes)
-    return {"topics": ["orders"], "starting_offsets": "earliest", "starting_timestamp": moment.isoformat(),
-            "starting_timestamp_strategy": strategy}
+    return kafka_source(topics=["orders"], starting_offsets="earliest", starting_timestamp=moment.isoformat(),
+                        starting_timestamp_strategy=strategy)
 
 
 def test_a_starting_timestamp_is_one_lookup_for_the_never_read_partitions() -> None:
@@ -137,7 +140,7 @@ def test_a_starting_timestamp_past_the_last_record_fails_or_starts_at_latest() -
 
 
 def test_a_reset_to_the_starting_position_resolves_the_timestamp_or_says_why_not() -> None:
-    def reset(source: dict) -> list[Target]:
+    def reset(source: KafkaSource) -> list[Target]:
         return resolve_targets(None, source=source, watermarks=WATERMARKS, committed={("orders", 0): 29},
                                client=TimestampBroker(), now=NOW)
 
