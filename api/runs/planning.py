@@ -2,7 +2,7 @@
 broker's watermarks, capped like Spark's ``maxOffsetsPerTrigger``.
 
 ``compute_plan`` is pure (all inputs given) so that its rules are tested without a broker;
-``plan_pipeline`` gathers the inputs from Kafka and the database. A partition never read before
+``plan_next_run`` gathers the inputs from Kafka and the database. A partition never read before
 starts where the source says (``api.ledger.positions``), and the position found on its first plan is
 kept (``api.ledger.service.record_starts``).
 """
@@ -103,7 +103,7 @@ def compute_plan(
     ])
 
 
-def plan_pipeline(session: Session, pipeline: Pipeline, client: KafkaClient) -> Plan:
+def plan_next_run(session: Session, pipeline: Pipeline, client: KafkaClient) -> Plan:
     """The next run's ranges: from the ledger's committed offsets to the cluster's watermarks now."""
     source = definition_of(pipeline).source
     partitions = partitions_to_read(client.list_topics(), source)
