@@ -162,7 +162,9 @@ def read_offsets(
 # Resolving a change.
 
 @dataclass(frozen=True)
-class Target:
+class WantedOffset:
+    """Where a change would move one partition, before its range is checked."""
+
     topic: str
     partition: int
     before: int | None
@@ -208,7 +210,7 @@ def resolve_targets(
     committed: dict[Partition, int],
     client: OffsetsClient,
     now: datetime,
-) -> list[Target]:
+) -> list[WantedOffset]:
     """Where each partition in scope should go, before any range check. ``body`` None: back to the
     pipeline's starting offsets. Timestamps are resolved by the broker, never guessed."""
     scope = _scope(body, watermarks)
@@ -241,7 +243,7 @@ def resolve_targets(
         except TimestampNotResolvable as exc:
             field = "to_timestamp" if body.to_timestamp is not None else "by_duration"
             raise _timestamp_unresolved(exc, moment, field) from None
-    return [Target(topic=tp[0], partition=tp[1], before=committed.get(tp), wanted=wanted[tp],
+    return [WantedOffset(topic=tp[0], partition=tp[1], before=committed.get(tp), wanted=wanted[tp],
                    earliest=watermarks[tp][0], latest=watermarks[tp][1]) for tp in scope]
 
 
@@ -257,7 +259,7 @@ def _timestamp_unresolved(exc: TimestampNotResolvable, moment: datetime, field: 
     )
 
 
-def check_ranges(targets: list[Target], *, clamp: bool) -> list[OffsetChange]:
+def check_ranges(targets: list[WantedOffset], *, clamp: bool) -> list[OffsetChange]:
     """Targets inside [earliest, latest]; outside it, clamped (``clamp``) or a 422 naming each one."""
     outside = [t for t in targets if not t.earliest <= t.wanted <= t.latest]
     if outside and not clamp:
@@ -293,12 +295,12 @@ def _require_stopped(session: Session, pipeline: Pipeline) -> None:
         )
 
 
-def _snapshot(moves: list[ledger.Move], key: str) -> list[dict[str, Any]]:
+def _snapshot(moves: list[ledger.OffsetMove], key: str) -> list[dict[str, Any]]:
     return [{"topic": m.topic, "partition": m.partition, "committed": getattr(m, key)} for m in moves]
 
 
 def _changed_event(session: Session, ctx: TenantContext, pipeline: Pipeline, mode: str, replay_mode: str,
-                   moves: list[ledger.Move]) -> dict[str, Any]:
+                   moves: list[ledger.OffsetMove]) -> dict[str, Any]:
     """``offsets.changed``: what moved, how, and who moved it (the API key, by id and name)."""
     key = session.get(ApiKey, ctx.key_id) if ctx.key_id else None
     return {
@@ -348,7 +350,8 @@ def change_offsets(
     mode = body.mode if body else "starting_offsets"
     changed = [r for r in rows if r.after != r.before]
     if not dry and changed:
-        moves = [ledger.Move(topic=r.topic, partition=r.partition, before=r.before, after=r.after) for r in changed]
+        moves = [ledger.OffsetMove(topic=r.topic, partition=r.partition, before=r.before, after=r.after)
+                 for r in changed]
         stored = ledger.move(session, pipeline, moves, replace=replay_mode == "replace")
         record_by(session, ctx, resource_type=RESOURCE_TYPE, resource_id=pipeline.id,
                   action="patch" if body is not None else "reset",

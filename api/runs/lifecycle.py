@@ -138,7 +138,7 @@ def _observe_lag(session: Session, run: Run, plan: Plan) -> None:
         record_observed_lag(session, pipeline, sum(max(p.latest - p.end, 0) for p in plan.partitions))
 
 
-def _meter(session: Session, run: Run, outcome: usage.Outcome, values: Mapping[str, Any], *,
+def _meter(session: Session, run: Run, outcome: usage.AttemptOutcome, values: Mapping[str, Any], *,
            ran_until: datetime | None = None, ran: bool = True) -> None:
     """Count the attempt that just ended (``values``: what it is ended with, the job's result among
     them) in the usage ledger. Its wall time runs from the worker's claim; a run that never ran has none

@@ -19,9 +19,9 @@ from api.ledger.positions import starting_positions
 from api.offsets.schemas import OffsetsPatch
 from api.offsets.service import (
     OffsetsOutOfRange,
-    Target,
     TimestampUnresolved,
     UnknownPartitions,
+    WantedOffset,
     check_ranges,
     resolve_targets,
 )
@@ -98,7 +98,8 @@ def test_shift_by_moves_from_the_committed_offset_or_the_starting_position() -> 
 
 
 def test_check_ranges_refuses_or_clamps() -> None:
-    targets = [Target("orders", 0, 12, 7, 0, 30), Target("orders", 1, None, 5, 10, 40), Target("orders", 2, 3, 99, 0, 50)]
+    targets = [WantedOffset("orders", 0, 12, 7, 0, 30), WantedOffset("orders", 1, None, 5, 10, 40),
+               WantedOffset("orders", 2, 3, 99, 0, 50)]
     with pytest.raises(OffsetsOutOfRange) as caught:
         check_ranges(targets, clamp=False)
     assert [e["field"] for e in caught.value.errors] == ["offsets.orders[1]", "offsets.orders[2]"]
@@ -140,7 +141,7 @@ def test_a_starting_timestamp_past_the_last_record_fails_or_starts_at_latest() -
 
 
 def test_a_reset_to_the_starting_position_resolves_the_timestamp_or_says_why_not() -> None:
-    def reset(source: KafkaSource) -> list[Target]:
+    def reset(source: KafkaSource) -> list[WantedOffset]:
         return resolve_targets(None, source=source, watermarks=WATERMARKS, committed={("orders", 0): 29},
                                client=TimestampBroker(), now=NOW)
 
