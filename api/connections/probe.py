@@ -158,7 +158,7 @@ def probe_spec(*, spec: ConnectionSpec, timeout_s: float, egress: EgressPolicy) 
     try:
         config = client_configs.spec_client_config(spec)
     except KafkaConfigError as exc:
-        raise ValidationFailed(f"The connection settings cannot make a Kafka client: {exc.message}") from None
+        raise _unusable(exc) from None
     check_addresses(spec, egress)
     registry = client_configs.spec_registry_config(spec)
     return _with_registry(_probe(config, timeout_s, egress), registry, timeout_s, egress)
@@ -192,12 +192,20 @@ def _probe_registry(config: RegistryConfig, timeout_s: float) -> SchemaRegistryT
                                     latency_ms=round((time.perf_counter() - started) * 1000, 3))
 
 
+def _unusable(exc: KafkaClientError) -> ValidationFailed:
+    """Settings no client can be made of: by their field where Inlet's own checks name it."""
+    detail = f"The connection settings cannot make a Kafka client: {exc.message}"
+    if isinstance(exc, KafkaConfigError):
+        return ValidationFailed.field(exc.field, detail)
+    return ValidationFailed(detail)
+
+
 def _probe(config: KafkaClientConfig, timeout_s: float, egress: EgressPolicy) -> ConnectionTestResult:
     try:
         with KafkaClient(config, egress=egress, timeout_s=timeout_s, client_id="inlet-connection-test") as client:
             metadata = client.cluster_metadata()
     except KafkaConfigError as exc:
-        raise ValidationFailed(f"The connection settings cannot make a Kafka client: {exc.message}") from None
+        raise _unusable(exc) from None
     except KafkaEgressDenied as exc:
         if exc.kind in _EGRESS_FIELDS:
             raise EgressDenied(_EGRESS_FIELDS[exc.kind], exc.message) from None
@@ -206,8 +214,8 @@ def _probe(config: KafkaClientConfig, timeout_s: float, egress: EgressPolicy) ->
         log.info("connection test: the token endpoint refused a token: %s (%s)", exc.kind, exc.status)
         raise TokenFetchFailed(exc) from None
     except KafkaClientError as exc:
-        if exc.kind == "config":
-            raise ValidationFailed(f"The connection settings cannot make a Kafka client: {exc.message}") from None
+        if exc.kind == "config":  # librdkafka refused a setting
+            raise _unusable(exc) from None
         log.info("connection test to %s failed: %s", config.bootstrap_servers, exc.kind)
         tls = None
         if config.security_protocol.endswith("SSL") and exc.kind in ("tls", "timeout"):

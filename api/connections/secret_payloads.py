@@ -153,7 +153,8 @@ def check_secret_complete(
             "credentials", "The stored credentials need a SASL protocol; send \"credentials\": null to remove them"
         )
     if spec.ssl is not None and bool(spec.ssl.certificate_pem) != bool(payload.get("ssl_key", {}).get("key_pem")):
-        raise ValidationFailed.field("ssl", f"TLS client authentication needs both certificate_pem and key_pem{lost}")
+        absent = "ssl.key_pem" if spec.ssl.certificate_pem else "ssl.certificate_pem"
+        raise ValidationFailed.field(absent, f"TLS client authentication needs both certificate_pem and key_pem{lost}")
     # A registry is reachable without credentials, so losing them must not silently mean "none".
     if (lost and stored_registry_auth != "none" and spec.schema_registry is not None
             and "credentials" not in spec.schema_registry.model_fields_set):

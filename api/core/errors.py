@@ -17,6 +17,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
+from pydantic_core import InitErrorDetails
 from sqlalchemy import exc as sqlalchemy_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -85,6 +86,9 @@ class UnsupportedMediaType(DomainError):
 
 
 class ValidationFailed(DomainError):
+    """A 422 whose ``errors`` name each field refused (``loc``: dotted as the body names it,
+    ``source.topics[0]``), so that a client (the portal too) places every message by its field."""
+
     status, code, title = 422, "validation-failed", "Invalid request"
 
     @classmethod
@@ -130,6 +134,14 @@ def problem(
     if extra:
         body.update(extra)
     return JSONResponse(body, status_code=status, headers=headers, media_type=PROBLEM_JSON)
+
+
+def field_error(loc: str, message: str) -> ValidationError:
+    """For a pydantic validator of a whole model to raise: the error of the field at ``loc`` (dotted,
+    relative to the model), read as pydantic's own ``value_error`` of that field, so that the problem
+    names the field a rule concerns rather than the model that checks it (Polar's explicit ``loc``)."""
+    return ValidationError.from_exception_data("field", [InitErrorDetails(
+        type="value_error", loc=tuple(loc.split(".")), input=None, ctx={"error": ValueError(message)})])
 
 
 def _loc(parts: tuple[Any, ...]) -> str:

@@ -25,6 +25,7 @@ from pydantic import (
     model_validator,
 )
 
+from api.core.errors import field_error
 from api.pipelines.ddl import ddl_field_names
 from api.pipelines.topic_patterns import compile_topic_pattern
 from spark_jobs.columns import RESERVED as RESERVED_COLUMNS
@@ -165,34 +166,37 @@ class KafkaSource(AsWritten):
     @model_validator(mode="after")
     def _consistent(self) -> KafkaSource:
         if (self.topics is None) == (self.topic_pattern is None):
-            raise ValueError("give exactly one of topics or topic_pattern")
+            raise field_error("topics", "give exactly one of topics or topic_pattern")
         if self.value_format == "json":
             if not self.schema_:
-                raise ValueError("value_format json needs a schema (Spark DDL)")
+                raise field_error("schema", "value_format json needs a schema (Spark DDL)")
             try:
                 names = ddl_field_names(self.schema_)
             except ValueError as exc:
-                raise ValueError(f"schema: {exc}") from None
+                raise field_error("schema", f"schema: {exc}") from None
             if clashes := sorted(RESERVED_COLUMNS.intersection(names)):
-                raise ValueError(f"schema: fields {', '.join(clashes)} clash with the columns Inlet writes beside "
-                                 f"the decoded ones ({', '.join(sorted(RESERVED_COLUMNS))}); rename them")
+                reserved = ", ".join(sorted(RESERVED_COLUMNS))
+                raise field_error("schema", f"schema: fields {', '.join(clashes)} clash with the columns Inlet writes "
+                                            f"beside the decoded ones ({reserved}); rename them")
         elif self.schema_ is not None:
-            raise ValueError("schema is only used with value_format json")
+            raise field_error("schema", "schema is only used with value_format json")
         if self.key_format is not None and self.value_format == "json":
-            raise ValueError("key_format is not used with value_format json, whose keys are strings")
+            raise field_error("key_format", "key_format is not used with value_format json, whose keys are strings")
         for part, fmt, chosen in (("value", self.value_format, self.value_schema), ("key", self.key_format, self.key_schema)):
             if fmt in REGISTRY_FORMATS:
                 if (chosen is None or chosen.subject is None) and (self.topics is None or len(self.topics) != 1):
-                    raise ValueError(f"{part}_schema.subject: name the subject of the {part}s; the default "
-                                     f"(<topic>-{part}) needs a pipeline of exactly one topic")
+                    raise field_error(f"{part}_schema.subject", f"{part}_schema.subject: name the subject of the "
+                                      f"{part}s; the default (<topic>-{part}) needs a pipeline of exactly one topic")
             elif chosen is not None:
-                raise ValueError(f"{part}_schema is only used with {part}_format avro, protobuf or json_schema")
+                raise field_error(f"{part}_schema",
+                                  f"{part}_schema is only used with {part}_format avro, protobuf or json_schema")
         if self.starting_timestamp is not None and self.starting_offsets != "earliest":
-            raise ValueError("give starting_offsets or starting_timestamp, not both")
+            raise field_error("starting_timestamp", "give starting_offsets or starting_timestamp, not both")
         if isinstance(self.starting_offsets, dict) and self.topics is not None:
             unknown = sorted(set(self.starting_offsets) - set(self.topics))
             if unknown:
-                raise ValueError(f"starting_offsets names topics the pipeline does not read: {', '.join(unknown)}")
+                raise field_error("starting_offsets",
+                                  f"starting_offsets names topics the pipeline does not read: {', '.join(unknown)}")
         return self
 
 
