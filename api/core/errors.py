@@ -78,10 +78,14 @@ class PreconditionFailed(DomainError):
 
 
 class PayloadTooLarge(DomainError):
+    """A body over ``INLET_MAX_BODY_BYTES``: refused before any route reads it (``api.core.middleware``)."""
+
     status, code, title = 413, "payload-too-large", "Payload too large"
 
 
 class UnsupportedMediaType(DomainError):
+    """A body that is neither JSON nor (on the portal's forms) urlencoded: refused before any route."""
+
     status, code, title = 415, "unsupported-media-type", "Unsupported media type"
 
 
@@ -103,12 +107,6 @@ class ValidationFailed(DomainError):
 
 class ServiceUnavailable(DomainError):
     status, code, title = 503, "dependency-unavailable", "A dependency is unavailable"
-
-
-class BadGateway(DomainError):
-    """An upstream system (a Kafka cluster, a secret backend) answered with an error."""
-
-    status, code, title = 502, "upstream-error", "An upstream system refused the request"
 
 
 def problem(
