@@ -10,11 +10,25 @@ is written once. (Airflow's API ADR: a derivation lives in one place.)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from api.pipelines.models import Pipeline
-from api.pipelines.schemas import DeltaTarget, KafkaSource, KafkaTarget, PipelineSpec, Schedule
+from api.pipelines.schemas import (
+    CronSchedule,
+    DeltaTarget,
+    IntervalSchedule,
+    KafkaSource,
+    KafkaTarget,
+    PipelineSpec,
+    Schedule,
+    Target,
+)
+
+_TARGET: TypeAdapter[DeltaTarget | KafkaTarget] = TypeAdapter(Target)
 
 
 @dataclass(frozen=True)
@@ -32,8 +46,19 @@ def spec_of(pipeline: Pipeline) -> PipelineSpec:
 
 
 def definition_of(pipeline: Pipeline) -> Definition:
-    spec = spec_of(pipeline)
-    return Definition(source=spec.source, target=spec.target, schedule=spec.schedule)
+    return Definition(source=KafkaSource.model_validate(pipeline.source_as_written),
+                      target=_TARGET.validate_python(pipeline.target_as_written),
+                      schedule=schedule_of(pipeline.schedule_as_written))
+
+
+def schedule_of(written: Mapping[str, Any] | None) -> Schedule | None:
+    """A stored schedule typed without validating it again (it was when written, and its cron check
+    costs what a hot read should not pay); fields left out take the schema's defaults."""
+    if not written:
+        return None
+    if "interval_seconds" in written:
+        return IntervalSchedule.model_construct(**written)
+    return CronSchedule.model_construct(**written)
 
 
 def as_written(pipeline: Pipeline) -> dict[str, Any]:

@@ -4,17 +4,16 @@ pipelines are due now."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
 from zoneinfo import ZoneInfo
 
 from croniter import croniter
 from sqlalchemy import bindparam
 from sqlmodel import Session, SQLModel, col, select
 
+from api.pipelines.definition import schedule_of
 from api.pipelines.models import Pipeline
-from api.pipelines.schemas import CronSchedule, IntervalSchedule, Schedule
+from api.pipelines.schemas import IntervalSchedule, Schedule
 
 
 def next_fire(schedule: Schedule | None, after: datetime) -> datetime | None:
@@ -26,16 +25,6 @@ def next_fire(schedule: Schedule | None, after: datetime) -> datetime | None:
     zone = ZoneInfo(schedule.timezone)
     fire = croniter(schedule.cron, after.astimezone(zone)).get_next(datetime)
     return fire.astimezone(UTC)
-
-
-def _stored_schedule(written: Mapping[str, Any] | None) -> Schedule | None:
-    """A schedule as stored (validated when it was written), typed without validating it again: the
-    scheduler reads a batch of them every tick. Fields left out take the schema's defaults."""
-    if not written:
-        return None
-    if "interval_seconds" in written:
-        return IntervalSchedule.model_construct(**written)
-    return CronSchedule.model_construct(**written)
 
 
 def claim_due(session: Session, *, now: datetime, limit: int) -> list[tuple[uuid.UUID, datetime]]:
@@ -54,7 +43,7 @@ def claim_due(session: Session, *, now: datetime, limit: int) -> list[tuple[uuid
     )
     if session.get_bind().dialect.name == "postgresql":
         stmt = stmt.with_for_update(skip_locked=True)
-    due = [(pipeline_id, slot, next_fire(_stored_schedule(schedule), now))
+    due = [(pipeline_id, slot, next_fire(schedule_of(schedule), now))
            for pipeline_id, slot, schedule in session.exec(stmt).all() if slot is not None]  # due: a slot <= now
     if due:
         table = SQLModel.metadata.tables[Pipeline.__tablename__]  # a Core executemany: one round trip for the batch
