@@ -58,7 +58,7 @@ def record(engine: Engine, run_id: uuid.UUID, result: RunResult, retry: RetryPol
     """The job's result as the worker records it; the run's state after."""
     with unit_of_work(engine) as session:
         return execution.record_result(session=session, run_id=run_id, worker="w", result=result,
-                                       retry=retry).state
+                                       retry=retry).verdict
 
 
 def run_once(engine: Engine, clock: Clock, pipeline_id: str | uuid.UUID, *, took_s: float = 30.0,

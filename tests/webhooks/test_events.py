@@ -102,12 +102,12 @@ def test_run_outcomes_raise_their_events_once_each(client: TestClient, app, tena
 
     transient = _claimed_run(app, pipeline["id"])
     assert _record(app, transient, _result(transient, "failed", error=RunError(
-        kind="kafka_unavailable", message=f"broker down; sasl.password={PASSWORD}"))).state == "queued"
+        kind="kafka_unavailable", message=f"broker down; sasl.password={PASSWORD}"))).verdict == "queued"
     retried = _reclaimed(app, transient)
     assert _record(app, retried, _result(retried, "failed", error=RunError(
-        kind="data_loss", message="records 0-40 expired", topic="orders", partition=0))).state == "failed"
+        kind="data_loss", message="records 0-40 expired", topic="orders", partition=0))).verdict == "failed"
     recovered = _claimed_run(app, pipeline["id"])
-    assert _record(app, recovered, _result(recovered, "succeeded", gap=(0, 40))).state == "succeeded"
+    assert _record(app, recovered, _result(recovered, "succeeded", gap=(0, 40))).verdict == "succeeded"
 
     events = _events(app)
     assert [t for t, _ in events] == ["run.failed", "run.failed", "run.succeeded", "pipeline.recovered",
