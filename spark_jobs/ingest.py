@@ -32,14 +32,14 @@ from spark_jobs.errors import JobError, classify
 from spark_jobs.registry import RegistryConfig
 from spark_jobs.spec import (
     REGISTRY_FORMATS,
-    DeltaTarget,
-    KafkaSource,
+    DeltaTargetSpec,
+    SourceSpec,
     SubjectRef,
-    KafkaTarget,
+    KafkaTargetSpec,
     OffsetRange,
     PartitionResult,
     Ranges,
-    RunError,
+    RunFailure,
     RunResult,
     RunSpec,
     Timings,
@@ -149,7 +149,7 @@ class _Run:
                 process_s=round(self.process_s, 3),
                 commit_s=round(self.commit_s, 3),
             ),
-            error=RunError(kind=error.kind, message=redact(error.message, secrets), topic=error.topic, partition=error.partition)
+            error=RunFailure(kind=error.kind, message=redact(error.message, secrets), topic=error.topic, partition=error.partition)
             if error
             else None,
         )
@@ -159,7 +159,7 @@ class _Run:
 class DeltaCommit:
     """What a run commits to Delta: its tasks' files, the schemas to commit them with, replace mode's removes."""
 
-    target: DeltaTarget
+    target: DeltaTargetSpec
     txn: Txn
     reports: list[TaskReport]
     main_schema: pa.Schema
@@ -180,7 +180,7 @@ def run(spec: RunSpec, driver: Driver, scratch: str, state: _Run) -> None:
     from spark_jobs.kafka_source import check_watermarks
 
     target = spec.target
-    if isinstance(target, DeltaTarget) and delta_sink.already_committed(target.store, target.uri, spec.txn):
+    if isinstance(target, DeltaTargetSpec) and delta_sink.already_committed(target.store, target.uri, spec.txn):
         log.info("txn %s v%d is already in %s: nothing to do", spec.txn.app_id, spec.txn.version, target.uri)
         state.already_committed = True
         return
@@ -195,7 +195,7 @@ def run(spec: RunSpec, driver: Driver, scratch: str, state: _Run) -> None:
     state.check_cancelled("reading")
     began = time.monotonic()
     name = f"inlet-{spec.pipeline_id}-{spec.run_id}"
-    if isinstance(target, DeltaTarget) and spec.writes_directly:
+    if isinstance(target, DeltaTargetSpec) and spec.writes_directly:
         with driver.context(name) as context:
             state.session_start_s = time.monotonic() - began
             _to_delta_direct(context, spec, target, readable, group_id, state)
@@ -203,14 +203,14 @@ def run(spec: RunSpec, driver: Driver, scratch: str, state: _Run) -> None:
     with driver.session(name) as spark:
         state.session_start_s = time.monotonic() - began
         records = _read(spark, spec, readable, group_id, scratch)
-        if isinstance(target, DeltaTarget):
+        if isinstance(target, DeltaTargetSpec):
             _to_delta(spark, spec, target, records, scratch, state)
         else:
             _to_kafka(spec, target, records, scratch, state)
 
 
 def _to_delta_direct(
-    context: SparkContext, spec: RunSpec, target: DeltaTarget, readable: Ranges, group_id: str, state: _Run
+    context: SparkContext, spec: RunSpec, target: DeltaTargetSpec, readable: Ranges, group_id: str, state: _Run
 ) -> None:
     from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -265,7 +265,7 @@ def _to_delta_direct(
     _commit_delta(DeltaCommit(target, spec.txn, reports, schema, quarantine, replace, notes), state)
 
 
-def _framed(source: KafkaSource, read_schema: pa.Schema, egress: EgressPolicy) -> Framed:
+def _framed(source: SourceSpec, read_schema: pa.Schema, egress: EgressPolicy) -> Framed:
     """The subjects this run reads, resolved on the driver once (``resolve``), for every task."""
     from spark_jobs.decode import Framed, quarantine_struct
     from spark_jobs.formats.wire import Part, RegistryFormat, SubjectSchema, resolve
@@ -282,13 +282,13 @@ def _framed(source: KafkaSource, read_schema: pa.Schema, egress: EgressPolicy) -
     return Framed(registry or RegistryConfig(url=""), subjects.get("value"), subjects.get("key"), quarantine_struct(read_schema))
 
 
-def framed_columns(framed: Framed, source: KafkaSource, read_schema: pa.Schema) -> pa.Schema:
+def framed_columns(framed: Framed, source: SourceSpec, read_schema: pa.Schema) -> pa.Schema:
     from spark_jobs.decode import framed_schema
 
     return framed_schema(read_schema, source.value_format, source.key_format, framed.value, framed.key)
 
 
-def _table_schema(target: DeltaTarget, columns: pa.Schema, framed: Framed) -> pa.Schema:
+def _table_schema(target: DeltaTargetSpec, columns: pa.Schema, framed: Framed) -> pa.Schema:
     """The run's columns merged into the existing table's (``formats.evolution``), checked before
     anything is read: a field whose type changed fails the run, naming the subject's versions."""
     from spark_jobs.delta_sink import last_note
@@ -327,7 +327,7 @@ def _read(spark: SparkSession, spec: RunSpec, readable: Ranges, group_id: str, s
     )
 
 
-def _to_delta(spark: SparkSession, spec: RunSpec, target: DeltaTarget, records: DataFrame, scratch: str, state: _Run) -> None:
+def _to_delta(spark: SparkSession, spec: RunSpec, target: DeltaTargetSpec, records: DataFrame, scratch: str, state: _Run) -> None:
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -422,7 +422,7 @@ def _commit_delta(commit: DeltaCommit, state: _Run) -> None:
     state.bytes_written = sum(f.size for f in main_files) + (sum(f.size for f in quarantine_files) if q_committed else 0)
 
 
-def _to_kafka(spec: RunSpec, target: KafkaTarget, records: DataFrame, scratch: str, state: _Run) -> None:
+def _to_kafka(spec: RunSpec, target: KafkaTargetSpec, records: DataFrame, scratch: str, state: _Run) -> None:
     from spark_jobs.kafka_sink import InletKafkaSinkDataSource, KafkaSinkPlan
     from spark_jobs.oauth import job_client_config
     from spark_jobs.plans import read_reports, write_plan
@@ -441,7 +441,7 @@ def _to_kafka(spec: RunSpec, target: KafkaTarget, records: DataFrame, scratch: s
     state.rows_written = sum(s.records for s in state.stats.values())
 
 
-def _with_table_columns(rows: DataFrame, target: DeltaTarget) -> DataFrame:
+def _with_table_columns(rows: DataFrame, target: DeltaTargetSpec) -> DataFrame:
     """Carry the existing table's columns that this run lacks, as nulls, so rewrites keep them."""
     from pyspark.sql import functions as F
 
@@ -450,7 +450,7 @@ def _with_table_columns(rows: DataFrame, target: DeltaTarget) -> DataFrame:
     return rows
 
 
-def _missing_table_columns(columns: list[str], target: DeltaTarget) -> list[tuple[str, DataType]]:
+def _missing_table_columns(columns: list[str], target: DeltaTargetSpec) -> list[tuple[str, DataType]]:
     """The existing table's columns (name, Spark type) that are not in ``columns``."""
     from pyspark.sql.pandas.types import from_arrow_type
 
@@ -476,7 +476,7 @@ def _merge_reports(reports: list[TaskReport], state: _Run) -> None:
 def _failed_without_spec(run_id: str, message: str) -> RunResult:
     now = datetime.now(timezone.utc)
     return RunResult(
-        run_id=run_id, status="failed", timings=Timings(started_at=now, finished_at=now), error=RunError(kind="invalid_spec", message=message)
+        run_id=run_id, status="failed", timings=Timings(started_at=now, finished_at=now), error=RunFailure(kind="invalid_spec", message=message)
     )
 
 
@@ -502,7 +502,7 @@ def execute(spec: RunSpec, driver: Driver, cancelled: threading.Event | None = N
                     "registry": redacted_config(spec.source.registry.model_dump()) if spec.source.registry else None}),
         json.dumps(
             {**spec.target.model_dump(), "kafka_config": redacted_config(spec.target.kafka_config)}
-            if isinstance(spec.target, KafkaTarget)
+            if isinstance(spec.target, KafkaTargetSpec)
             else {**spec.target.model_dump(), "storage_options": redacted_config(spec.target.storage_options)}
         ),
     )

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from confluent_kafka import KafkaError, Message
 
     from spark_jobs.egress import EgressPolicy
-    from spark_jobs.spec import KafkaSource, Ranges  # pydantic costs every Python worker ~1 s to import
+    from spark_jobs.spec import Ranges, SourceSpec  # pydantic costs every Python worker ~1 s to import
 
 _Headers = list[tuple[str, bytes | None]]
 
@@ -123,7 +123,7 @@ def _kind_of(error: KafkaError) -> JobErrorKind:
 
 
 def check_watermarks(
-    source: KafkaSource, group_id: str, egress: EgressPolicy, timeout_s: float = 30.0
+    source: SourceSpec, group_id: str, egress: EgressPolicy, timeout_s: float = 30.0
 ) -> tuple[Ranges, list[Gap]]:
     """The ranges that can still be read, and the gaps lost to retention (on_data_loss=skip).
 

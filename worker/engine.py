@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import spark_jobs
-from spark_jobs.spec import RunError, RunResult, RunSpec, Timings, redact
+from spark_jobs.spec import RunFailure, RunResult, RunSpec, Timings, redact
 from worker.launcher import TERM_GRACE_S, SparkSubmitSettings, job_env, package_spark_jobs, spark_command, start_process
 
 log = logging.getLogger(__name__)
@@ -450,6 +450,6 @@ def _parsed_result(raw: object) -> RunResult | None:
 
 
 def _failed(spec: RunSpec, started_at: datetime, kind: str, message: str) -> RunResult:
-    error = RunError.model_validate({"kind": kind, "message": redact(message, spec.secret_values())})
+    error = RunFailure.model_validate({"kind": kind, "message": redact(message, spec.secret_values())})
     return RunResult(run_id=spec.run_id, status="failed", error=error,
                      timings=Timings(started_at=started_at, finished_at=datetime.now(timezone.utc)))

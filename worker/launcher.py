@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Protocol
 
 import spark_jobs
-from spark_jobs.spec import RunError, RunResult, RunSpec, Timings, redact
+from spark_jobs.spec import RunFailure, RunResult, RunSpec, Timings, redact
 
 # The fixed start-up cost of a run matters more than peak throughput for small runs.
 LEAN_CONF = {
@@ -153,12 +153,12 @@ def launch(
     if result is not None and stopped_by is None:
         return result
     if stopped_by == "timeout":
-        error = RunError(kind="timeout", message=f"spark-submit ran longer than {timeout_s:.0f}s and was killed")
+        error = RunFailure(kind="timeout", message=f"spark-submit ran longer than {timeout_s:.0f}s and was killed")
     elif stopped_by == "cancelled":
-        error = RunError(kind="cancelled", message="the run was cancelled and spark-submit was killed")
+        error = RunFailure(kind="cancelled", message="the run was cancelled and spark-submit was killed")
     else:
         last = " | ".join(line for line in tail if line.strip())[-1500:]
-        error = RunError(kind="crashed", message=f"spark-submit exited {process.returncode} without a result: {last}")
+        error = RunFailure(kind="crashed", message=f"spark-submit exited {process.returncode} without a result: {last}")
     now = datetime.now(timezone.utc)
     return RunResult(run_id=spec.run_id, status="failed", timings=Timings(started_at=started_at, finished_at=now), error=error)
 

@@ -15,7 +15,7 @@ from spark_jobs.decode import decoded_struct
 from spark_jobs.direct_write import DirectWritePlan, WriteUnit, pack_chunks, write_unit
 from spark_jobs.errors import JobError
 from spark_jobs.kafka_source import Chunk, consumer_config, kafka_struct
-from spark_jobs.spec import KafkaSource, Txn
+from spark_jobs.spec import SourceSpec, Txn
 from spark_jobs.storage import Store
 from tests.factories import LOOPBACK_ALLOWED
 from tests.fixtures.kafka import read_range
@@ -42,7 +42,7 @@ def test_a_task_writes_its_chunks_as_delta_files_and_reports_what_it_read(sandbo
     bootstrap = sandbox_kafka.bootstrap_servers
     topic = kafka_topic(partitions=3)
     placed = produce_keyed(bootstrap, topic, 300, headers={"h": b"v"})
-    source = KafkaSource(kafka_config={"bootstrap.servers": bootstrap}, ranges={}, value_format="string", include_headers=True)
+    source = SourceSpec(kafka_config={"bootstrap.servers": bootstrap}, ranges={}, value_format="string", include_headers=True)
     schema = to_arrow_schema(decoded_struct(source), timezone="UTC")
     uri = str(tmp_path / "t")
     plan = DirectWritePlan(
@@ -82,7 +82,7 @@ def test_a_task_that_finds_its_offsets_deleted_fails_as_data_loss_and_leaves_no_
     topic = kafka_topic(partitions=1)
     produce_keyed(bootstrap, topic, 50)
     kafka_faults.delete_records(topic, 0, 20)  # after the driver's watermark check, say
-    source = KafkaSource(kafka_config={"bootstrap.servers": bootstrap}, ranges={})
+    source = SourceSpec(kafka_config={"bootstrap.servers": bootstrap}, ranges={})
     plan = DirectWritePlan(
         uri=str(tmp_path / "t"), partition_by=[], token="tok2", schema=to_arrow_schema(decoded_struct(source), timezone="UTC"),
         read_schema=to_arrow_schema(kafka_struct(False), timezone="UTC"),

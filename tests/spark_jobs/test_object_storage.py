@@ -22,14 +22,14 @@ from spark_jobs.direct_write import DirectWritePlan, WriteUnit, write_unit
 from spark_jobs.errors import JobError, classify, storage_failure
 from spark_jobs.kafka_source import Chunk, consumer_config, kafka_struct
 from spark_jobs.plans import TaskReport
-from spark_jobs.spec import KafkaSource, Txn
+from spark_jobs.spec import SourceSpec, Txn
 from spark_jobs.storage import Store
 from tests.factories import LOOPBACK_ALLOWED
 from tests.fixtures.object_storage import Bucket
 
 
 def _plan(bootstrap: str, uri: str, store: Store, token: str) -> DirectWritePlan:
-    source = KafkaSource(kafka_config={"bootstrap.servers": bootstrap}, ranges={}, value_format="string")
+    source = SourceSpec(kafka_config={"bootstrap.servers": bootstrap}, ranges={}, value_format="string")
     return DirectWritePlan(
         uri=uri, partition_by=["partition"], token=token, schema=to_arrow_schema(decoded_struct(source), timezone="UTC"),
         read_schema=to_arrow_schema(kafka_struct(False), timezone="UTC"),
