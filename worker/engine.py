@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import spark_jobs
-from spark_jobs.spec import RunFailure, RunResult, RunSpec, Timings, redact
+from spark_jobs.public import RunFailure, RunResult, RunSpec, Timings, redact
 from worker.launcher import TERM_GRACE_S, SparkSubmitSettings, job_env, package_spark_jobs, spark_command, start_process
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Protocol
 
 import spark_jobs
-from spark_jobs.spec import RunFailure, RunResult, RunSpec, Timings, redact
+from spark_jobs.public import RunFailure, RunResult, RunSpec, Timings, redact
 
 # The fixed start-up cost of a run matters more than peak throughput for small runs.
 LEAN_CONF = {

@@ -57,8 +57,7 @@ from api.secrets.store import (
     connection_secret_path,
 )
 from api.tenancy.quotas import QuotaLimits, enforce
-from spark_jobs.egress import EgressPolicy
-from spark_jobs.registry import RegistryConfig
+from spark_jobs.public import EgressPolicy, RegistryConfig
 
 _WRITE_ONLY_SSL = ("key_pem", "key_password")
 

@@ -24,7 +24,7 @@ from api.ledger import service as ledger
 from api.pipelines.models import Pipeline
 from api.pipelines.service import record_group_mirror
 from api.secrets.store import SecretStore
-from spark_jobs.egress import EgressPolicy
+from spark_jobs.public import EgressPolicy
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,16 @@ from api.runs.delta_state import app_id
 from api.runs.models import Run
 from api.runs.planning import Plan
 from api.secrets.store import SecretStore
-from spark_jobs.spec import DeltaTargetSpec, Egress, KafkaTargetSpec, RegistrySpec, RunSpec, SourceSpec, SubjectRef, Txn
+from spark_jobs.public import (
+    DeltaTargetSpec,
+    Egress,
+    KafkaTargetSpec,
+    RegistrySpec,
+    RunSpec,
+    SourceSpec,
+    SubjectRef,
+    Txn,
+)
 
 
 def quarantine_uri(table_uri: str) -> str:
