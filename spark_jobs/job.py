@@ -80,23 +80,23 @@ def execute(spec: RunSpec, driver: Driver, cancelled: threading.Event | None = N
         ),
     )
     scratch = tempfile.mkdtemp(prefix="inlet-run-")
-    tally = Tally(spec, cancelled)
+    tally = Tally(cancelled)
     try:
         run(spec, driver, scratch, tally)
-        return tally.result()
+        return tally.result(spec)
     except BaseException as exc:  # noqa: BLE001 - every failure must end in a result
         error = classify(exc)
         log.error("run %s failed: %s: %s", spec.run_id, error.kind, redact(error.message, spec.secret_values()))
         if error.kind == "internal":  # unforeseen: the whole story, for whoever reads the run's log
             log.error("%s", redact(f"{type(exc).__name__}: {exc}", spec.secret_values()))
-        return tally.result(error)
+        return tally.result(spec, error)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
 def failed_before_start(spec: RunSpec, exc: BaseException) -> RunResult:
     """The result of a run that failed before its first step: nothing was read or written."""
-    return Tally(spec).result(classify(exc))
+    return Tally().result(spec, classify(exc))
 
 
 def parse_spec(raw: bytes) -> RunSpec | RunResult:

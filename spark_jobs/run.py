@@ -9,12 +9,13 @@ The run owns the offsets: it decides what is read (the spec's ranges less what r
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from spark_jobs.kafka_source import ReadPlan, check_watermarks, chunk_ranges, consumer_config
+from spark_jobs.kafka_source import ReadPlan, check_watermarks, chunk_ranges, consumer_config, read_records
 from spark_jobs.targets import Reading, target_for
 
 if TYPE_CHECKING:
@@ -51,10 +52,13 @@ def run(spec: RunSpec, driver: Driver, scratch: str, tally: Tally) -> None:
     began = time.monotonic()
     with _spark(driver, f"inlet-{spec.pipeline_id}-{spec.run_id}", target.uses_dataframes) as (context, session):
         tally.session_start_s = time.monotonic() - began
+        records = None
+        if session is not None:
+            records = read_records(session, plan, source.include_headers, os.path.join(scratch, "read-plan.pickle"))
         reports: list[TaskReport] = []
         try:
             began = time.monotonic()
-            reports = target.write(Reading(plan, source.include_headers, scratch, context, session))
+            reports = target.write(Reading(plan, records, context, scratch))
             tally.process_s = time.monotonic() - began
             tally.read(reports)
             began = time.monotonic()

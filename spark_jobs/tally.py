@@ -1,5 +1,5 @@
 """A run's tally: what it read from each partition, the gaps it skipped, what its target committed
-and how long each step took, turned into the run's ``RunResult`` at the end (a failed one too).
+and how long each step took, turned into the spec's ``RunResult`` at the end (a failed one too).
 
 The run (``spark_jobs.run``) keeps it; targets never touch it, they return what they committed.
 """
@@ -20,10 +20,9 @@ if TYPE_CHECKING:
 
 
 class Tally:
-    """Counters and timings of one run of ``spec``."""
+    """Counters and timings of one run, and whether it was cancelled."""
 
-    def __init__(self, spec: RunSpec, cancelled: threading.Event | None = None):
-        self.spec = spec
+    def __init__(self, cancelled: threading.Event | None = None):
         self.cancelled = cancelled or threading.Event()
         self.started_at = datetime.now(timezone.utc)
         self.stats: dict[PartitionKey, PartitionStats] = {}
@@ -58,9 +57,10 @@ class Tally:
         self.rows_written, self.rows_quarantined = outcome.rows, outcome.quarantined
         self.bytes_written, self.delta_version = outcome.bytes, outcome.version
 
-    def result(self, error: JobError | None = None) -> RunResult:
+    def result(self, spec: RunSpec, error: JobError | None = None) -> RunResult:
+        """The result of ``spec``'s run: every partition it planned, read or not; the error redacted."""
         partitions = []
-        for topic, ranges in sorted(self.spec.source.ranges.items()):
+        for topic, ranges in sorted(spec.source.ranges.items()):
             for key, (start, end) in sorted(ranges.items(), key=lambda kv: int(kv[0])):
                 stats = self.stats.get((topic, int(key)))
                 partitions.append(
@@ -75,9 +75,9 @@ class Tally:
                         gap=self.gaps.get((topic, int(key))),
                     )
                 )
-        secrets = self.spec.secret_values()
+        secrets = spec.secret_values()
         return RunResult(
-            run_id=self.spec.run_id,
+            run_id=spec.run_id,
             status="failed" if error else "succeeded",
             partitions=partitions,
             rows_written=self.rows_written,

@@ -24,14 +24,13 @@ out of its imports at run time, as here.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
     from spark_jobs.kafka_source import ReadPlan
     from spark_jobs.plans import TaskReport
@@ -43,23 +42,14 @@ Checkpoint = Callable[[str], None]
 
 @dataclass(frozen=True)
 class Reading:
-    """What a target's write reads, handed over by the run: the offset ranges still in Kafka (cut into
-    chunks of at most ``max_records_per_task``) and the Spark to read them with. A target whose tasks
-    read Kafka themselves takes ``plan``; one that writes a DataFrame takes ``records()``."""
+    """What a target's write reads, handed over by the run: the offset ranges still in Kafka, cut into
+    chunks of at most ``max_records_per_task`` (``plan``), for a target whose tasks read Kafka
+    themselves; as a DataFrame (``records``) for one that ``uses_dataframes``."""
 
     plan: ReadPlan
-    include_headers: bool
+    records: DataFrame | None  # in the columns of Spark's Kafka source (``inlet_kafka``); None without a session
+    context: SparkContext  # the run's Spark, for tasks of plain Python functions
     scratch: str  # a private folder of the run's, for plan and report files
-    context: SparkContext
-    session: SparkSession | None  # only for a target that ``uses_dataframes``
-
-    def records(self) -> DataFrame:
-        """The records as a DataFrame in the columns of Spark's Kafka source (``inlet_kafka``)."""
-        from spark_jobs.kafka_source import read_records
-
-        if self.session is None:
-            raise RuntimeError("records() needs a SparkSession: the target must say it uses_dataframes")
-        return read_records(self.session, self.plan, self.include_headers, os.path.join(self.scratch, "read-plan.pickle"))
 
 
 @dataclass(frozen=True)

@@ -178,7 +178,8 @@ class DeltaAppend:
         from spark_jobs.plans import read_reports, write_plan
 
         scratch, store = reading.scratch, self.main.store
-        rows = _with_missing_columns(decode(reading.records(), self.spec.source, self.spec.run_id), self.main)
+        assert reading.records is not None  # uses_dataframes
+        rows = _with_missing_columns(decode(reading.records, self.spec.source, self.spec.run_id), self.main)
         if self.replace.rewrite:
             rows = rows.withColumn(CARRIED, F.lit(None).cast("boolean"))
             rewrite = RewritePlan(tuple(self.replace.rewrite), self.target.replace_ranges or {}, store)

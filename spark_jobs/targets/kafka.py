@@ -7,7 +7,7 @@ the producer is idempotent (no duplicates within a task's session) but not trans
 A task succeeds only after every one of its deliveries is acknowledged by all in-sync replicas.
 
     prepare  nothing to check: a topic keeps no record of which runs wrote to it
-    write    the ``inlet_kafka_sink`` data source over the run's records (``Reading.records``)
+    write    the ``inlet_kafka_sink`` data source over the run's records (a DataFrame: ``Reading.records``)
     commit   nothing left to make durable (every record was acknowledged): counts what was written
     discard  nothing: produced records cannot be taken back
 """
@@ -56,7 +56,8 @@ class KafkaTopic:
             run_id=self.spec.run_id,
             manifest=os.path.join(reading.scratch, "manifest.pickle"),
         )
-        records = reading.records()
+        records = reading.records
+        assert records is not None  # uses_dataframes
         records.sparkSession.dataSource.register(InletKafkaSinkDataSource)
         plan_path = write_plan(os.path.join(reading.scratch, "sink-plan.pickle"), plan)
         records.write.format("inlet_kafka_sink").mode("append").option("plan", plan_path).save()
