@@ -83,8 +83,9 @@ class EngineGone(Exception):
 def code_digest() -> str:
     """A digest of the ``spark_jobs`` sources on disk: an engine runs the code it started with."""
     digest = hashlib.sha256()
-    for path in sorted(Path(spark_jobs.__file__).parent.glob("*.py")):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    package = Path(spark_jobs.__file__).parent
+    for path in sorted(package.rglob("*.py")):
+        digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
 

@@ -117,8 +117,8 @@ def package_spark_jobs(workdir: Path) -> Path:
     target = workdir / "spark_jobs.zip"
     package = Path(spark_jobs.__file__).parent
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
-        for path in sorted(package.glob("*.py")):
-            zf.write(path, f"spark_jobs/{path.name}")
+        for path in sorted(package.rglob("*.py")):  # subpackages too: executors import them from here
+            zf.write(path, f"spark_jobs/{path.relative_to(package)}")
     return target
 
 
