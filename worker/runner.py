@@ -25,7 +25,7 @@ from api.offsets import group_mirror
 from api.runs import execution, lifecycle
 from api.runs.execution import Outcome
 from api.secrets.store import SecretStore
-from spark_jobs.spec import RunResult, RunSpec
+from spark_jobs.public import RunResult, RunSpec
 from worker.launch import EngineLimits, Launcher, SparkSubmitSettings, SubmitLauncher, WarmLauncher
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from api.core.db import unit_of_work
 from api.secrets.store import SecretStore
 from api.webhooks import delivery
 from api.webhooks.delivery import DeliveryOutcome, DeliveryRetryPolicy
-from spark_jobs.egress import http_client
+from spark_jobs.public import http_client
 
 CONNECT_TIMEOUT_S = 5.0
 

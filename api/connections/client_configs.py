@@ -17,8 +17,7 @@ from api.core.errors import DomainError
 from api.kafka.client import KafkaClient
 from api.kafka.config import KafkaClientConfig
 from api.secrets.store import SecretStore
-from spark_jobs.egress import EgressPolicy
-from spark_jobs.registry import RegistryConfig
+from spark_jobs.public import EgressPolicy, RegistryConfig
 
 
 class RegistryMissing(DomainError):

@@ -47,9 +47,7 @@ from api.kafka.errors import KafkaEgressDenied, KafkaTokenError
 from api.kafka.problems import KafkaProblem
 from api.kafka.tls import TlsDiagnosis, diagnose
 from api.secrets.store import SecretStore
-from spark_jobs.egress import EgressPolicy
-from spark_jobs.errors import JobError
-from spark_jobs.registry import RegistryClient, RegistryConfig, RegistryUnavailable
+from spark_jobs.public import EgressPolicy, JobError, RegistryClient, RegistryConfig, RegistryUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, fi
 from api.core.errors import field_error
 from api.core.urls import HOSTNAME, check_http_url
 from api.kafka.config import ALLOWED_CLIENT_OPTIONS, EXTENSIONS_OPTION, SaslMechanism, SecurityProtocol
-from spark_jobs.oauth import parse_extensions
+from spark_jobs.public import parse_extensions
 
 CredentialsStatus = Literal["ok", "missing", "unknown"]
 RegistryAuth = Literal["none", "basic", "bearer"]

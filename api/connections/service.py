@@ -44,7 +44,7 @@ from api.core.security import TenantContext
 from api.secrets.lifecycle import delete_with_secret
 from api.secrets.store import SecretNotFound, SecretStore
 from api.tenancy.quotas import QuotaLimits, enforce
-from spark_jobs.egress import EgressPolicy
+from spark_jobs.public import EgressPolicy
 
 
 class ConnectionGone(NotFound):

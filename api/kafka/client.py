@@ -41,9 +41,7 @@ from api.kafka.errors import (
     TimestampNotResolvable,
     TopicNotFound,
 )
-from spark_jobs.egress import EgressPolicy, EgressRefused
-from spark_jobs.kafka_errors import is_auth_error
-from spark_jobs.oauth import TokenRefused, with_token_source
+from spark_jobs.public import EgressPolicy, EgressRefused, TokenRefused, is_auth_error, with_token_source
 
 log = logging.getLogger(__name__)
 

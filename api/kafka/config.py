@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from api.kafka.errors import KafkaConfigError
-from spark_jobs.oauth import parse_extensions
+from spark_jobs.public import parse_extensions
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]

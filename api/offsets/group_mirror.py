@@ -26,7 +26,7 @@ from api.pipelines.definition import definition_of
 from api.pipelines.models import Pipeline
 from api.pipelines.service import record_group_mirror
 from api.secrets.store import SecretStore
-from spark_jobs.egress import EgressPolicy
+from spark_jobs.public import EgressPolicy
 
 log = logging.getLogger(__name__)
 

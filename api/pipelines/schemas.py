@@ -28,7 +28,7 @@ from pydantic import (
 from api.core.errors import field_error
 from api.pipelines.ddl import ddl_field_names
 from api.pipelines.topic_patterns import compile_topic_pattern
-from spark_jobs.columns import RESERVED as RESERVED_COLUMNS
+from spark_jobs.public import RESERVED_COLUMNS
 
 TOPIC_PATTERN = r"^[A-Za-z0-9._-]{1,249}$"
 TopicName = Annotated[str, Field(pattern=TOPIC_PATTERN, description="A Kafka topic name")]

@@ -36,8 +36,7 @@ from api.runs.retry import RetryPolicy, RunFailure, failure_of
 from api.runs.states import RunState, state_of
 from api.secrets.store import SecretStore
 from api.tenancy.quotas import QuotaExceeded, QuotaLimits
-from spark_jobs.spec import RunResult, RunSpec
-from spark_jobs.storage import Store
+from spark_jobs.public import RunResult, RunSpec, Store
 
 log = logging.getLogger(__name__)
 

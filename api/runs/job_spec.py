@@ -16,7 +16,16 @@ from api.runs.delta_state import app_id
 from api.runs.models import Run
 from api.runs.planning import Plan
 from api.secrets.store import SecretStore
-from spark_jobs.spec import DeltaTarget, Egress, KafkaSource, KafkaTarget, Registry, RunSpec, SubjectRef, Txn
+from spark_jobs.public import (
+    DeltaTargetSpec,
+    Egress,
+    KafkaTargetSpec,
+    RegistrySpec,
+    RunSpec,
+    SourceSpec,
+    SubjectRef,
+    Txn,
+)
 
 
 def quarantine_uri(table_uri: str) -> str:
@@ -34,28 +43,28 @@ def build_spec(session: Session, run: Run, pipeline: Pipeline, *, settings: Sett
     registry = registry_config(source_conn, secrets, version=run.source_credentials_version) if subjects else None
     if subjects and registry is None:
         raise RegistryMissing(source_conn)
-    spec_source = KafkaSource(
+    spec_source = SourceSpec(
         kafka_config=client_config(source_conn, secrets, version=run.source_credentials_version).librdkafka_config(),
         ranges=plan.ranges(),
         value_format=source.value_format,
         schema_=source.schema_,
         include_headers=source.include_headers,
-        registry=Registry(**{k: v for k, v in vars(registry).items() if k != "egress"}) if registry else None,
+        registry=RegistrySpec.of(registry) if registry else None,
         value_subject=subjects.get("value"),
         key_format=source.key_format,
         key_subject=subjects.get("key"),
         on_data_loss=source.on_data_loss,
     )
-    target: DeltaTarget | KafkaTarget
+    target: DeltaTargetSpec | KafkaTargetSpec
     if definition.target.type == "delta":
         uri = target_uri(pipeline, definition.target, settings.resolved_storage_root)
         assert uri is not None
-        target = DeltaTarget(uri=uri, partition_by=list(definition.target.partition_by),
-                             quarantine_uri=quarantine_uri(uri), replace_ranges=run.replace_ranges,
-                             storage_options=settings.resolved_storage_options)
+        target = DeltaTargetSpec(uri=uri, partition_by=list(definition.target.partition_by),
+                                 quarantine_uri=quarantine_uri(uri), replace_ranges=run.replace_ranges,
+                                 storage_options=settings.resolved_storage_options)
     else:
         target_conn = referenced_connection(session, definition.target.connection_id)
-        target = KafkaTarget(
+        target = KafkaTargetSpec(
             kafka_config=client_config(target_conn, secrets, version=run.target_credentials_version).librdkafka_config(),
             topic=definition.target.topic,
         )

@@ -38,7 +38,7 @@ from api.webhooks import signing
 from api.webhooks.destinations import host_allowed
 from api.webhooks.models import Webhook, WebhookDelivery, WebhookEvent
 from api.webhooks.schemas import TEST_EVENT
-from spark_jobs.egress import EgressRefused
+from spark_jobs.public import EgressRefused
 
 USER_AGENT = "Inlet-Webhooks/1"
 ATTEMPT_LEASE_S = 120.0  # an attempt not recorded by then is lost (its worker died): the scheduler sends it again
