@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from spark_jobs.errors import classify
 from spark_jobs.run import run
-from spark_jobs.spec import KafkaTargetSpec, RunFailure, RunResult, RunSpec, Timings, redact, redacted_config
+from spark_jobs.spec import KafkaTargetSpec, JobFailure, RunResult, RunSpec, Timings, redact, redacted_config
 from spark_jobs.tally import Tally
 
 if TYPE_CHECKING:
@@ -112,7 +112,7 @@ def parse_spec(raw: bytes) -> RunSpec | RunResult:
         reasons = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in getattr(exc, "errors", lambda: [])()) or "not JSON"
         now = datetime.now(timezone.utc)
         return RunResult(run_id=run_id, status="failed", timings=Timings(started_at=now, finished_at=now),
-                         error=RunFailure(kind="invalid_spec", message=f"invalid spec: {reasons}"))
+                         error=JobFailure(kind="invalid_spec", message=f"invalid spec: {reasons}"))
 
 
 def configure_logging() -> None:

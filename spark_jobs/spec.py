@@ -268,7 +268,9 @@ class Timings(_Model):
     commit_s: float = 0.0
 
 
-class RunFailure(_Model):
+class JobFailure(_Model):
+    """Why the job failed, as its result reports it (the worker records it as the run's failure)."""
+
     kind: ErrorKind
     message: str
     topic: str | None = None
@@ -287,7 +289,7 @@ class RunResult(_Model):
     delta_version: int | None = None
     already_committed: bool = False
     timings: Timings
-    error: RunFailure | None = None
+    error: JobFailure | None = None
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from spark_jobs.errors import JobError
 from spark_jobs.plans import PartitionKey, PartitionStats, TaskReport
-from spark_jobs.spec import OffsetRange, PartitionResult, RunFailure, RunResult, RunSpec, Timings, redact
+from spark_jobs.spec import OffsetRange, PartitionResult, JobFailure, RunResult, RunSpec, Timings, redact
 
 if TYPE_CHECKING:
     from spark_jobs.kafka_source import Gap
@@ -93,7 +93,7 @@ class Tally:
                 process_s=round(self.process_s, 3),
                 commit_s=round(self.commit_s, 3),
             ),
-            error=RunFailure(kind=error.kind, message=redact(error.message, secrets), topic=error.topic, partition=error.partition)
+            error=JobFailure(kind=error.kind, message=redact(error.message, secrets), topic=error.topic, partition=error.partition)
             if error
             else None,
         )

@@ -1,6 +1,6 @@
 """One meaning per name: a class name means one thing across the API and the Spark job.
 
-The job's contract has names of its own (``SourceSpec``, ``DeltaTargetSpec``, ``RunFailure``...)
+The job's contract has names of its own (``SourceSpec``, ``DeltaTargetSpec``, ``JobFailure``...)
 where the API's schemas describe the same ideas for its clients (``KafkaSource``, ``DeltaTarget``,
 ``RunError``): a reader who meets a name knows which side of the spec it is on. Read from the
 source files' syntax trees, so nothing is imported.
