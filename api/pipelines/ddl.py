@@ -3,8 +3,9 @@ schema Spark would refuse fails at definition time, not at its first run.
 
 It follows the grammar of Spark's own parser (``tests/pipelines/test_ddl_conformance.py`` feeds both
 the same schemas), and refuses more where Spark parses a schema that a run would then fail on:
-``from_json`` refuses CHAR/VARCHAR and maps keyed by anything but STRING, Arrow and Delta have no
-form of INTERVAL, TIME, empty structs or DECIMAL(0, …), and the job selects each column by its
+``from_json`` refuses CHAR/VARCHAR and maps keyed by anything but STRING, Inlet's json decoder
+(``spark_jobs.formats.json_values``) has no VARIANT, Arrow and Delta have no form of INTERVAL,
+TIME, empty structs or DECIMAL(0, …), and the job selects each column by its
 backquoted name, which two names differing only in case (Spark resolves names case-insensitively)
 or a name holding a backquote break.
 """
@@ -29,6 +30,7 @@ _UNSUPPORTED = {
     "varchar": "VARCHAR is refused by Spark's JSON reader: use STRING",
     "interval": "INTERVAL types cannot be written to Delta",
     "time": "TIME cannot be written to Delta",
+    "variant": "VARIANT is not read from json values (Inlet decodes them outside Spark): use STRING",
 }
 
 _TOKEN = re.compile(

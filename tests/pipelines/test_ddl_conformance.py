@@ -17,7 +17,7 @@ from api.pipelines.ddl import ddl_field_names
 
 PRIMITIVES = [
     "STRING", "INT", "INTEGER", "BIGINT", "LONG", "SMALLINT", "SHORT", "TINYINT", "BYTE", "DOUBLE", "FLOAT", "REAL",
-    "BOOLEAN", "BINARY", "DATE", "TIMESTAMP", "TIMESTAMP_NTZ", "TIMESTAMP_LTZ", "VARIANT", "VOID",
+    "BOOLEAN", "BINARY", "DATE", "TIMESTAMP", "TIMESTAMP_NTZ", "TIMESTAMP_LTZ", "VOID",
     "DECIMAL", "DEC", "NUMERIC",
 ]
 
@@ -168,6 +168,8 @@ STRICTER: list[tuple[str, str]] = [
     ("i INTERVAL YEAR TO MONTH", "from_json cannot make YearMonthIntervalType values (NOT_IMPLEMENTED)"),
     ("i INTERVAL DAY TO SECOND", "an Arrow duration, which Delta refuses as a column type"),
     ("t TIME", "an Arrow time64, which Delta refuses as a column type"),
+    ("v VARIANT", "json values are decoded outside Spark (formats.json_values), which has no VARIANT"),
+    ("s STRUCT<v: VARIANT>", "json values are decoded outside Spark (formats.json_values), which has no VARIANT"),
     ("s STRUCT<>", "Parquet cannot hold a struct without fields"),
     ("s STRUCT< >", "Parquet cannot hold a struct without fields"),
     ("struct<>", "a schema of no columns: nothing for from_json to decode"),
