@@ -3,9 +3,10 @@
 The values are ``bench/registry_formats.py``'s JSON orders (about 140 bytes each). Inlet's decoder
 (``spark_jobs.formats.json_values``) takes them in batches as the executors get them (20,000, the
 engine's Arrow batch size) on one core. Spark decodes the same values with the expression json
-pipelines run today (``spark_jobs.decode.decode``) in a one-core local session, twice: inside the
-JVM alone (the values cached as rows, the result dropped by the ``noop`` sink: ``from_json``'s own
-speed), and with the rows brought back to Python as Arrow (what Inlet's current path pays).
+pipelines ran before issue 35 (``tests/formats/spark_from_json.py``, the conformance test's oracle)
+in a one-core local session, twice: inside the JVM alone (the values cached as rows, the result
+dropped by the ``noop`` sink: ``from_json``'s own speed), and with the rows brought back to Python
+as Arrow (what that path paid). ``bench/spark_ingest.py --formats string,json`` measures whole runs.
 
     .venv/bin/python bench/json_decode.py [--messages 1000000] [--bad-every 0]
 
@@ -51,10 +52,10 @@ def main() -> None:
 
     from pyspark.sql import SparkSession
 
-    from spark_jobs.decode import decode, json_schema
+    from spark_jobs.decode import json_schema
     from spark_jobs.formats.json_values import JsonValues
     from spark_jobs.kafka_source import kafka_struct
-    from spark_jobs.spec import KafkaSource
+    from tests.formats.spark_from_json import from_json
 
     values = orders(args.messages, args.bad_every)
     print(f"{args.messages:,} JSON orders, {sum(map(len, values)) / len(values):.0f} B on average")
@@ -78,8 +79,6 @@ def main() -> None:
         print(f"inlet json_values: {inlet:,.0f} records/s ({inlet_s:.2f}s wall, {args.messages / inlet_cpu:,.0f} "
               f"records/s of CPU, {quarantined:,} quarantined)")
 
-        source = KafkaSource.model_validate({"kafka_config": {"bootstrap.servers": "unused:9092"}, "ranges": {},
-                                             "value_format": "json", "schema": ORDER_DDL})
         n = len(values)
         table = pa.table({"key": pa.nulls(n, pa.binary()), "value": pa.array(values, pa.binary()),
                           "topic": pa.array(["t"] * n), "partition": pa.array([0] * n, pa.int32()),
@@ -87,14 +86,14 @@ def main() -> None:
                           "timestampType": pa.array([0] * n, pa.int32())})
         records = spark.createDataFrame(table, kafka_struct(False)).cache()
         records.count()
-        decode(records.limit(1000), source, "warm-up").write.format("noop").mode("overwrite").save()
+        from_json(records.limit(1000), ORDER_DDL).write.format("noop").mode("overwrite").save()
         jvm_s = arrow_s = float("inf")
         for _ in range(ROUNDS):
             began = time.perf_counter()
-            decode(records, source, "bench").write.format("noop").mode("overwrite").save()
+            from_json(records, ORDER_DDL).write.format("noop").mode("overwrite").save()
             jvm_s = min(jvm_s, time.perf_counter() - began)
             began = time.perf_counter()
-            decode(records, source, "bench").toArrow()
+            from_json(records, ORDER_DDL).toArrow()
             arrow_s = min(arrow_s, time.perf_counter() - began)
         jvm, arrow = args.messages / jvm_s, args.messages / arrow_s
         print(f"spark from_json, in the JVM: {jvm:,.0f} records/s ({jvm_s:.2f}s)")

@@ -2,9 +2,9 @@
 
 Produces the same N order records twice into sandbox topics of P partitions: once as Avro in the
 Confluent wire format (its schema registered in a real Karapace registry), once as JSON text. Then
-the warm engine ingests each topic into Delta (Avro: decoded on Arrow in the executors; JSON:
-Spark's ``from_json`` with the equivalent DDL schema), after a one-record warm-up run of each, and
-prints both rates and their ratio, measured in the same run.
+the warm engine ingests each topic into Delta (both decoded on Arrow in the executors: Avro by
+its subject, JSON by ``formats.json_values`` with the equivalent DDL schema), after a one-record
+warm-up run of each, and prints both rates and their ratio, measured in the same run.
 
 The registry keeps its schemas in a real Kafka broker, so this needs the team's Kafka distribution
 and the registry script (``../shared/kafka`` and ``../shared/schema-registry``):

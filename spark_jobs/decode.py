@@ -1,4 +1,5 @@
-"""Turning Kafka records into the rows a pipeline writes, per ``value_format``.
+"""Turning Kafka records into the rows a pipeline writes, per ``value_format``, on Arrow in the
+executors (``delta_tables.direct_write``'s tasks).
 
 Output columns, in order (the Delta table's schema):
 
@@ -13,102 +14,104 @@ Output columns, in order (the Delta table's schema):
 (``topic``, ``partition``, ``offset``) identifies a row; replace-mode replays rely on it. A json
 schema may therefore not reuse any of these names (``invalid_spec``).
 
-avro, protobuf and json_schema values (the Confluent wire format) become the columns of their
-subject's schema (``decode_framed``, on Arrow in the executors: ``spark_jobs.formats``); a registry
-format of the key makes ``key`` a column of the key subject's type.
+raw and string records become rows as they are (``decode_arrow``). json values are read as Spark's
+``from_json`` reads them (``decode_json``: ``formats.json_values``, held to Spark by a conformance
+test); avro, protobuf and json_schema values (the Confluent wire format) become the columns of their
+subject's schema (``decode_framed``: ``spark_jobs.formats``); a registry format of the key makes
+``key`` a column of the key subject's type.
 
-A json value that does not parse as the schema (or is null) becomes a quarantine row instead:
-``key`` and ``value`` as raw BINARY, the metadata columns, ``_inlet_quarantine_reason`` and
-``_inlet_run_id``. The decoded DataFrame carries both shapes; the writer splits them on
-``_inlet_quarantine_reason`` so the source is read once.
+A record whose value (or key) does not decode becomes a quarantine row instead
+(``quarantine_struct``): ``key`` and ``value`` as read (BINARY), the metadata columns,
+``_inlet_quarantine_reason`` and ``_inlet_run_id``. A json value that is null goes there as
+``value is null``, one that does not parse as the schema as ``value is not JSON of the pipeline's
+schema``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
-from pyspark.sql.types import BinaryType, StringType, StructType, _parse_datatype_string
+from pyspark.sql.types import ArrayType, BinaryType, DataType, MapType, StringType, StructField, StructType, _parse_datatype_string
 
-from spark_jobs.columns import METADATA, QUARANTINE_REASON, RAW_KEY, RAW_VALUE, RESERVED, RUN_ID
+from spark_jobs.columns import QUARANTINE_REASON, RESERVED, RUN_ID
 from spark_jobs.errors import JobError
 from spark_jobs.formats.wire import SubjectSchema, WireDecoder
 from spark_jobs.registry import RegistryConfig
 
 if TYPE_CHECKING:  # pydantic costs every Python worker ~1 s to import
+    from spark_jobs.formats.json_values import JsonValues
     from spark_jobs.spec import SourceSpec
 
 
-_CORRUPT = "_inlet_corrupt_record"
-
-
-def decode(records: DataFrame, source: SourceSpec, run_id: str) -> DataFrame:
-    """Output rows (and, for json, quarantine material) from Spark-Kafka-shaped ``records``."""
-    metadata = [F.col(c) for c in METADATA] + ([F.col("headers")] if source.include_headers else [])
-    run = F.lit(run_id).alias(RUN_ID)
-    if source.value_format == "raw":
-        return records.select("key", "value", *metadata, run)
-    if source.value_format == "string":
-        return records.select(_string("key"), _string("value"), *metadata, run)
-
-    schema = json_schema(source.schema_ or "")
-    parsed = F.from_json(
-        F.col("value").cast("string"),
-        schema.add(_CORRUPT, "string"),
-        {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT},
-    )
-    reason: Column = (
-        F.when(F.col("value").isNull(), F.lit("value is null"))
-        .when(F.col("_parsed").isNull() | F.col(f"_parsed.{_CORRUPT}").isNotNull(), F.lit("value is not JSON of the pipeline's schema"))
-    )
-    return records.withColumn("_parsed", parsed).select(
-        _string("key"),
-        *[F.col(f"_parsed.`{f.name}`").alias(f.name) for f in schema.fields if f.name != _CORRUPT],
-        *metadata,
-        run,
-        reason.alias(QUARANTINE_REASON),
-        F.col("key").alias(RAW_KEY),
-        F.col("value").alias(RAW_VALUE),
-    )
-
-
 def decoded_struct(source: SourceSpec) -> StructType:
-    """The schema ``decode`` gives raw and string records, without building a DataFrame."""
+    """The table's columns for raw, string and json records (registry formats: ``framed_schema``)."""
     from spark_jobs.kafka_source import kafka_struct
 
-    kind = StringType() if source.value_format == "string" else BinaryType()
+    kind = BinaryType() if source.value_format == "raw" else StringType()
     schema = StructType()
     for f in kafka_struct(source.include_headers).fields:
-        schema.add(f.name, kind if f.name in ("key", "value") else f.dataType, f.nullable)
+        if f.name == "value" and source.value_format == "json":
+            for column in json_columns(source.schema_ or "").fields:
+                schema.add(column)
+        else:
+            schema.add(f.name, kind if f.name in ("key", "value") else f.dataType, f.nullable)
     return schema.add(RUN_ID, StringType(), False)  # a literal: never null
 
 
 def decode_arrow(batch: pa.RecordBatch, value_format: str, run_id: str, schema: pa.Schema) -> pa.Table:
-    """``decode`` of raw and string records on Arrow, in an executor; ``schema`` may hold more
-    columns (an existing table's, which this run lacks): they are null.
+    """Raw and string records as table rows (in ``schema``).
 
     Strings are the bytes as they are, unchecked, as Spark's cast of BINARY to STRING keeps them.
     """
+    strings = {p: batch.column(p).view(pa.string()) for p in ("key", "value")} if value_format == "string" else {}
+    return _rows(batch, schema, run_id, strings)
+
+
+def decode_json(batch: pa.RecordBatch, values: JsonValues, run_id: str, schema: pa.Schema,
+                quarantine_schema: pa.Schema) -> tuple[pa.Table, pa.Table]:
+    """json records as table rows (in ``schema``) and quarantine rows (with the reason): ``values``
+    reads each value as Spark's ``from_json`` would (``formats.json_values``); keys are strings, as
+    for string records."""
+    columns, reasons = values.decode(batch.column("value"))
+    decoded = {"key": batch.column("key").view(pa.string()), **dict(zip(columns.column_names, columns.columns))}
+    return _split(_rows(batch, schema, run_id, decoded), batch, reasons, run_id, quarantine_schema)
+
+
+def _rows(batch: pa.RecordBatch, schema: pa.Schema, run_id: str, decoded: Mapping[str, pa.Array | pa.ChunkedArray]) -> pa.Table:
+    """``schema``'s columns for ``batch``: the ``decoded`` ones, else the record's own, the run id, or
+    nulls (an existing table's columns, which this run lacks)."""
     n = batch.num_rows
-    columns = []
+    columns: list[pa.Array | pa.ChunkedArray] = []
     for f in schema:
-        if f.name in batch.schema.names:
+        if f.name in decoded:
+            column = decoded[f.name]
+        elif f.name in batch.schema.names:
             column = batch.column(f.name)
-            if f.name in ("key", "value") and value_format == "string":
-                column = column.view(pa.string())
         elif f.name == RUN_ID:
             column = pa.repeat(pa.scalar(run_id, pa.string()), n)
         else:
             column = pa.nulls(n, f.type)
-        columns.append(column)
+        columns.append(column if column.type == f.type else column.cast(f.type))
     return pa.Table.from_arrays(columns, schema=schema)
 
 
+def _split(rows: pa.Table, batch: pa.RecordBatch, reasons: pa.Array, run_id: str,
+           quarantine_schema: pa.Schema) -> tuple[pa.Table, pa.Table]:
+    """The rows of the records that decoded (``reasons`` null), and the others as quarantine rows."""
+    if reasons.null_count == len(reasons):
+        return rows, quarantine_schema.empty_table()
+    bad = pc.is_valid(reasons)
+    run = pa.repeat(pa.scalar(run_id, pa.string()), batch.num_rows)
+    quarantine = pa.Table.from_arrays([*batch.columns, reasons, run], schema=quarantine_schema)
+    return rows.filter(pc.invert(bad)), quarantine.filter(bad)
+
+
 def json_schema(ddl: str) -> StructType:
+    """A json pipeline's DDL schema, checked: ``invalid_spec`` if it is not a struct Inlet can write."""
     try:
         schema = _parse_datatype_string(ddl)
     except Exception as exc:  # Spark's parser raises several exception types
@@ -121,8 +124,22 @@ def json_schema(ddl: str) -> StructType:
     return schema
 
 
-def _string(column: str) -> Column:
-    return F.col(column).cast("string").alias(column)
+def json_columns(ddl: str) -> StructType:
+    """The columns a json pipeline's values give: the DDL schema's fields, nullable at every depth,
+    as ``from_json`` makes them (a value may lack any field)."""
+    nullable = _nullable(json_schema(ddl))
+    assert isinstance(nullable, StructType)
+    return nullable
+
+
+def _nullable(data_type: DataType) -> DataType:
+    if isinstance(data_type, StructType):
+        return StructType([StructField(f.name, _nullable(f.dataType), True, f.metadata) for f in data_type.fields])
+    if isinstance(data_type, ArrayType):
+        return ArrayType(_nullable(data_type.elementType), True)
+    if isinstance(data_type, MapType):
+        return MapType(_nullable(data_type.keyType), _nullable(data_type.valueType), True)
+    return data_type
 
 
 @dataclass
@@ -133,7 +150,6 @@ class Framed:
     registry: RegistryConfig
     value: SubjectSchema | None
     key: SubjectSchema | None
-    quarantine_schema: pa.Schema
     _decoders: dict[str, WireDecoder] = field(default_factory=dict, repr=False)
 
     def decoder(self, subject: SubjectSchema) -> WireDecoder:
@@ -165,7 +181,8 @@ def quarantine_struct(read_schema: pa.Schema) -> pa.Schema:
     return pa.schema([*read_schema, pa.field(QUARANTINE_REASON, pa.string()), pa.field(RUN_ID, pa.string(), False)])
 
 
-def decode_framed(batch: pa.RecordBatch, framed: Framed, run_id: str, schema: pa.Schema) -> tuple[pa.Table, pa.Table]:
+def decode_framed(batch: pa.RecordBatch, framed: Framed, run_id: str, schema: pa.Schema,
+                  quarantine_schema: pa.Schema) -> tuple[pa.Table, pa.Table]:
     """A batch of Kafka records as table rows (in ``schema``) and quarantine rows (with the reason)."""
     n = batch.num_rows
     reasons: list[str | None] = [None] * n
@@ -197,9 +214,4 @@ def decode_framed(batch: pa.RecordBatch, framed: Framed, run_id: str, schema: pa
             column = pa.nulls(n, f.type)
         columns.append(column.cast(f.type) if column.type != f.type else column)
     rows = pa.Table.from_arrays(columns, schema=schema)
-    bad = pa.array([r is not None for r in reasons], pa.bool_())
-    quarantine = pa.Table.from_arrays(
-        [*(batch.column(name) for name in batch.schema.names), pa.array(reasons, pa.string()), run],
-        schema=framed.quarantine_schema,
-    )
-    return rows.filter(pc.invert(bad)), quarantine.filter(bad)
+    return _split(rows, batch, pa.array(reasons, pa.string()), run_id, quarantine_schema)

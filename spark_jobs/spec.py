@@ -133,6 +133,8 @@ class SourceSpec(_Model):
             raise ValueError("kafka_config needs bootstrap.servers")
         if self.value_format == "json" and not self.schema_:
             raise ValueError("value_format json needs a schema (Spark DDL)")
+        if self.value_format == "json" and self.key_format is not None:
+            raise ValueError("key_format is not used with value_format json, whose keys are strings")
         for part, fmt, subject in (("value", self.value_format, self.value_subject), ("key", self.key_format, self.key_subject)):
             if (fmt in REGISTRY_FORMATS) != (subject is not None):
                 raise ValueError(f"{part}_subject goes with a registry {part}_format (avro, protobuf, json_schema), and only with one")
@@ -145,6 +147,12 @@ class SourceSpec(_Model):
         """Whether values or keys are decoded per record on Arrow (``decode.decode_framed``): a
         registry format, or a key format chosen apart from the value's."""
         return self.value_format in REGISTRY_FORMATS or self.key_format is not None
+
+    @property
+    def quarantines(self) -> bool:
+        """Whether a record can fail to decode, and go to the quarantine table instead: json values,
+        and values or keys decoded per record (``decodes_framed``)."""
+        return self.value_format == "json" or self.decodes_framed
 
 
 class DeltaTargetSpec(_Model):
@@ -194,9 +202,9 @@ class RunSpec(_Model):
     @property
     def writes_directly(self) -> bool:
         """Whether each task reads, decodes and writes its Parquet files itself (``direct_write``):
-        raw, string and registry-format values into Delta. The JVM then only schedules tasks; json
-        keeps Spark's ``from_json``, whose parsing the pipeline's DDL schema is checked against."""
-        return isinstance(self.target, DeltaTargetSpec) and self.source.value_format != "json"
+        every run into Delta, whatever its value format. The JVM then only schedules tasks; a run
+        into Kafka goes through Spark SQL's DataFrames (``targets.kafka``)."""
+        return isinstance(self.target, DeltaTargetSpec)
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True)

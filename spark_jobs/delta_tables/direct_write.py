@@ -1,21 +1,21 @@
-"""Kafka chunks to Delta files inside one executor task: the fast path of raw and string pipelines.
+"""Kafka chunks to Delta files inside one executor task: how every run into Delta writes.
 
-A run's rows of raw and string values never need to become Spark rows. Each task reads its chunks with ONE confluent-kafka consumer
-(``read_chunks``), decodes them on Arrow (``decode_arrow``), writes Parquet files straight into the
-table folder (one per Kafka partition and table partition) and returns only a ``TaskReport``
-(files, sizes, row counts, stats, offsets read). Spark runs the tasks as one job and collects the
-reports; the driver commits them in ONE delta-rs transaction, as for the ``inlet_delta`` source.
-Compared with ``inlet_kafka`` → ``decode`` → ``inlet_delta``, this skips the Python data source's
-planning calls and the Arrow → JVM rows → Arrow round trip of every row.
+A run's rows never need to become Spark rows. Each task reads its chunks with ONE confluent-kafka
+consumer (``read_chunks``), decodes them on Arrow (``spark_jobs.decode``), writes Parquet files
+straight into the table folder (one per Kafka partition and table partition) and returns only a
+``TaskReport`` (files, sizes, row counts, stats, offsets read). Spark runs the tasks as one job and
+collects the reports; the JVM only schedules them (no SQL session, no Arrow → JVM rows → Arrow
+round trip of any row). The driver commits the reports in ONE delta-rs transaction per table.
 
-Registry formats (avro, protobuf, json_schema) decode here too (``decode_framed``), and the records
-that do not decode go to the quarantine table's files, written by the same task.
+Per value format: raw and string records are written as they are (``decode_arrow``); json values
+are read as Spark's ``from_json`` reads them (``decode_json``, with ``formats.json_values``, held to
+Spark by ``tests/formats/test_json_conformance.py``); registry formats (avro, protobuf,
+json_schema) by their subjects' schemas (``decode_framed``). The records that do not decode go to
+the quarantine table's files, written by the same task, with their reason.
 
-json values keep that Spark path: ``from_json``'s PERMISSIVE parsing and type rules decide what is
-quarantined, and re-implementing them here would make the two engines disagree on edge cases.
-
-Replace mode: each partially replaced table file is rewritten (minus the replaced rows) by a task of
-the same job; the Delta target (``targets.delta_append``) commits the removes with the adds.
+Replace mode: each partially replaced table file (of the main or the quarantine table) is
+rewritten, minus the replaced rows, by a task of the same job; the Delta target
+(``targets.delta_append``) commits the removes with the adds.
 
 Every file a run writes is named ``part-<token>-*``, so a failed job's files can be found and
 deleted even when its tasks could not report them.
@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import SparkContext
 
-from spark_jobs.decode import Framed, decode_arrow, decode_framed
+from spark_jobs.decode import Framed, decode_arrow, decode_framed, decode_json, quarantine_struct
 from spark_jobs.delta_tables.files import FileSet, delete_run_files
 from spark_jobs.delta_tables.replace import RewriteFile, carried_rows
 from spark_jobs.kafka_source import Chunk, read_chunks
@@ -40,6 +40,7 @@ from spark_jobs.plans import ClientConfig, PartitionStats, TaskReport
 from spark_jobs.storage import Store
 
 if TYPE_CHECKING:
+    from spark_jobs.formats.json_values import JsonValues
     from spark_jobs.spec import Ranges, ValueFormat  # pydantic costs every Python worker ~1 s to import
 
 
@@ -58,8 +59,18 @@ class DirectWritePlan:
     run_id: str
     replace_ranges: Ranges  # empty outside replace mode
     store: Store
-    framed: Framed | None = None  # registry formats: how to decode, and the quarantine table's columns
-    quarantine_uri: str | None = None
+    framed: Framed | None = None  # registry formats: the subjects to decode with
+    json: JsonValues | None = None  # json: the decoder of the pipeline's schema, in the session's time zone
+    quarantine_uri: str | None = None  # where the records that do not decode go (json, registry formats)
+
+    def decode(self, batch: pa.RecordBatch) -> tuple[pa.Table, pa.Table | None]:
+        """A batch of records as table rows, and as quarantine rows those that do not decode
+        (None: every record of this format decodes)."""
+        if self.json is not None:
+            return decode_json(batch, self.json, self.run_id, self.schema, quarantine_struct(self.read_schema))
+        if self.framed is not None:
+            return decode_framed(batch, self.framed, self.run_id, self.schema, quarantine_struct(self.read_schema))
+        return decode_arrow(batch, self.value_format, self.run_id, self.schema), None
 
 
 @dataclass(frozen=True)
@@ -97,17 +108,17 @@ def pack_chunks(chunks: list[Chunk], max_records_per_task: int, slots: int) -> l
 def write_unit(plan: DirectWritePlan, unit: WriteUnit) -> TaskReport:
     """Runs on an executor: one unit's files, reported (and deleted again if the task fails)."""
     report = TaskReport()
-    schema, framed = plan.schema, plan.framed
-    files = FileSet("main", plan.store, plan.uri, schema, plan.partition_by, plan.token)
+    files = FileSet("main", plan.store, plan.uri, plan.schema, plan.partition_by, plan.token)
+    quarantine_schema = quarantine_struct(plan.read_schema)
     quarantine = None
-    if framed is not None and plan.quarantine_uri:
-        quarantine = FileSet("quarantine", plan.store, plan.quarantine_uri, framed.quarantine_schema, [], plan.token)
+    if plan.quarantine_uri:
+        quarantine = FileSet("quarantine", plan.store, plan.quarantine_uri, quarantine_schema, [], plan.token)
     try:
         if unit.rewrite is not None and unit.rewrite.table == "quarantine":
-            assert quarantine is not None and framed is not None  # only planned with a quarantine table
-            quarantine.write(carried_rows(plan.store, unit.rewrite, plan.replace_ranges, framed.quarantine_schema))
+            assert quarantine is not None  # only planned with a quarantine table
+            quarantine.write(carried_rows(plan.store, unit.rewrite, plan.replace_ranges, quarantine_schema))
         elif unit.rewrite is not None:
-            files.write(carried_rows(plan.store, unit.rewrite, plan.replace_ranges, schema))
+            files.write(carried_rows(plan.store, unit.rewrite, plan.replace_ranges, plan.schema))
         else:
             batches = read_chunks(plan.consumer_config, list(unit.chunks), plan.read_schema, plan.stall_timeout_s)
             for chunk, batch in batches:
@@ -116,14 +127,12 @@ def write_unit(plan: DirectWritePlan, unit: WriteUnit) -> TaskReport:
                 stats = report.partitions.setdefault((chunk.topic, chunk.partition), PartitionStats())
                 stats.merge(batch.num_rows, low.as_py(), high.as_py(), size)
                 group = (chunk.topic, chunk.partition)
-                if framed is None:
-                    files.write(decode_arrow(batch, plan.value_format, plan.run_id, schema), group=group)
-                    continue
-                rows, bad = decode_framed(batch, framed, plan.run_id, schema)
+                rows, bad = plan.decode(batch)
                 files.write(rows, group=group)
-                report.quarantined += bad.num_rows
-                if quarantine is not None:
-                    quarantine.write(bad, group=group)
+                if bad is not None:
+                    report.quarantined += bad.num_rows
+                    if quarantine is not None:
+                        quarantine.write(bad, group=group)
         report.files = files.close() + (quarantine.close() if quarantine else [])
     except BaseException:
         files.discard()

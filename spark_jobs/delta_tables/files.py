@@ -2,10 +2,9 @@
 
 ``FileSet`` is one task's open files, one per (table, partition values), with the Delta statistics
 of their rows; each task reports the files it wrote (``plans.TaskReport``), and the driver commits
-them (``commit``). The ``inlet_delta`` Python data source writes a DataFrame's rows so, splitting the
-rows that carry a quarantine reason off into the quarantine table's files; ``direct_write``'s tasks
-use ``FileSet`` themselves. What a failed run wrote is deleted by name (``delete_files``) or, where
-its tasks could not report, by the attempt's token (``delete_run_files``).
+them (``commit``); ``direct_write``'s tasks use ``FileSet``. What a failed run wrote is deleted by
+name (``delete_files``) or, where its tasks could not report, by the attempt's token
+(``delete_run_files``).
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from datetime import time as time_of_day
@@ -22,15 +21,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyarrow import fs as pafs
-from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
-from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import StructType
 
-from spark_jobs.columns import CARRIED, QUARANTINE_REASON, RAW_KEY, RAW_VALUE
-from spark_jobs.plans import DataFile, TableRole, TaskReport, collect_read_stats, read_plan, task_reports, write_reports
+from spark_jobs.plans import DataFile, TableRole
 from spark_jobs.storage import Store
 
-INTERNAL = {QUARANTINE_REASON, RAW_KEY, RAW_VALUE, CARRIED}  # columns of the writer's rows that no table gets
 STATS_COLUMNS = ("topic", "partition", "offset")  # with Delta statistics per file: replace mode finds its files by them
 
 
@@ -110,80 +104,6 @@ class FileSet:
             except OSError:
                 pass
         self.open.clear()
-
-
-@dataclass(frozen=True)
-class DeltaWritePlan:
-    """The ``inlet_delta`` sink's plan: the tables its tasks write into, and where their reports go."""
-
-    uri: str
-    quarantine_uri: str | None  # None: the rows have no quarantine material, or nowhere to put it
-    partition_by: list[str]
-    manifest: str  # the reports' file, for the driver program (``read_reports``)
-    store: Store
-
-
-class InletDeltaDataSource(DataSource):
-    """``df.write.format("inlet_delta").option("plan", path)``: a DataFrame's rows as Parquet files for ``commit_files``."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "inlet_delta"
-
-    def writer(self, schema: StructType, overwrite: bool) -> _DeltaFilesWriter:
-        return _DeltaFilesWriter(read_plan(self.options["plan"], DeltaWritePlan), schema)
-
-
-class _DeltaFilesWriter(DataSourceArrowWriter):
-    def __init__(self, plan: DeltaWritePlan, schema: StructType):
-        self.plan = plan
-        self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskReport:
-        report = TaskReport()
-        main_columns = [f for f in self.arrow_schema if f.name not in INTERNAL]
-        main = FileSet("main", self.plan.store, self.plan.uri, pa.schema(main_columns), self.plan.partition_by)
-        quarantine = None
-        if self.plan.quarantine_uri and QUARANTINE_REASON in self.arrow_schema.names:
-            quarantine = FileSet("quarantine", self.plan.store, self.plan.quarantine_uri, quarantine_schema(self.arrow_schema), [])
-        try:
-            for batch in iterator:
-                fresh = collect_read_stats(batch, report.partitions)
-                if quarantine is not None:
-                    report.quarantined += fresh.num_rows - fresh.column(QUARANTINE_REASON).null_count
-                rows = pa.Table.from_batches([batch])
-                if quarantine is None:
-                    main.write(rows)
-                    continue
-                bad = pc.is_valid(rows[QUARANTINE_REASON])
-                main.write(rows.filter(pc.invert(bad)))
-                quarantine.write(to_quarantine_rows(rows.filter(bad)))
-            report.files = main.close() + (quarantine.close() if quarantine else [])
-        except BaseException:
-            main.discard()
-            if quarantine:
-                quarantine.discard()
-            raise
-        return report
-
-    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        # Runs on the driver host: hand the reports to the driver program, which commits them.
-        write_reports(self.plan.manifest, messages)
-
-    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        files = [file for report in task_reports(messages) for file in report.files]
-        delete_files(self.plan.store, files, self.plan.uri, self.plan.quarantine_uri)
-
-
-def quarantine_schema(writer_schema: pa.Schema) -> pa.Schema:
-    renamed = {RAW_KEY: "key", RAW_VALUE: "value"}
-    names = [RAW_KEY, RAW_VALUE, "topic", "partition", "offset", "timestamp", "timestampType", "headers", QUARANTINE_REASON, "_inlet_run_id"]
-    return pa.schema([writer_schema.field(n).with_name(renamed.get(n, n)) for n in names if n in writer_schema.names])
-
-
-def to_quarantine_rows(rows: pa.Table) -> pa.Table:
-    rows = rows.drop_columns([c for c in ("key", "value") if c in rows.column_names])
-    return rows.rename_columns([{RAW_KEY: "key", RAW_VALUE: "value"}.get(c, c) for c in rows.column_names])
 
 
 def delete_files(store: Store, files: Iterable[DataFile], uri: str, quarantine_uri: str | None) -> None:

@@ -2,30 +2,24 @@
 
 Before the job, ``plan_replace`` finds the table's files that hold rows of the replaced ranges
 (from their Delta statistics: topic, partition, offset bounds). Files holding nothing else are
-removed outright; the others are read again (``carried_rows``: the ``inlet_delta_rewrite`` source,
-or a ``direct_write`` task), minus the replaced rows, and rewritten by the same job. The commit that
-adds the new files carries the ``remove`` actions of all of them, so readers never see the old and
-new rows together, nor neither.
+removed outright; the others are read again (``carried_rows``, in a ``direct_write`` task), minus
+the replaced rows, and rewritten by the same job. The commit that adds the new files carries the
+``remove`` actions of all of them, so readers never see the old and new rows together, nor neither.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import StructType
 
-from spark_jobs.columns import CARRIED, RAW_KEY, RAW_VALUE
 from spark_jobs.delta_tables import Table
 from spark_jobs.delta_tables.files import STATS_COLUMNS, partition_string
-from spark_jobs.plans import TableRole, read_plan
+from spark_jobs.plans import TableRole
 from spark_jobs.storage import Store
 
 if TYPE_CHECKING:
@@ -35,7 +29,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class RewriteFile(InputPartition):
+class RewriteFile:
     """An existing table file holding rows of the replaced ranges and others, to be rewritten."""
 
     table: TableRole
@@ -49,15 +43,6 @@ class ReplacePlan:
 
     remove: dict[TableRole, list[RemoveAction]] = field(default_factory=lambda: {"main": [], "quarantine": []})
     rewrite: list[RewriteFile] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class RewritePlan:
-    """The ``inlet_delta_rewrite`` source's plan: the files to read again, minus the replaced ranges."""
-
-    files: tuple[RewriteFile, ...]
-    replace_ranges: Ranges
-    store: Store
 
 
 def plan_replace(table: Table, role: TableRole, ranges: Ranges, plan: ReplacePlan) -> None:
@@ -94,43 +79,13 @@ def plan_replace(table: Table, role: TableRole, ranges: Ranges, plan: ReplacePla
             plan.rewrite.append(RewriteFile(role, f"{table.uri.rstrip('/')}/{action['path']}", partition_values))
 
 
-class InletDeltaRewriteDataSource(DataSource):
-    """Rows of existing table files outside the replaced ranges, in the writer's input shape."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "inlet_delta_rewrite"
-
-    def reader(self, schema: StructType) -> DataSourceReader:
-        return _RewriteReader(read_plan(self.options["plan"], RewritePlan), schema)
-
-
-class _RewriteReader(DataSourceReader):
-    def __init__(self, plan: RewritePlan, schema: StructType):
-        self.files = plan.files
-        self.ranges = plan.replace_ranges
-        self.store = plan.store
-        self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
-
-    def partitions(self) -> list[InputPartition]:
-        return list(self.files)
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, RewriteFile)
-        yield from carried_rows(self.store, partition, self.ranges, self.arrow_schema).to_batches()
-
-
 def carried_rows(store: Store, file: RewriteFile, ranges: Ranges, schema: pa.Schema) -> pa.Table:
-    """The rows of an existing table file outside ``ranges``, in ``schema`` (missing columns null;
-    ``CARRIED`` true where the schema has it)."""
+    """The rows of an existing table file outside ``ranges``, in ``schema`` (missing columns null)."""
     filesystem, path = store.filesystem(file.uri)
     rows = pq.read_table(path, filesystem=filesystem)
     for column, value in file.partition_values.items():
         rows = rows.append_column(column, pa.array([value] * rows.num_rows))
-    if file.table == "quarantine":
-        rows = rows.rename_columns([{"key": RAW_KEY, "value": RAW_VALUE}.get(c, c) for c in rows.column_names])
     rows = rows.filter(pc.invert(in_ranges(rows, ranges)))
-    rows = rows.append_column(CARRIED, pa.array([True] * rows.num_rows, pa.bool_()))
     columns = [rows[f.name].cast(f.type) if f.name in rows.column_names else pa.nulls(rows.num_rows, f.type) for f in schema]
     return pa.Table.from_arrays(columns, schema=schema)
 

@@ -135,7 +135,8 @@ def parse_fragment(raw: bytes | memoryview | Any) -> Any:
 
 
 def check_supported(schema: T.StructType) -> None:
-    """``TypeError`` naming a type these rules do not cover (VARIANT): such schemas stay on Spark."""
+    """``TypeError`` naming a type these rules do not cover (VARIANT): a run of such a schema fails as
+    ``invalid_spec`` (and ``api/pipelines/ddl.py`` refuses it at definition time)."""
     converter(schema, Zone(0))
 
 

@@ -1,5 +1,5 @@
 """json values decoded on Arrow in an executor: the columns of the pipeline's DDL schema, and per
-record whether it goes to quarantine and why, as Spark's ``from_json`` (PERMISSIVE) decides today.
+record whether it goes to quarantine and why, as Spark's ``from_json`` (PERMISSIVE) decides it.
 
 ``JsonValues(schema, time_zone).decode(values)`` takes a batch of Kafka values (binary) and gives the
 schema's columns (Arrow, as ``to_arrow_schema`` types them; null in quarantined records) and the

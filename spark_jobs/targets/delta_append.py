@@ -2,16 +2,13 @@
 to its quarantine table, in one commit per table tagged with the run's app transaction (``txn``), so
 that a run commits at most once however often it is tried.
 
-    prepare  the run's txn already in the table: nothing to do. Raw, string and registry formats:
-             the subjects resolved, and the run's columns merged with the table's (a changed type
-             fails here, before anything is read). Replace mode: the files to remove and rewrite.
-    write    one Spark job whose tasks write Parquet files into the table folders, either
-             - tasks that read, decode and write by themselves (``delta_tables.direct_write``: raw,
-               string and registry formats; the JVM only schedules them), or
-             - DataFrames, for json: ``inlet_kafka`` → ``decode`` (Spark's from_json decides what is
-               quarantined) → the ``inlet_delta`` data source (``delta_tables.files``).
-             Replace mode's partially replaced files are rewritten, minus the replaced rows, by the
-             same job.
+    prepare  the run's txn already in the table: nothing to do. Else the run's columns (the registry
+             subjects' resolved here) merged with the table's (a changed type fails here, before
+             anything is read); a json schema's once Spark runs (its DDL parser is the JVM's).
+             Replace mode: the files to remove and rewrite.
+    write    one Spark job whose tasks read, decode and write Parquet files into the table folders
+             by themselves (``delta_tables.direct_write``; the JVM only schedules them). Replace
+             mode's partially replaced files are rewritten, minus the replaced rows, by the same job.
     commit   the quarantine table first, then the main one (``delta_tables.commit``): if the main
              commit fails, the retry skips the quarantine by its txn.
     discard  the files of each table this attempt did not commit.
@@ -20,7 +17,6 @@ that a run commits at most once however often it is tried.
 from __future__ import annotations
 
 import logging
-import os
 import uuid
 from typing import TYPE_CHECKING, cast
 
@@ -34,11 +30,12 @@ from spark_jobs.errors import JobError
 from spark_jobs.targets import ALREADY_COMMITTED, Checkpoint, Committed, Reading
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark import SparkContext
     from pyspark.sql.types import DataType
 
     from spark_jobs.decode import Framed
     from spark_jobs.egress import EgressPolicy
+    from spark_jobs.formats.json_values import JsonValues
     from spark_jobs.plans import DataFile, TableRole, TaskReport
     from spark_jobs.spec import DeltaTargetSpec, RunSpec, SourceSpec
 
@@ -48,13 +45,14 @@ log = logging.getLogger("inlet.delta")
 class DeltaAppend:
     """``spec``'s rows appended to ``target``'s table (a ``targets.RunTarget``)."""
 
+    uses_dataframes = False  # its tasks are plain Python functions (``direct_write``)
+
     def __init__(self, spec: RunSpec, target: DeltaTargetSpec, checkpoint: Checkpoint) -> None:
         self.spec, self.target, self.checkpoint = spec, target, checkpoint
-        self.uses_dataframes = not spec.writes_directly
         self.main = Table(target.store, target.uri, tuple(target.partition_by))
         # Where the records that do not decode go: json and registry formats have such records.
-        q_uri, decodes = target.quarantine_uri, spec.source.decodes_framed or self.uses_dataframes
-        self.quarantine = Table(target.store, q_uri) if q_uri and decodes else None
+        q_uri = target.quarantine_uri
+        self.quarantine = Table(target.store, q_uri) if q_uri and spec.source.quarantines else None
         self.replace = ReplacePlan()
         self.framed: Framed | None = None  # registry formats: the subjects the tasks decode with
         self.read_schema: pa.Schema | None = None  # of the Kafka records, for tasks that read them
@@ -67,8 +65,7 @@ class DeltaAppend:
         if already_committed(self.main, txn):
             log.info("txn %s v%d is already in %s: nothing to do", txn.app_id, txn.version, self.main.uri)
             return ALREADY_COMMITTED
-        if not self.uses_dataframes:
-            self._plan_columns()
+        self._plan_columns()
         if self.target.replace_ranges:
             for role, table in self._tables():
                 plan_replace(table, role, self.target.replace_ranges, self.replace)
@@ -77,12 +74,36 @@ class DeltaAppend:
         return None
 
     def write(self, reading: Reading) -> list[TaskReport]:
-        return self._write_rows(reading) if self.uses_dataframes else self._write_files(reading)
+        from spark_jobs.delta_tables.direct_write import DirectWritePlan, WriteUnit, pack_chunks, run_units
+
+        source, chunks = self.spec.source, list(reading.plan.chunks)
+        assert self.read_schema is not None  # by prepare
+        values = self._json_values(reading.context) if source.value_format == "json" else None
+        groups = pack_chunks(chunks, source.max_records_per_task, reading.context.defaultParallelism)
+        units = [WriteUnit(chunks=g) for g in groups] + [WriteUnit(rewrite=f) for f in self.replace.rewrite]
+        plan = DirectWritePlan(
+            uri=self.main.uri,
+            partition_by=list(self.main.partition_by),
+            token=uuid.uuid4().hex[:12],
+            schema=self.schemas["main"],
+            read_schema=self.read_schema,
+            consumer_config=reading.plan.consumer_config,
+            stall_timeout_s=reading.plan.stall_timeout_s,
+            value_format=source.value_format,
+            run_id=self.spec.run_id,
+            replace_ranges=self.target.replace_ranges or {},
+            store=self.main.store,
+            framed=self.framed,
+            json=values,
+            quarantine_uri=self.quarantine.uri if self.quarantine else None,
+        )
+        log.info("writing %d chunks in %d tasks, rewriting %d files", len(chunks), len(groups), len(self.replace.rewrite))
+        return run_units(reading.context, plan, units)
 
     def commit(self, reports: list[TaskReport]) -> Committed:
         self.checkpoint("its Delta commit")
         txn, files = self.spec.txn, {role: _files_of(reports, role) for role in ("main", "quarantine")}
-        if self.quarantine is not None and "quarantine" in self.schemas:
+        if self.quarantine is not None:
             version = commit_files(self.quarantine, txn, files["quarantine"], self.schemas["quarantine"],
                                    removes=self.replace.remove["quarantine"])
             if version is None:  # an earlier attempt committed it
@@ -115,105 +136,67 @@ class DeltaAppend:
     def _delete(self, files: list[DataFile]) -> None:
         delete_files(self.main.store, files, self.main.uri, self.quarantine.uri if self.quarantine else None)
 
-    # --- tasks that read, decode and write by themselves ------------------------------------------
-
     def _plan_columns(self) -> None:
         """The tables' columns, before anything is read: the run's (the subjects' for registry
-        formats), merged with those of the existing table."""
+        formats), merged with those of the existing table. json: ``_json_values``, once Spark runs."""
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        from spark_jobs.decode import decoded_struct
+        from spark_jobs.decode import quarantine_struct
         from spark_jobs.kafka_source import kafka_struct
 
         source = self.spec.source
         self.read_schema = to_arrow_schema(kafka_struct(source.include_headers), timezone="UTC")
+        if self.quarantine is not None:
+            self.schemas["quarantine"] = quarantine_struct(self.read_schema)
+        if source.value_format == "json":
+            return  # its columns need Spark's DDL parser: ``_json_values``, once Spark runs
         if not source.decodes_framed:
-            struct = decoded_struct(source)
-            for name, data_type in _missing_columns(struct.fieldNames(), self.main):
-                struct.add(name, data_type, True)
-            self.schemas["main"] = to_arrow_schema(struct, timezone="UTC")
+            self._plain_columns()
             return
-        self.framed = framed = _framed(source, self.read_schema, self.spec.egress.policy())
+        self.framed = framed = _framed(source, self.spec.egress.policy())
         self.notes = {f"inlet.{s.part}_schema": f"{s.subject} version {s.version} (schema id {s.schema.id})"
                       for s in (framed.value, framed.key) if s is not None}
-        if self.quarantine is not None:
-            self.schemas["quarantine"] = framed.quarantine_schema
         self.schemas["main"] = _merged_columns(self.main, _framed_columns(framed, source, self.read_schema), framed)
 
-    def _write_files(self, reading: Reading) -> list[TaskReport]:
-        from spark_jobs.delta_tables.direct_write import DirectWritePlan, WriteUnit, pack_chunks, run_units
-
-        source, chunks = self.spec.source, list(reading.plan.chunks)
-        assert self.read_schema is not None  # by prepare
-        groups = pack_chunks(chunks, source.max_records_per_task, reading.context.defaultParallelism)
-        units = [WriteUnit(chunks=g) for g in groups] + [WriteUnit(rewrite=f) for f in self.replace.rewrite]
-        plan = DirectWritePlan(
-            uri=self.main.uri,
-            partition_by=list(self.main.partition_by),
-            token=uuid.uuid4().hex[:12],
-            schema=self.schemas["main"],
-            read_schema=self.read_schema,
-            consumer_config=reading.plan.consumer_config,
-            stall_timeout_s=reading.plan.stall_timeout_s,
-            value_format=source.value_format,
-            run_id=self.spec.run_id,
-            replace_ranges=self.target.replace_ranges or {},
-            store=self.main.store,
-            framed=self.framed,
-            quarantine_uri=self.quarantine.uri if self.quarantine else None,
-        )
-        log.info("writing %d chunks in %d tasks, rewriting %d files", len(chunks), len(groups), len(self.replace.rewrite))
-        return run_units(reading.context, plan, units)
-
-    # --- DataFrames (json) ------------------------------------------------------------------------
-
-    def _write_rows(self, reading: Reading) -> list[TaskReport]:
-        from pyspark.sql import functions as F
+    def _plain_columns(self) -> None:
+        """raw, string and json: the table's columns (``decode.decoded_struct``) and the existing table's."""
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        from spark_jobs.columns import CARRIED, QUARANTINE_REASON
-        from spark_jobs.decode import decode
-        from spark_jobs.delta_tables.files import INTERNAL, DeltaWritePlan, InletDeltaDataSource, quarantine_schema
-        from spark_jobs.delta_tables.replace import InletDeltaRewriteDataSource, RewritePlan
-        from spark_jobs.plans import read_reports, write_plan
+        from spark_jobs.decode import decoded_struct
 
-        scratch, store = reading.scratch, self.main.store
-        assert reading.records is not None  # uses_dataframes
-        rows = _with_missing_columns(decode(reading.records, self.spec.source, self.spec.run_id), self.main)
-        if self.replace.rewrite:
-            rows = rows.withColumn(CARRIED, F.lit(None).cast("boolean"))
-            rewrite = RewritePlan(tuple(self.replace.rewrite), self.target.replace_ranges or {}, store)
-            rows.sparkSession.dataSource.register(InletDeltaRewriteDataSource)
-            carried = (rows.sparkSession.read.format("inlet_delta_rewrite").schema(rows.schema)
-                       .option("plan", write_plan(os.path.join(scratch, "rewrite-plan.pickle"), rewrite)).load())
-            rows = rows.unionByName(carried)
+        struct = decoded_struct(self.spec.source)
+        for name, data_type in _missing_columns(struct.fieldNames(), self.main):
+            struct.add(name, data_type, True)
+        self.schemas["main"] = to_arrow_schema(struct, timezone="UTC")
 
-        writer_schema = to_arrow_schema(rows.schema, timezone="UTC")
-        self.schemas["main"] = pa.schema([f for f in writer_schema if f.name not in INTERNAL])
-        if QUARANTINE_REASON not in rows.columns:  # no record of the run can go to quarantine
-            self.quarantine = None
-        elif self.quarantine is not None:
-            self.schemas["quarantine"] = quarantine_schema(writer_schema)
-        plan = DeltaWritePlan(
-            uri=self.main.uri,
-            quarantine_uri=self.quarantine.uri if self.quarantine else None,
-            partition_by=list(self.main.partition_by),
-            manifest=os.path.join(scratch, "manifest.pickle"),
-            store=store,
-        )
-        rows.sparkSession.dataSource.register(InletDeltaDataSource)
-        plan_path = write_plan(os.path.join(scratch, "write-plan.pickle"), plan)
-        rows.write.format("inlet_delta").mode("append").option("plan", plan_path).save()
-        return read_reports(plan.manifest)
+    def _json_values(self, context: SparkContext) -> JsonValues:
+        """json: the table's columns, and the decoder the tasks read values with, in the time zone
+        Spark SQL would read them in (``spark.sql.session.timeZone``, by default the driver JVM's).
+        Spark's DDL parser needs the running ``context``."""
+        from spark_jobs.decode import json_columns
+        from spark_jobs.formats.json_values import JsonValues
+
+        zone = context.getConf().get("spark.sql.session.timeZone")
+        if not zone:
+            assert context._jvm is not None  # a running context's
+            zone = context._jvm.java.util.TimeZone.getDefault().getID()
+        try:
+            values = JsonValues(json_columns(self.spec.source.schema_ or ""), zone)
+        except TypeError as exc:  # a type json_values does not read (VARIANT)
+            raise JobError("invalid_spec", f"schema: {exc}") from None
+        except ValueError as exc:  # a zone Spark refuses too
+            raise JobError("invalid_spec", f"spark.sql.session.timeZone: {exc}") from None
+        self._plain_columns()
+        return values
 
 
 def _files_of(reports: list[TaskReport], role: TableRole) -> list[DataFile]:
     return [f for r in reports for f in r.files if f.table == role]
 
 
-def _framed(source: SourceSpec, read_schema: pa.Schema, egress: EgressPolicy) -> Framed:
+def _framed(source: SourceSpec, egress: EgressPolicy) -> Framed:
     """The subjects this run reads, resolved on the driver once (``resolve``), for every task."""
-    from spark_jobs.decode import Framed, quarantine_struct
+    from spark_jobs.decode import Framed
     from spark_jobs.formats.wire import Part, RegistryFormat, SubjectSchema, resolve
     from spark_jobs.registry import RegistryConfig
     from spark_jobs.spec import REGISTRY_FORMATS, SubjectRef
@@ -227,7 +210,7 @@ def _framed(source: SourceSpec, read_schema: pa.Schema, egress: EgressPolicy) ->
             assert registry is not None and fmt in REGISTRY_FORMATS  # the spec's validation
             subjects[part] = resolve(registry, part, cast(RegistryFormat, fmt), ref.subject, ref.version)
             log.info("%ss: %s", part, subjects[part].describe())
-    return Framed(registry or RegistryConfig(url=""), subjects.get("value"), subjects.get("key"), quarantine_struct(read_schema))
+    return Framed(registry or RegistryConfig(url=""), subjects.get("value"), subjects.get("key"))
 
 
 def _framed_columns(framed: Framed, source: SourceSpec, read_schema: pa.Schema) -> pa.Schema:
@@ -252,15 +235,6 @@ def _merged_columns(table: Table, columns: pa.Schema, framed: Framed) -> pa.Sche
         read = subject.describe() if subject else "this run"
         raise JobError("schema_incompatible", f"{read} cannot go into {table.uri}: {change}"
                                               + (f" (last written from {written})" if written else "")) from None
-
-
-def _with_missing_columns(rows: DataFrame, table: Table) -> DataFrame:
-    """Carry the existing table's columns that this run lacks, as nulls, so rewrites keep them."""
-    from pyspark.sql import functions as F
-
-    for name, data_type in _missing_columns(rows.columns, table):
-        rows = rows.withColumn(name, F.lit(None).cast(data_type))
-    return rows
 
 
 def _missing_columns(columns: list[str], table: Table) -> list[tuple[str, DataType]]:

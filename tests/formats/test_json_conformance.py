@@ -1,7 +1,7 @@
 """``spark_jobs.formats.json_values`` against Spark's ``from_json``: the oracle.
 
-Every case of ``tests/formats/json_corpus.py`` goes through ``spark_jobs.decode.decode`` (the
-expression json pipelines run today, in one local SparkSession, one job per time zone) and through
+Every case of ``tests/formats/json_corpus.py`` goes through ``spark_from_json.from_json`` (the
+expression json pipelines ran before issue 35, in one local SparkSession, one job per time zone) and through
 ``JsonValues.decode`` (the whole group as one batch, and each value alone); both must give the same
 quarantine reason and, for a record that decoded, the same values (nulls, NaN and -0.0 included).
 
@@ -106,28 +106,24 @@ def spark() -> Iterator[Any]:
 
 
 SparkResult = tuple[list[str | None], list[dict[str, Any]], list[pa.DataType]]
-_NOT_PAYLOAD = ("key", "topic", "partition", "offset", "timestamp", "timestampType", "_inlet_run_id",
-                "_inlet_quarantine_reason", "_inlet_raw_key", "_inlet_raw_value")
+_NOT_PAYLOAD = ("offset", "_inlet_quarantine_reason")
 
 
 def _spark_results(spark: Any, time_zone: str, groups: list[tuple[str, list[Case]]]) -> list[SparkResult]:
-    """``decode`` of each group's values with its schema: one Spark job for all the groups of a time
+    """``from_json`` of each group's values with its schema: one Spark job for all the groups of a time
     zone (each group's columns renamed apart, the groups' rows unioned); per group its reasons, rows
     and column types."""
     from pyspark.sql import functions as F
 
-    from spark_jobs.decode import decode
     from spark_jobs.kafka_source import kafka_struct
-    from spark_jobs.spec import KafkaSource
+    from tests.formats.spark_from_json import from_json
 
     spark.conf.set("spark.sql.session.timeZone", time_zone)
     frames, names = [], []
     for k, (schema, cases) in enumerate(groups):
         records = spark.createDataFrame([(None, c.value, "t", 0, i, None, 0) for i, c in enumerate(cases)],
                                         kafka_struct(False))
-        source = KafkaSource.model_validate({"kafka_config": {"bootstrap.servers": "unused:9092"}, "ranges": {},
-                                             "value_format": "json", "schema": schema})
-        decoded = decode(records, source, "run")
+        decoded = from_json(records, schema)
         payload = [n for n in decoded.columns if n not in _NOT_PAYLOAD]
         names.append(payload)
         frames.append(decoded.select(F.lit(k).alias("group"), "offset", "_inlet_quarantine_reason",

@@ -3,17 +3,20 @@ written as Delta files, reported, committed with delta-rs; and how chunks are pa
 
 from __future__ import annotations
 
+import datetime
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from spark_jobs.decode import decoded_struct
+from spark_jobs.decode import decoded_struct, quarantine_struct
 from spark_jobs.delta_tables import Table
 from spark_jobs.delta_tables.commit import commit_files
 from spark_jobs.delta_tables.direct_write import DirectWritePlan, WriteUnit, pack_chunks, write_unit
+from spark_jobs.delta_tables.replace import RewriteFile
 from spark_jobs.errors import JobError
 from spark_jobs.kafka_source import Chunk, consumer_config, kafka_struct
 from spark_jobs.spec import SourceSpec, Txn
@@ -96,3 +99,35 @@ def test_a_task_that_finds_its_offsets_deleted_fails_as_data_loss_and_leaves_no_
 
     assert (failed.value.kind, failed.value.topic, failed.value.partition) == ("data_loss", topic, 0)
     assert not [p for p in (tmp_path / "t").rglob("*") if p.is_file()]
+
+
+def test_rewrite_units_carry_the_rows_outside_the_replaced_ranges_of_either_table(tmp_path: Path) -> None:
+    read_schema = to_arrow_schema(kafka_struct(False), timezone="UTC")
+    quarantined = pa.table({"key": [b"k0", b"k1", b"k2"], "value": [b"{x", None, b"[]"], "topic": ["t"] * 3,
+                            "partition": pa.array([0] * 3, pa.int32()), "offset": [0, 1, 2],
+                            "timestamp": pa.array([0] * 3, pa.timestamp("us", "UTC")), "timestampType": pa.array([0] * 3, pa.int32()),
+                            "_inlet_quarantine_reason": ["not JSON", "null", "not JSON"], "_inlet_run_id": ["run-0"] * 3},
+                           schema=quarantine_struct(read_schema))
+    main_schema = pa.schema([("n", pa.int32()), ("day", pa.date32()), ("topic", pa.string()), ("partition", pa.int32()),
+                             ("offset", pa.int64())])
+    (tmp_path / "q").mkdir()
+    (tmp_path / "t" / "day=2026-01-02").mkdir(parents=True)
+    pq.write_table(quarantined, tmp_path / "q" / "part-old.parquet")
+    pq.write_table(pa.table({"n": pa.array([5, 6], pa.int32()), "topic": ["t", "t"], "partition": pa.array([0, 0], pa.int32()),
+                             "offset": [3, 4]}), tmp_path / "t" / "day=2026-01-02" / "part-old.parquet")
+    plan = DirectWritePlan(
+        uri=str(tmp_path / "t"), partition_by=["day"], token="tok3", schema=main_schema, read_schema=read_schema,
+        consumer_config={}, stall_timeout_s=10.0, value_format="json", run_id="run-3", replace_ranges={"t": {"0": (1, 4)}},
+        store=Store(), quarantine_uri=str(tmp_path / "q"),
+    )
+
+    [carried_quarantine] = write_unit(plan, WriteUnit(rewrite=RewriteFile("quarantine", str(tmp_path / "q" / "part-old.parquet"), {}))).files
+    # The partition value reaches the task typed (a date), as the table's add action holds it.
+    [carried] = write_unit(plan, WriteUnit(rewrite=RewriteFile("main", str(tmp_path / "t" / "day=2026-01-02" / "part-old.parquet"),
+                                                                {"day": datetime.date(2026, 1, 2)}))).files
+
+    # Records as read stay as read: key and value too.
+    assert pq.read_table(tmp_path / "q" / carried_quarantine.path).to_pylist() == quarantined.slice(0, 1).to_pylist()
+    assert (carried_quarantine.table, carried_quarantine.num_records) == ("quarantine", 1)
+    assert (carried.table, carried.partition_values, carried.num_records) == ("main", {"day": "2026-01-02"}, 1)
+    assert pq.read_table(tmp_path / "t" / carried.path).to_pylist() == [{"n": 6, "topic": "t", "partition": 0, "offset": 4}]

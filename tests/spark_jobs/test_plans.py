@@ -3,18 +3,14 @@ manifest of task reports the driver commits from."""
 
 from __future__ import annotations
 
-import datetime
 import stat
 from pathlib import Path
 
 import pytest
 
-from spark_jobs.delta_tables.files import DeltaWritePlan
-from spark_jobs.delta_tables.replace import RewriteFile, RewritePlan
 from spark_jobs.egress import EgressPolicy
 from spark_jobs.kafka_source import Chunk, ReadPlan, consumer_config
 from spark_jobs.plans import DataFile, PartitionStats, TaskReport, read_plan, read_reports, write_plan, write_reports
-from spark_jobs.storage import Store
 from spark_jobs.targets.kafka import KafkaSinkPlan
 
 
@@ -29,28 +25,17 @@ def test_a_plan_file_is_private_and_reads_back_as_the_same_typed_plan(tmp_path: 
         read_plan(path, KafkaSinkPlan)
 
 
-def test_a_rewrite_plan_keeps_typed_partition_values(tmp_path: Path) -> None:
-    # A date partition value must reach the rewriting task as a date: it is cast to the column's type.
-    plan = RewritePlan((RewriteFile("main", "file:///t/day=2026-01-02/a.parquet", {"day": datetime.date(2026, 1, 2)}),), {"t": {"0": (3, 9)}},
-                       Store({"AWS_ENDPOINT_URL": "http://s3.local"}))
-
-    again = read_plan(write_plan(str(tmp_path / "rewrite-plan.pickle"), plan), RewritePlan)
-
-    assert again == plan and again.files[0].partition_values["day"] == datetime.date(2026, 1, 2)
-    assert again.replace_ranges == {"t": {"0": (3, 9)}} and again.store.options == {"AWS_ENDPOINT_URL": "http://s3.local"}
-
-
 def test_the_manifest_hands_the_driver_every_task_report_and_skips_tasks_without_one(tmp_path: Path) -> None:
-    plan = DeltaWritePlan(uri="file:///t", quarantine_uri=None, partition_by=[], manifest=str(tmp_path / "manifest.pickle"), store=Store())
+    manifest = str(tmp_path / "manifest.pickle")
     report = TaskReport(
         files=[DataFile("main", "part-x.parquet", 123, {}, 4, '{"numRecords": 4}')],
         partitions={("t", 0): PartitionStats(records=4, first_offset=5, last_offset=8, bytes=40)},
         quarantined=1,
     )
 
-    write_reports(plan.manifest, [report, None])
+    write_reports(manifest, [report, None])
 
-    assert read_reports(plan.manifest) == [report]
+    assert read_reports(manifest) == [report]
 
 
 def test_partition_stats_merge_batches_and_tasks() -> None:

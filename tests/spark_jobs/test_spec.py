@@ -86,6 +86,7 @@ def test_azure_and_gcs_credentials_are_secrets_of_the_spec_and_hidden_where_opti
         ({"ranges": {"t": {"0": [9, 3]}}}, "0 <= start <= end"),
         ({"ranges": {"t": {"x": [0, 3]}}}, "not a partition number"),
         ({"value_format": "json"}, "needs a schema"),
+        ({"value_format": "json", "schema": "n INT", "key_format": "string"}, "key_format is not used with value_format json"),
         ({"on_data_loss": "ignore"}, "on_data_loss"),
         ({"max_records_per_task": 0}, "max_records_per_task"),
     ],

@@ -1,8 +1,9 @@
 """No credential in any place a warm engine's Spark shows: its output, its event log and every page
 of its UI, both switched on here as an operator would. Real Kafka (tests/fixtures/kafka_broker.py)
 over SASL_SSL/SCRAM-SHA-512 (no password) and over OAUTHBEARER with a real OIDC token server
-(tests/fixtures/oidc.py: no client secret, no token): a direct Delta run, a json run through the SQL
-session (whose plans the UI and event log print) and a Kafka-target run, all on one engine."""
+(tests/fixtures/oidc.py: no client secret, no token): a direct Delta run, a json run (decoded in its
+tasks) and a Kafka-target run through the SQL session (whose plans the UI and event log print), all
+on one engine."""
 
 from __future__ import annotations
 
@@ -65,7 +66,7 @@ def _everything_the_engine_shows(specs: list[RunSpec], tmp_path: Path) -> dict[s
         warm.close()  # the event log is complete once the engine's session stops
 
     assert {j["jobGroup"] for j in jobs if j.get("jobGroup")} == {s.run_id for s in specs}, "the UI shows every run"
-    assert executions, "the json and Kafka-target runs went through the SQL session"
+    assert executions, "the Kafka-target run went through the SQL session"
     assert all(page.status_code == 200 for page in pages.values()), {n: p.status_code for n, p in pages.items()}
     event_log = "".join(path.read_text(errors="replace") for path in events.rglob("*") if path.is_file())
     assert "SparkListenerJobStart" in event_log and all(s.run_id in event_log for s in specs)
@@ -74,7 +75,7 @@ def _everything_the_engine_shows(specs: list[RunSpec], tmp_path: Path) -> dict[s
 
 
 def _specs(bootstrap: str, kafka_config: dict[str, str], topic: str, out: str, tmp_path: Path) -> list[RunSpec]:
-    """A direct Delta run, a json run through the SQL session and a Kafka-target run of ``topic``."""
+    """A direct Delta run, a json run and a Kafka-target run (through the SQL session) of ``topic``."""
     ranges = {topic: {"0": (0, 20), "1": (0, 20)}}
     return [
         make_spec(bootstrap, ranges, {"type": "delta", "uri": str(tmp_path / "raw")}, kafka_config=kafka_config,

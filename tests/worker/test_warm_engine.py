@@ -81,7 +81,7 @@ def test_runs_after_the_first_reuse_the_engine_and_land_exactly_once(sandbox_kaf
     gone.wait()
     left = Path(tempfile.gettempdir()) / f"inlet-engine-{gone.pid}-left"  # a killed worker's engine folder
     left.mkdir()
-    # Direct writes (plain tasks), then a run that needs the SQL session (json decoding): one engine.
+    # A string run, then a json run (both plain tasks that decode their records): one engine.
     first = _launch(warm, _spec(sandbox_kafka.bootstrap_servers, topic, placed, uri, halves=slice(0, 15),
                                 value_format="string"), tmp_path, log=log)
     engine = warm.engine_pid
