@@ -3,35 +3,48 @@
 Produces ~1M 200-byte messages into a sandbox topic of 64 partitions (the sandbox keeps at most
 100k messages or ~5 MiB per partition), then times
   (a) one process reading the same ranges with confluent-kafka (the baseline), and
-  (b) per run engine (spark-submit per run, the warm engine), the Spark job writing them into Delta
-      through the worker's launcher, end to end and steady,
+  (b) per run engine (spark-submit per run, the warm engine) and value format, the Spark job writing
+      them into Delta through the worker's launcher, end to end and steady,
 and one-record runs, whose duration is the fixed cost of a run (on the warm engine, once started).
 
+With ``--formats string,json`` the messages are ``bench/registry_formats.py``'s JSON orders (~140 B)
+instead, read once as string values and once as json values of the orders' DDL schema (decoded in
+the tasks by ``formats.json_values``), and each json run is also set against the string run of the
+same engine: issue 35's target is a json run at 0.8 times a plain one or better.
+
     .venv/bin/python bench/spark_ingest.py [--messages 1000000] [--partitions 64] [--master local[2]]
+        [--engines submit,warm] [--formats raw]
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from sandbox.cluster import SandboxCluster
-from spark_jobs.spec import RunResult, RunSpec
-from worker.launch import Launcher, SparkSubmitSettings, SubmitLauncher, WarmLauncher
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.json_decode import orders  # noqa: E402
+from bench.registry_formats import ORDER_DDL  # noqa: E402
+from sandbox.cluster import SandboxCluster  # noqa: E402
+from spark_jobs.spec import RunResult, RunSpec  # noqa: E402
+from worker.launch import Launcher, SparkSubmitSettings, SubmitLauncher, WarmLauncher  # noqa: E402
+
+SOURCES: dict[str, dict[str, object]] = {
+    "raw": {}, "string": {"value_format": "string"}, "json": {"value_format": "json", "schema": ORDER_DDL}}
 
 
-def produce(bootstrap: str, topic: str, messages: int, partitions: int) -> dict[int, tuple[int, int]]:
+def produce(bootstrap: str, topic: str, messages: int, partitions: int, value: Callable[[int], bytes]) -> dict[int, tuple[int, int]]:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10000, "acks": "1"})
-    value = b"x" * 200
     for i in range(messages):
         while True:
             try:
-                producer.produce(topic, value=value, partition=i % partitions)
+                producer.produce(topic, value=value(i), partition=i % partitions)
                 break
             except BufferError:
                 producer.poll(0.01)
@@ -58,13 +71,13 @@ def plain_read(bootstrap: str, topic: str, ranges: dict[int, tuple[int, int]]) -
     return count
 
 
-def spec_for(bootstrap: str, topic: str, ranges: dict[str, tuple[int, int]], uri: str) -> RunSpec:
+def spec_for(bootstrap: str, topic: str, ranges: dict[str, tuple[int, int]], uri: str, fmt: str = "raw") -> RunSpec:
     pipeline = uuid.uuid4().hex[:8]
     return RunSpec.model_validate({
         "run_id": f"bench-{uuid.uuid4().hex[:6]}", "pipeline_id": pipeline,
         "txn": {"app_id": f"inlet-pipeline-{pipeline}", "version": 1},
-        "source": {"kafka_config": {"bootstrap.servers": bootstrap}, "ranges": {topic: ranges}},
-        "target": {"type": "delta", "uri": uri},
+        "source": {"kafka_config": {"bootstrap.servers": bootstrap}, "ranges": {topic: ranges}, **SOURCES[fmt]},
+        "target": {"type": "delta", "uri": uri, "quarantine_uri": f"{uri}__quarantine"},
     })
 
 
@@ -77,14 +90,16 @@ def timed(launcher: Launcher, spec: RunSpec, workdir: Path) -> tuple[RunResult, 
 
 
 def measure(launcher: Launcher, name: str, bootstrap: str, topic: str, ranges: dict[int, tuple[int, int]], tmp: str,
-            plain: float) -> None:
+            plain: float, fmt: str = "raw") -> tuple[float, float, float]:
+    """Prints a run's figures; returns its rates: end to end, in the job, steady."""
     total = sum(end - start for start, end in ranges.values())
     first = {"0": (ranges[0][0], ranges[0][0] + 1)}
-    _, first_s = timed(launcher, spec_for(bootstrap, topic, first, f"{tmp}/{name}-first"), Path(tmp, "w"))
-    one, one_s = timed(launcher, spec_for(bootstrap, topic, first, f"{tmp}/{name}-one"), Path(tmp, "w"))
-    full, wall_s = timed(launcher, spec_for(bootstrap, topic, {str(p): r for p, r in ranges.items()}, f"{tmp}/{name}-all"),
+    folder = f"{tmp}/{uuid.uuid4().hex[:6]}"
+    _, first_s = timed(launcher, spec_for(bootstrap, topic, first, f"{folder}-first", fmt), Path(tmp, "w"))
+    one, one_s = timed(launcher, spec_for(bootstrap, topic, first, f"{folder}-one", fmt), Path(tmp, "w"))
+    full, wall_s = timed(launcher, spec_for(bootstrap, topic, {str(p): r for p, r in ranges.items()}, f"{folder}-all", fmt),
                          Path(tmp, "w"))
-    assert full.rows_written == total
+    assert full.rows_written == total and full.rows_quarantined == 0, (full.rows_written, full.rows_quarantined)
     in_job = total / full.timings.process_s
     # The steady rate is the marginal one: what the extra records cost beyond a one-record job's
     # processing (Python workers starting, consumers connecting), which the fixed cost reports.
@@ -95,6 +110,7 @@ def measure(launcher: Launcher, name: str, bootstrap: str, topic: str, ranges: d
     print(f"    ratio to the plain reader: end to end {total / wall_s / plain:.2f}, in the job {in_job / plain:.2f}, "
           f"steady {steady / plain:.2f}")
     print(f"    one-record run, launch to result: {one_s:.2f}s (the first: {first_s:.2f}s)")
+    return total / wall_s, in_job, steady
 
 
 def main() -> None:
@@ -103,16 +119,22 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=64)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--engines", default="submit,warm")
+    parser.add_argument("--formats", default="raw", help="value formats to run: raw, string, json (JSON orders for all)")
     args = parser.parse_args()
+    formats = args.formats.split(",")
+    jsons = orders(args.messages, 0) if "json" in formats else None
     settings = SparkSubmitSettings(master=args.master)
 
     with SandboxCluster(brokers=1) as cluster, tempfile.TemporaryDirectory() as tmp:
         bootstrap, topic = cluster.bootstrap_servers, "bench"
         cluster.create_topic(topic, args.partitions)
         began = time.monotonic()
-        ranges = produce(bootstrap, topic, args.messages, args.partitions)
+        plain_value = b"x" * 200
+        ranges = produce(bootstrap, topic, args.messages, args.partitions,
+                         (lambda i: jsons[i]) if jsons is not None else (lambda i: plain_value))
         total = sum(end - start for start, end in ranges.values())
-        print(f"produced {total:,} messages of 200 B in {time.monotonic() - began:.1f}s")
+        size = sum(map(len, jsons)) / len(jsons) if jsons else 200
+        print(f"produced {total:,} messages of {size:.0f} B{' (JSON orders)' if jsons else ''} in {time.monotonic() - began:.1f}s")
 
         began = time.monotonic()
         assert plain_read(bootstrap, topic, ranges) == total
@@ -122,9 +144,14 @@ def main() -> None:
         for engine in args.engines.split(","):
             launcher: Launcher = WarmLauncher(settings) if engine == "warm" else SubmitLauncher(settings)
             try:
-                measure(launcher, f"{engine} on {args.master}", bootstrap, topic, ranges, tmp, total / plain_s)
+                rates = {fmt: measure(launcher, f"{engine} on {args.master}, {fmt} values", bootstrap, topic, ranges, tmp,
+                                      total / plain_s, fmt) for fmt in formats}
             finally:
                 launcher.close()
+            if "json" in rates and "string" in rates:
+                json_to_string = [j / s for j, s in zip(rates["json"], rates["string"])]
+                print("    json run / string run of the same records: end to end {:.2f}, in the job {:.2f}, "
+                      "steady {:.2f}".format(*json_to_string))
 
 
 if __name__ == "__main__":
