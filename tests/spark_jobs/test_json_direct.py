@@ -38,7 +38,7 @@ class ContextOnly:
         from pyspark import SparkConf, SparkContext
 
         conf = (SparkConf().setMaster("local[2]").setAppName(name).set("spark.ui.enabled", "false")
-                .set("spark.pyspark.python", sys.executable).set("spark.sql.session.timeZone", self.time_zone))
+                .set("spark.sql.session.timeZone", self.time_zone))
         with SparkContext.getOrCreate(conf) as context:  # stopped on the way out
             yield context
 
@@ -59,7 +59,8 @@ def _value(i: int) -> bytes | None:
 
 
 def test_a_json_run_decodes_in_its_tasks_and_quarantines_with_reasons(sandbox_kafka, kafka_topic, produce_keyed,
-                                                                      tmp_path: Path) -> None:
+                                                                      tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)  # the tasks' Python: this one, with pyarrow
     topic = kafka_topic(partitions=2)
     placed = produce_keyed(sandbox_kafka.bootstrap_servers, topic, 80, value=lambda i: cast(bytes, _value(i)),
                            key=lambda i: f"k{i}")
