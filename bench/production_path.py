@@ -93,7 +93,7 @@ def spark_cluster(workdir: Path, cores: int) -> Iterator[str]:
             if name == "master":
                 wait_for(lambda: listening(port), "the Spark master")
             else:
-                wait_for(lambda: "Successfully registered with master" in log.read_text(errors="replace"), "the Spark worker")
+                wait_for(lambda: "Successfully registered with master" in log.read_text(errors="replace"), "the Spark worker")  # noqa: B023 - waited for here
         yield f"spark://127.0.0.1:{port}"
     finally:
         for process in reversed(processes):

@@ -23,9 +23,9 @@ from sqlalchemy import insert, update
 
 from api.core.config import Settings
 from api.core.db import make_engine, unit_of_work, utcnow
+from api.core.dispatch import FIRE_SCHEDULE, CeleryDispatcher
 from api.core.migrate import upgrade_to_head
 from api.models import Connection, Pipeline, Tenant
-from api.core.dispatch import FIRE_SCHEDULE, CeleryDispatcher
 from worker.scheduler import tick
 
 

@@ -11,8 +11,8 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlmodel import Session
 
-from api.connections.models import Connection
 from api.connections.client_configs import registry_config
+from api.connections.models import Connection
 from tests.factories import (
     PASSWORD,
     assert_auth_refused,

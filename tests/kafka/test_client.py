@@ -223,5 +223,5 @@ def test_a_cluster_refusing_sasl_is_an_auth_error_at_once_not_after_the_timeout(
     host = re.search(r"sasl_plaintext://([^/]+)/", caught.value.message)
     assert host is not None and host.group(1) in sandbox_kafka.bootstrap_servers.split(","), caught.value.message
     assert (caught.value.kind, re.sub(r"after \d+ms", "after Nms", caught.value.message)) == (
-        "auth", f"metadata request: sasl_plaintext://{host.group(1)}/bootstrap: Failed to initialize SASL authentication: SASL "
-                "Handshake not supported by broker (required by mechanism PLAIN) (after Nms in state AUTH_LEGACY)")
+        "auth", (f"metadata request: sasl_plaintext://{host.group(1)}/bootstrap: Failed to initialize SASL authentication: SASL "
+                 "Handshake not supported by broker (required by mechanism PLAIN) (after Nms in state AUTH_LEGACY)"))

@@ -17,7 +17,6 @@ from tests.factories import (
 )
 
 
-
 def _events(client: TestClient, tenant, resource_id: str) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
     items = client.get("/audit-events", params={"resource_id": resource_id, "sort": "created_at"},
                        headers=tenant.viewer).json()["items"]

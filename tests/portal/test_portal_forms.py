@@ -281,7 +281,7 @@ def test_the_connections_page_says_when_stored_credentials_are_missing(client: T
     page = client.get("/portal/connections")
     assert page.status_code == 200
     rows = {name: row for name, row in re.findall(r'<tr[^>]*>\s*<td><a href="[^"]+">([^<]+)</a></td>(.*?)</tr>',
-                                                  page.text, re.S)}
+                                                  page.text, re.DOTALL)}
     assert "stored (version 1)" in rows["kept"] and "missing" not in rows["kept"]
     assert ('<strong class="missing">missing</strong> — version 1 is gone from the secret store; send new credentials'
             in rows["lost"])

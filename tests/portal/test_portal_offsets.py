@@ -22,8 +22,8 @@ def _text(html: str) -> str:
 
 def _history(html: str) -> list[list[str]]:
     body = html.split('<table id="history">')[1].split("</table>")[0]
-    return [[_text(cell) for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
-            for row in re.findall(r"<tr>(.*?)</tr>", body.split("<tbody>")[1], re.S)]
+    return [[_text(cell) for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.DOTALL)]
+            for row in re.findall(r"<tr>(.*?)</tr>", body.split("<tbody>")[1], re.DOTALL)]
 
 
 def test_which_run_wrote_an_offset_links_to_the_run(client: TestClient, tenant: Tenant, sandbox_kafka, kafka_topic) -> None:  # type: ignore[no-untyped-def]

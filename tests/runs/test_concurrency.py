@@ -133,7 +133,7 @@ def test_one_worker_runs_two_pipelines_at_once_each_on_its_own_engine(stack, san
     first, second = (spark_job_pgids(r) for r in run_ids)
     assert first and second and first.isdisjoint(second), "two runs at once, on two engines"
     kafka_faults.reset()
-    for run_id, (tenant, pipeline), topic, placed in zip(run_ids, pipelines, topics, produced):
+    for run_id, (tenant, pipeline), topic, placed in zip(run_ids, pipelines, topics, produced, strict=True):
         run = wait_for_run(stack, run_id, tenant.viewer)
         assert run["state"] == "succeeded", (run, stack.log_text())
         assert_exact(stack, pipeline, topic, placed, 2)

@@ -8,7 +8,7 @@ test_delivery_stack.py and test_end_to_end.py."""
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -26,7 +26,7 @@ from api.runs.planning import PartitionPlan, Plan
 from api.runs.retry import RetryPolicy
 from api.webhooks.events import emit
 from api.webhooks.models import WebhookDelivery, WebhookEvent
-from spark_jobs.spec import PartitionResult, JobFailure, RunResult, Timings
+from spark_jobs.spec import JobFailure, PartitionResult, RunResult, Timings
 from tests.factories import PASSWORD, create_pipeline, plaintext_connection_body
 from tests.fixtures.kafka import produce_keyed
 from tests.webhooks.helpers import create_webhook
@@ -80,7 +80,7 @@ def _reclaimed(app: Any, run_id: uuid.UUID) -> uuid.UUID:
 def _result(run_id: uuid.UUID, status: str, *, error: JobFailure | None = None,
             gap: tuple[int, int] | None = None) -> RunResult:
     """What the job reports for the plan of ``_claimed_run`` (first run: [0, 100))."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     read = 100 - (gap[1] - gap[0] if gap else 0)
     return RunResult(run_id=str(run_id), status=status,  # type: ignore[arg-type]
                      partitions=[PartitionResult(topic="orders", partition=0, start=0, end=100, records_read=read,

@@ -40,7 +40,7 @@ def _metric(text: str, name: str) -> dict[str, float]:
     """``{labels: value}`` of one metric in Prometheus' text format."""
     out = {}
     for line in text.splitlines():
-        if line.startswith(name + "{") or line.startswith(name + " "):
+        if line.startswith((name + "{", name + " ")):
             labels, _, value = line.rpartition(" ")
             out[labels.removeprefix(name)] = float(value)
     return out
