@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -46,7 +46,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def wait_for(check, what: str, timeout_s: float = 60) -> None:  # type: ignore[no-untyped-def]
+def wait_for(check: Callable[[], object], what: str, timeout_s: float = 60) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if check():
