@@ -25,7 +25,15 @@ from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterComm
 from pyspark.sql.types import StructType
 
 from spark_jobs.errors import JobError, JobErrorKind
-from spark_jobs.plans import ClientConfig, TaskReport, collect_read_stats, read_plan, read_reports, write_plan, write_reports
+from spark_jobs.plans import (
+    ClientConfig,
+    TaskReport,
+    collect_read_stats,
+    read_plan,
+    read_reports,
+    write_plan,
+    write_reports,
+)
 from spark_jobs.targets import Committed, Reading
 
 if TYPE_CHECKING:
@@ -138,7 +146,8 @@ class _ProduceWriter(DataSourceArrowWriter):
                 columns = batch.to_pydict()
                 source_headers = columns.get("headers") or [None] * batch.num_rows
                 for key, value, src_topic, partition, offset, headers in zip(
-                    columns["key"], columns["value"], columns["topic"], columns["partition"], columns["offset"], source_headers
+                    columns["key"], columns["value"], columns["topic"], columns["partition"], columns["offset"], source_headers,
+                    strict=True,
                 ):
                     out = [(h["key"], h["value"]) for h in headers or ()]
                     out += [
