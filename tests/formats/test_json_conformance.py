@@ -159,7 +159,7 @@ def test_json_values_read_like_spark_from_json(spark: Any) -> None:
         by_zone[time_zone].append((schema, group))
     mismatches, seen_deliberate = [], set()
     for time_zone, groups in by_zone.items():
-        for (schema, group), spark_result in zip(groups, _spark_results(spark, time_zone, groups)):
+        for (schema, group), spark_result in zip(groups, _spark_results(spark, time_zone, groups), strict=True):
             spark_reasons, spark_rows, spark_types = spark_result
             reasons, rows, decoder = _inlet_results(schema, time_zone, group)
             assert [f.type for f in decoder.arrow_schema] == spark_types, schema
