@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Protocol
 
 import spark_jobs
+from spark_jobs import jars
 from spark_jobs.spec import RunError, RunResult, RunSpec, Timings, redact
 
 # The fixed start-up cost of a run matters more than peak throughput for small runs.
@@ -95,7 +96,7 @@ class SubmitLauncher:
 def spark_command(settings: SparkSubmitSettings, name: str, py_files: Path, script: str, *args: str,
                   conf: dict[str, str] | None = None) -> list[str]:
     """spark-submit of ``spark_jobs/<script>`` with Inlet's conf, then ``conf``, then the settings'."""
-    merged = {**LEAN_CONF, "spark.pyspark.python": settings.python, **(conf or {}), **settings.conf}
+    merged = {**LEAN_CONF, "spark.pyspark.python": settings.python, **jars.spark_conf(), **(conf or {}), **settings.conf}
     cmd = [settings.spark_submit, "--master", settings.master, "--name", name]
     for key, value in merged.items():
         cmd += ["--conf", f"{key}={value}"]
