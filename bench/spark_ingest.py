@@ -15,76 +15,20 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
-
+from kafka_bench import Ranges, produce, spec_for, timed, timed_plain_read
 from sandbox.cluster import SandboxCluster
-from spark_jobs.spec import RunResult, RunSpec
 from worker.engine import WarmLauncher
 from worker.launcher import Launcher, SparkSubmitSettings, SubmitLauncher
 
 
-def produce(bootstrap: str, topic: str, messages: int, partitions: int) -> dict[int, tuple[int, int]]:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10000, "acks": "1"})
-    value = b"x" * 200
-    for i in range(messages):
-        while True:
-            try:
-                producer.produce(topic, value=value, partition=i % partitions)
-                break
-            except BufferError:
-                producer.poll(0.01)
-    producer.flush(120)
-    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench"})
-    ranges = {p: probe.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in range(partitions)}
-    probe.close()
-    return ranges
-
-
-def plain_read(bootstrap: str, topic: str, ranges: dict[int, tuple[int, int]]) -> int:
-    """The baseline: assign every partition's range to one consumer and read to the end offsets."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-plain", "enable.auto.commit": False, "auto.offset.reset": "error"})
-    consumer.assign([TopicPartition(topic, p, start) for p, (start, _) in ranges.items()])
-    remaining, count = sum(end - start for start, end in ranges.values()), 0
-    while remaining:
-        for message in consumer.consume(min(10_000, remaining), timeout=1.0):
-            if message.error() is not None:
-                raise RuntimeError(str(message.error()))
-            _ = (message.key(), message.value(), message.offset(), message.timestamp())
-            count += 1
-            remaining -= 1
-    consumer.close()
-    return count
-
-
-def spec_for(bootstrap: str, topic: str, ranges: dict[str, tuple[int, int]], uri: str) -> RunSpec:
-    pipeline = uuid.uuid4().hex[:8]
-    return RunSpec.model_validate({
-        "run_id": f"bench-{uuid.uuid4().hex[:6]}", "pipeline_id": pipeline,
-        "txn": {"app_id": f"inlet-pipeline-{pipeline}", "version": 1},
-        "source": {"kafka_config": {"bootstrap.servers": bootstrap}, "ranges": {topic: ranges}},
-        "target": {"type": "delta", "uri": uri},
-    })
-
-
-def timed(launcher: Launcher, spec: RunSpec, workdir: Path) -> tuple[RunResult, float]:
-    """The result of a launch and its wall time (on a warm engine, the first one's includes its start)."""
-    began = time.monotonic()
-    result = launcher.launch(spec, workdir=workdir, timeout_s=1800)
-    assert result.status == "succeeded", result.error
-    return result, time.monotonic() - began
-
-
-def measure(launcher: Launcher, name: str, bootstrap: str, topic: str, ranges: dict[int, tuple[int, int]], tmp: str,
-            plain: float) -> None:
+def measure(launcher: Launcher, name: str, bootstrap: str, topic: str, ranges: Ranges, tmp: str, plain: float) -> None:
     total = sum(end - start for start, end in ranges.values())
-    first = {"0": (ranges[0][0], ranges[0][0] + 1)}
+    first = {"0": (ranges["0"][0], ranges["0"][0] + 1)}
     _, first_s = timed(launcher, spec_for(bootstrap, topic, first, f"{tmp}/{name}-first"), Path(tmp, "w"))
     one, one_s = timed(launcher, spec_for(bootstrap, topic, first, f"{tmp}/{name}-one"), Path(tmp, "w"))
-    full, wall_s = timed(launcher, spec_for(bootstrap, topic, {str(p): r for p, r in ranges.items()}, f"{tmp}/{name}-all"),
-                         Path(tmp, "w"))
+    full, wall_s = timed(launcher, spec_for(bootstrap, topic, ranges, f"{tmp}/{name}-all"), Path(tmp, "w"))
     assert full.rows_written == total
     in_job = total / full.timings.process_s
     # The steady rate is the marginal one: what the extra records cost beyond a one-record job's
@@ -111,19 +55,17 @@ def main() -> None:
         bootstrap, topic = cluster.bootstrap_servers, "bench"
         cluster.create_topic(topic, args.partitions)
         began = time.monotonic()
-        ranges = produce(bootstrap, topic, args.messages, args.partitions)
+        ranges = produce(bootstrap, topic, [b"x" * 200] * args.messages, args.partitions)
         total = sum(end - start for start, end in ranges.values())
         print(f"produced {total:,} messages of 200 B in {time.monotonic() - began:.1f}s")
 
-        began = time.monotonic()
-        assert plain_read(bootstrap, topic, ranges) == total
-        plain_s = time.monotonic() - began
-        print(f"(a) plain confluent-kafka reader, 1 process: {total / plain_s:,.0f} records/s ({plain_s:.1f}s)")
+        plain = timed_plain_read(bootstrap, topic, ranges)
+        print(f"(a) plain confluent-kafka reader, 1 process: {plain:,.0f} records/s ({total / plain:.1f}s)")
 
         for engine in args.engines.split(","):
             launcher: Launcher = WarmLauncher(settings) if engine == "warm" else SubmitLauncher(settings)
             try:
-                measure(launcher, f"{engine} on {args.master}", bootstrap, topic, ranges, tmp, total / plain_s)
+                measure(launcher, f"{engine} on {args.master}", bootstrap, topic, ranges, tmp, plain)
             finally:
                 launcher.close()
 
