@@ -10,7 +10,8 @@ from api.connections.clients import KafkaClientCache
 from api.connections.router import router as connections_router
 from api.core.config import Settings, get_settings
 from api.core.db import make_engine
-from api.core.dispatch import CeleryDispatcher, Dispatcher, bind
+from api.core.dispatch import CeleryDispatcher, Dispatcher
+from api.core.enqueue import bind
 from api.core.errors import install_error_handlers
 from api.core.middleware import AccessLog, RequestGuard
 from api.health.router import router as health_router
@@ -41,8 +42,7 @@ def create_app(settings: Settings | None = None, *, dispatcher: Dispatcher | Non
     app.state.engine = make_engine(settings.resolved_database_url)
     app.state.secrets = build_secret_store(settings)
     app.state.authenticate_tenant = authenticate_tenant
-    app.state.dispatcher = dispatcher or CeleryDispatcher(settings.redis_url)
-    bind(app.state.engine, app.state.dispatcher)
+    bind(app.state.engine, dispatcher or CeleryDispatcher(settings.redis_url))  # what its requests enqueue
     app.state.kafka_clients = KafkaClientCache(app.state.secrets, timeout_s=settings.kafka_timeout_s,
                                                client_id="inlet-offsets", egress=settings.egress_policy)
 

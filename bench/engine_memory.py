@@ -18,8 +18,7 @@ from confluent_kafka import Producer
 
 from sandbox.cluster import SandboxCluster
 from spark_jobs.spec import RunSpec
-from worker.engine import EngineLimits, WarmLauncher
-from worker.launcher import SparkSubmitSettings
+from worker.launch import EngineLimits, SparkSubmitSettings, WarmLauncher
 
 
 def main() -> None:

@@ -22,7 +22,7 @@ import fastavro
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from spark_jobs.spec import RunResult, RunSpec
-from worker.launcher import Launcher
+from worker.launch import Launcher
 
 Ranges = dict[str, tuple[int, int]]  # partition (as the spec names it) -> [start, end)
 

@@ -33,7 +33,7 @@ from kafka_bench import produce
 from sandbox.cluster import SandboxCluster
 from spark_jobs.spec import RunResult, RunSpec
 from spark_jobs.storage import Store
-from worker.launcher import SparkSubmitSettings, launch
+from worker.launch.submit import SparkSubmitSettings, launch
 
 BIN = Path(sys.executable).parent
 S3_OPTIONS = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench-secret", "AWS_REGION": "us-east-1",

@@ -25,8 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kafka_bench import ORDER, ORDER_DDL, broker_and_registry, encode_orders, produce, spec_for, timed  # noqa: E402
 from sandbox.cluster import SandboxCluster  # noqa: E402
-from worker.engine import WarmLauncher  # noqa: E402
-from worker.launcher import SparkSubmitSettings  # noqa: E402
+from worker.launch import SparkSubmitSettings, WarmLauncher  # noqa: E402
 
 
 def main() -> None:

@@ -37,8 +37,8 @@ from kafka_bench import (  # noqa: E402
 )
 from sandbox.cluster import SandboxCluster  # noqa: E402
 from spark_jobs import jars  # noqa: E402
-from worker.engine import WarmLauncher  # noqa: E402
-from worker.launcher import LEAN_CONF, SparkSubmitSettings  # noqa: E402
+from worker.launch import SparkSubmitSettings, WarmLauncher  # noqa: E402
+from worker.launch.submit import LEAN_CONF  # noqa: E402
 
 COORDINATES = ("topic", "partition", "offset", "timestamp", "timestampType")
 

@@ -19,8 +19,7 @@ from pathlib import Path
 
 from kafka_bench import Ranges, produce, spec_for, timed, timed_plain_read
 from sandbox.cluster import SandboxCluster
-from worker.engine import WarmLauncher
-from worker.launcher import Launcher, SparkSubmitSettings, SubmitLauncher
+from worker.launch import Launcher, SparkSubmitSettings, SubmitLauncher, WarmLauncher
 
 
 def measure(launcher: Launcher, name: str, bootstrap: str, topic: str, ranges: Ranges, tmp: str, plain: float) -> None:

@@ -1,4 +1,4 @@
-"""The worker process's long-lived parts: settings, database engine, secret store, the run executor
+"""The worker process's long-lived parts: settings, database, secret store, the run executor
 (``inlet worker``) and the webhook sender (``inlet webhook-worker``)."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ from functools import lru_cache
 import api.models  # noqa: F401  (every table registered: foreign keys resolve across domains)
 from api.core.config import get_settings
 from api.core.db import make_engine
-from api.core.dispatch import CeleryDispatcher, bind
+from api.core.dispatch import CeleryDispatcher
+from api.core.enqueue import bind
 from api.secrets.backends import build_secret_store
 from worker.runner import RunExecutor
 from worker.webhooks import WebhookSender
@@ -17,9 +18,9 @@ from worker.webhooks import WebhookSender
 @lru_cache
 def executor() -> RunExecutor:
     settings = get_settings()
-    engine = make_engine(settings.resolved_database_url)
-    bind(engine, CeleryDispatcher(settings.redis_url))  # a run's outcome hands its webhook deliveries over
-    return RunExecutor(settings, engine, build_secret_store(settings))
+    db = make_engine(settings.resolved_database_url)
+    bind(db, CeleryDispatcher(settings.redis_url))  # a run's outcome hands its webhook deliveries over
+    return RunExecutor(settings, db, build_secret_store(settings))
 
 
 @lru_cache

@@ -25,9 +25,8 @@ from api.offsets import group_mirror
 from api.runs import execution, lifecycle
 from api.runs.execution import Outcome
 from api.secrets.store import SecretStore
-from spark_jobs.spec import RunResult, RunSpec
-from worker.engine import EngineLimits, WarmLauncher
-from worker.launcher import Launcher, SparkSubmitSettings, SubmitLauncher
+from spark_jobs.public import RunResult, RunSpec
+from worker.launch import EngineLimits, Launcher, SparkSubmitSettings, SubmitLauncher, WarmLauncher
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +41,7 @@ def spark_settings(settings: Settings) -> SparkSubmitSettings:
 
 
 def make_launcher(settings: Settings) -> Launcher:
-    """The run engine the settings name: a warm engine per worker process, or spark-submit per run."""
+    """The launcher the settings name (``run_engine``): a warm engine per worker process, or spark-submit per run."""
     if settings.run_engine == "submit":
         return SubmitLauncher(spark_settings(settings))
     limits = EngineLimits(max_runs=settings.engine_max_runs, max_memory_mb=settings.engine_max_memory_mb,
@@ -68,9 +67,9 @@ class LogSink:
 
 
 class RunExecutor:
-    def __init__(self, settings: Settings, engine: Engine, secrets: SecretStore) -> None:
+    def __init__(self, settings: Settings, db: Engine, secrets: SecretStore) -> None:
         self.settings = settings
-        self.engine = engine
+        self.db = db
         self.secrets = secrets
         self.services = execution.Services(settings=settings, secrets=secrets)
         self.launcher = make_launcher(settings)
@@ -82,56 +81,56 @@ class RunExecutor:
         """An ``execute_run`` message: take the run it lets this worker take (the fairest claimable one,
         or the one it names: ``execution.claim_next``), run it to its end, then pass a message on when
         queued runs wait."""
-        with unit_of_work(self.engine) as session:
+        with unit_of_work(self.db) as session:
             run = execution.claim_next(session=session, token=token, worker=self.worker, services=self.services)
             if run is None:
                 return Outcome("not-claimable", token)
             run_id, needs_plan = run.id, run.plan is None
         outcome = self._run(run_id, needs_plan=needs_plan)
-        if outcome.state != "lost-lease":  # this worker is free again
+        if outcome.verdict != "lost-lease":  # this worker is free again
             self._pass_token()
         return outcome
 
     def _run(self, run_id: uuid.UUID, *, needs_plan: bool) -> Outcome:
         if needs_plan:
-            with unit_of_work(self.engine) as session:
-                ended = execution.plan(session=session, run_id=run_id, services=self.services)
+            with unit_of_work(self.db) as session:
+                ended = execution.plan_claimed_run(session=session, run_id=run_id, services=self.services)
             if ended is not None:
                 return ended
         if (recovered := self._recover_committed(run_id)) is not None:
             return recovered
-        with unit_of_work(self.engine) as session:
+        with unit_of_work(self.db) as session:
             spec = execution.prepare_launch(session=session, run_id=run_id, services=self.services)
         if isinstance(spec, Outcome):
             return spec
         result = self._launch(run_id, spec)
         if result.status != "succeeded" and (recovered := self._recover_committed(run_id)) is not None:
             return recovered
-        with unit_of_work(self.engine) as session:
+        with unit_of_work(self.db) as session:
             return execution.record_result(session=session, run_id=run_id, worker=self.worker, result=result,
                                            retry=self.services.retry)
 
     def fire_schedule(self, pipeline_id: uuid.UUID, slot: datetime) -> Outcome:
-        with unit_of_work(self.engine) as session:
+        with unit_of_work(self.db) as session:
             fired = execution.fire_schedule(session=session, pipeline_id=pipeline_id, slot=slot, services=self.services)
         return fired if isinstance(fired, Outcome) else self.execute(fired)
 
     def mirror_group(self, pipeline_id: uuid.UUID) -> str:
         """Copy the committed offsets to the pipeline's consumer group: ``ok``, ``failed`` or ``off``."""
-        with unit_of_work(self.engine) as session:
+        with unit_of_work(self.db) as session:
             return group_mirror.mirror_committed_offsets(session=session, secrets=self.secrets, pipeline_id=pipeline_id,
                                                          timeout_s=self.settings.kafka_timeout_s,
                                                          egress=self.settings.egress_policy)
 
     def delete_group(self, connection_id: uuid.UUID, group: str) -> bool:
-        with unit_of_work(self.engine) as session:
+        with unit_of_work(self.db) as session:
             return group_mirror.delete_mirrored_group(session=session, secrets=self.secrets, connection_id=connection_id,
                                                       group=group, timeout_s=self.settings.kafka_timeout_s,
                                                       egress=self.settings.egress_policy)
 
     def _pass_token(self) -> None:
         try:
-            with unit_of_work(self.engine) as session:
+            with unit_of_work(self.db) as session:
                 execution.pass_token(session=session, services=self.services)
         except Exception:  # the database is restarting: the scheduler sends long-queued runs again
             log.exception("could not hand the worker's turn on")
@@ -139,7 +138,7 @@ class RunExecutor:
     # The launch.
 
     def _recover_committed(self, run_id: uuid.UUID) -> Outcome | None:
-        with unit_of_work(self.engine) as session:
+        with unit_of_work(self.db) as session:
             recovered = execution.recover_committed(session=session, run_id=run_id, settings=self.settings)
         if recovered is not None:
             self._remove_workdir(run_id)  # a killed worker's attempt left its spec (with secrets) behind
@@ -165,7 +164,7 @@ class RunExecutor:
             stop.set()
             beat.join(timeout=30)
             self._remove_workdir(run_id)  # nothing of an attempt outlives it: the next one starts afresh
-            with unit_of_work(self.engine) as session:
+            with unit_of_work(self.db) as session:
                 if text := sink.drain():
                     lifecycle.append_log(session, run_id, text)
 
@@ -173,7 +172,7 @@ class RunExecutor:
         interval = min(self.settings.run_lease_s / 3, 5.0)
         while not stop.wait(interval):
             try:
-                with unit_of_work(self.engine) as session:
+                with unit_of_work(self.db) as session:
                     if text := sink.drain():
                         lifecycle.append_log(session, run_id, text)
                     state = lifecycle.heartbeat(session, run_id, worker=self.worker, lease_s=self.settings.run_lease_s)

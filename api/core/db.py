@@ -93,9 +93,9 @@ def _run_all(session: Session, key: str) -> None:
 
 
 @contextmanager
-def unit_of_work(engine: Engine) -> Iterator[Session]:
+def unit_of_work(db: Engine) -> Iterator[Session]:
     """One transaction: commit when the block succeeds, roll back (and compensate) when it fails."""
-    session = Session(engine, expire_on_commit=False)
+    session = Session(db, expire_on_commit=False)
     try:
         yield session
         session.commit()

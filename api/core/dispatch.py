@@ -6,25 +6,19 @@ A scheduler tick's schedule slots go out as one pipelined batch on one connectio
 ``Producer.batch``): ~0.25 ms a message instead of ~1 ms (bench/scheduler_dispatch.py).
 
 Webhook deliveries go to a queue of their own, consumed by ``inlet webhook-worker``: a receiver that
-never answers holds up deliveries only, never runs. They are decided deep inside services (a run's
-outcome raises an event), so each process binds its dispatcher to its engine once (``bind``) and a
-service hands work over with ``send_after_commit`` instead of passing a dispatcher down every call.
+never answers holds up deliveries only, never runs. Services never call a dispatcher: they enqueue
+work in their unit of work (``api.core.enqueue``), which sends it once the transaction has committed.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
 from celery import Celery
-from sqlalchemy import Engine
-from sqlmodel import Session
-
-from api.core.db import after_commit
 
 log = logging.getLogger(__name__)
 
@@ -96,19 +90,3 @@ class CeleryDispatcher:
     def send_webhook_deliveries(self, delivery_ids: Sequence[uuid.UUID]) -> int:
         return self._send_batch(DELIVER_WEBHOOK, [[str(delivery_id)] for delivery_id in delivery_ids], WEBHOOK_QUEUE)
 
-
-# The dispatcher of each engine's process (one engine and one dispatcher per process; tests make several apps).
-_bound: weakref.WeakKeyDictionary[Engine, Dispatcher] = weakref.WeakKeyDictionary()
-
-
-def bind(engine: Engine, dispatcher: Dispatcher) -> None:
-    """Send the work committed through ``engine``'s units of work with ``dispatcher``."""
-    _bound[engine] = dispatcher
-
-
-def send_after_commit(session: Session, send: Callable[[Dispatcher], object]) -> None:
-    """Once ``session`` has committed, ``send`` with the dispatcher bound to its engine. Without one
-    (a script's own engine) nothing is sent now: the scheduler sends what is due later."""
-    dispatcher = _bound.get(session.get_bind())  # type: ignore[arg-type]  # a unit of work is bound to an Engine
-    if dispatcher is not None:
-        after_commit(session, lambda: send(dispatcher))

@@ -56,24 +56,24 @@ def get_offsets(
 
 @router.patch("", operation_id="patch_offsets", response_model=OffsetsChangeResult, responses=_CHANGE_RESPONSES)
 def patch_offsets(
-    pipeline_id: uuid.UUID, body: OffsetsPatch, request: Request, response: Response, ctx: Editor,
+    pipeline_id: uuid.UUID, body: OffsetsPatch, response: Response, ctx: Editor,
     session: SessionDep, kafka: KafkaDep, if_match: IfMatch = None,
 ) -> OffsetsChangeResult:
     """Move offsets of a paused pipeline: explicit offsets, or earliest/latest/to_timestamp/by_duration/shift_by."""
     result = service.change_offsets(session=session, ctx=ctx, pipeline_id=pipeline_id, body=body, if_match=if_match,
-                                    client_factory=kafka, dispatcher=request.app.state.dispatcher)
+                                    client_factory=kafka)
     resource_headers(response, etag=result.etag)
     return result
 
 
 @router.delete("", operation_id="reset_offsets", response_model=OffsetsChangeResult, responses=_CHANGE_RESPONSES)
 def reset_offsets(
-    pipeline_id: uuid.UUID, request: Request, response: Response, ctx: Editor, session: SessionDep, kafka: KafkaDep,
+    pipeline_id: uuid.UUID, response: Response, ctx: Editor, session: SessionDep, kafka: KafkaDep,
     if_match: IfMatch = None, dry_run: Annotated[bool, Query(description="Show the change; change nothing")] = False,
 ) -> OffsetsChangeResult:
     """Reset every partition of a paused pipeline to its starting_offsets."""
     result = service.change_offsets(session=session, ctx=ctx, pipeline_id=pipeline_id, body=None, if_match=if_match,
-                                    client_factory=kafka, dispatcher=request.app.state.dispatcher, dry_run=dry_run)
+                                    client_factory=kafka, dry_run=dry_run)
     resource_headers(response, etag=result.etag)
     return result
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Query, Request, Response
+from fastapi import APIRouter, Body, Depends, Query, Response
 from fastapi.responses import JSONResponse
 
 from api.core.deps import Editor, IfMatch, SessionDep, SettingsDep, Viewer
@@ -93,11 +93,10 @@ def patch_pipeline(
 
 @router.delete("/{pipeline_id}", operation_id="delete_pipeline", status_code=204)
 def delete_pipeline(
-    pipeline_id: uuid.UUID, request: Request, ctx: Editor, session: SessionDep, if_match: IfMatch = None
+    pipeline_id: uuid.UUID, ctx: Editor, session: SessionDep, if_match: IfMatch = None
 ) -> Response:
     """Delete a pipeline (its Delta table is left in place; its mirrored consumer group is deleted)."""
-    service.delete_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id, if_match=if_match,
-                            dispatcher=request.app.state.dispatcher)
+    service.delete_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id, if_match=if_match)
     return Response(status_code=204)
 
 

@@ -32,7 +32,6 @@ from api.connections.clients import KafkaClientCache
 from api.core.config import Settings
 from api.core.db import unit_of_work
 from api.core.deps import SessionDep, SettingsDep, operator_token
-from api.core.dispatch import Dispatcher
 from api.core.errors import DomainError, Forbidden, Unauthorized
 from api.core.security import Role, TenantContext
 from api.portal import pages
@@ -121,11 +120,6 @@ class SignedIn:
     def secrets(self) -> SecretStore:
         store: SecretStore = self.request.app.state.secrets
         return store
-
-    @property
-    def dispatcher(self) -> Dispatcher:
-        dispatcher: Dispatcher = self.request.app.state.dispatcher
-        return dispatcher
 
     @property
     def kafka_clients(self) -> KafkaClientCache:

@@ -47,7 +47,7 @@ def replay(caller: Editor, pipeline_id: str, form: Annotated[ReplayForm, Form()]
         patch = form.to_patch()
         result = offsets.change_offsets(
             session=caller.session, ctx=caller.ctx, pipeline_id=ident, body=patch, if_match=form.if_match,
-            client_factory=caller.kafka_clients.client, dispatcher=caller.dispatcher,
+            client_factory=caller.kafka_clients.client,
             dry_run=form.dry_run if patch is None else None)
     except (Unauthorized, Forbidden, NotFound):
         raise

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Depends, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from api.core.deps import Editor, SessionDep, SettingsDep, Viewer
@@ -23,13 +23,12 @@ RunPage = Annotated[PageParams, Depends(page_params(("created_at", "seq", "state
 
 @router.post("/pipelines/{pipeline_id}/runs", operation_id="trigger_run", status_code=202, response_model=RunRead)
 def trigger_run(
-    pipeline_id: uuid.UUID, request: Request, response: Response, ctx: Editor, session: SessionDep,
+    pipeline_id: uuid.UUID, response: Response, ctx: Editor, session: SessionDep,
     settings: SettingsDep, idem: IdempotencyDep,
 ) -> RunRead | JSONResponse:
     """Run a pipeline now; 409 while it has an active run, 429 over the tenant's runs-per-hour quota."""
-    dispatcher = request.app.state.dispatcher
     return idem.respond(session, f"tenant:{ctx.tenant_id}", lambda: service.to_read(service.trigger_run(
-        session=session, ctx=ctx, pipeline_id=pipeline_id, dispatcher=dispatcher, quotas=QuotaLimits.defaults(settings),
+        session=session, ctx=ctx, pipeline_id=pipeline_id, quotas=QuotaLimits.defaults(settings),
     )), response=response, status_code=202)
 
 

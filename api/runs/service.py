@@ -9,8 +9,7 @@ from sqlalchemy import and_
 from sqlmodel import Session, col, select
 
 from api.audit.service import record_by
-from api.core.db import after_commit
-from api.core.dispatch import Dispatcher
+from api.core.enqueue import enqueue_run
 from api.core.errors import InvalidTransition
 from api.core.pagination import PageParams, paginate
 from api.core.scoping import get_scoped, scoped_select
@@ -20,6 +19,7 @@ from api.pipelines.service import get_pipeline
 from api.runs import lifecycle
 from api.runs.models import Run, RunLogChunk
 from api.runs.quotas import check_run_rate
+from api.runs.retry import RunFailure
 from api.runs.schemas import RunPartition, RunRead
 from api.runs.states import TERMINAL_STATES
 from api.tenancy.quotas import QuotaLimits
@@ -29,7 +29,7 @@ LOG_TAIL_LINES = 50
 
 
 def trigger_run(
-    *, session: Session, ctx: TenantContext, pipeline_id: uuid.UUID, dispatcher: Dispatcher, quotas: QuotaLimits,
+    *, session: Session, ctx: TenantContext, pipeline_id: uuid.UUID, quotas: QuotaLimits,
 ) -> Run:
     """Queue a run now (planned by the worker); 409 while the pipeline has an active run, 429 over the
     tenant's runs_per_hour quota."""
@@ -38,8 +38,7 @@ def trigger_run(
     run = lifecycle.create_run(session, pipeline, trigger="manual")
     record_by(session, ctx, resource_type="run", resource_id=run.id, action="trigger",
               after={"pipeline_id": str(pipeline.id), "seq": run.seq})
-    run_id = run.id
-    after_commit(session, lambda: dispatcher.send_run(run_id))
+    enqueue_run(session, run.id)
     return run
 
 
@@ -79,7 +78,7 @@ def cancel_run(*, session: Session, ctx: TenantContext, run_id: uuid.UUID) -> Ru
         raise InvalidTransition(f"Run {run.id} is already {run.state}", current_state=run.state,
                                 requested_state="cancelled")
     if run.state == "queued":
-        lifecycle.finish(session, run, "cancelled", error={"kind": "cancelled", "message": "cancelled before it started"})
+        lifecycle.finish(session, run, "cancelled", error=RunFailure("cancelled", "cancelled before it started"))
     else:
         run.cancel_requested = True
         session.add(run)

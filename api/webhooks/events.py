@@ -18,12 +18,10 @@ from typing import Any
 from sqlmodel import Session, col
 
 from api.core.db import utcnow
-from api.core.dispatch import send_after_commit
+from api.core.enqueue import enqueue_webhook_deliveries
 from api.core.scoping import scoped_select
 from api.webhooks.models import Webhook, WebhookDelivery, WebhookEvent
 from api.webhooks.schemas import EventType
-
-_PENDING_SEND = "webhook_deliveries_to_send"
 
 
 def emit(session: Session, tenant_id: uuid.UUID, type_: EventType, data: Mapping[str, Any]) -> WebhookEvent | None:
@@ -46,15 +44,5 @@ def add_deliveries(session: Session, event: WebhookEvent, webhooks: list[Webhook
                                   next_attempt_at=now, dispatched_at=now) for w in webhooks]
     session.add_all(deliveries)
     session.flush()
-    _send_after_commit(session, [d.id for d in deliveries])
+    enqueue_webhook_deliveries(session, [d.id for d in deliveries])  # the transaction's, sent as one batch
     return deliveries
-
-
-def _send_after_commit(session: Session, delivery_ids: list[uuid.UUID]) -> None:
-    """Collect the transaction's deliveries and send them as one batch once it has committed."""
-    batch: list[uuid.UUID] | None = session.info.get(_PENDING_SEND)
-    if batch is None:
-        batch = session.info[_PENDING_SEND] = []
-        send_after_commit(session,
-                          lambda dispatcher: dispatcher.send_webhook_deliveries(session.info.pop(_PENDING_SEND)))
-    batch.extend(delivery_ids)

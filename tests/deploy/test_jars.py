@@ -13,7 +13,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark_jobs import jars
-from worker.launcher import SparkSubmitSettings, spark_command
+from worker.launch.submit import SparkSubmitSettings, spark_command
 
 M = "{http://maven.apache.org/POM/4.0.0}"
 # Every Spark module jar carries this stub; Java 9+ jars their own module descriptor.

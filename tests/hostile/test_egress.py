@@ -38,8 +38,9 @@ from spark_jobs.oauth import TokenRefused, TokenSource
 from spark_jobs.registry import RegistryClient, RegistryConfig, RegistryUnavailable
 from tests.factories import LOOPBACK_ALLOWED, PROBLEM_JSON, Tenant, make_tenant, plaintext_connection_body
 from tests.fixtures.database import truncate_all
+from tests.fixtures.dispatch import RecordingDispatcher
 from tests.fixtures.kafka_broker import TestCA
-from tests.webhooks.helpers import RecordingDispatcher, deliveries
+from tests.webhooks.helpers import deliveries
 from worker.webhooks import WebhookSender
 
 INTERNAL_SECRET = "internal-only-3c9f: root password hunter2"

@@ -29,7 +29,7 @@ from api.core.models import IdempotencyRecord
 from api.core.redaction import SECRET_FIELDS
 from api.main import create_app
 from tests.factories import Tenant, assert_problem, connection_body
-from tests.portal.helpers import RecordingDispatcher
+from tests.fixtures.dispatch import RecordingDispatcher
 
 TOKEN = "sr-bearer-T0ken-hostile-5c1e"
 OTHER_TOKEN = "sr-bearer-T0ken-hostile-other-90aa"

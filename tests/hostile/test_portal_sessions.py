@@ -27,7 +27,8 @@ from api.portal.session import LOGIN_COOKIE, SESSION_COOKIE
 from api.tenancy import portal_sessions
 from api.tenancy.models import ApiKey, PortalSession
 from tests.factories import PASSWORD, Tenant
-from tests.portal.helpers import RecordingDispatcher, csrf_of, sign_in
+from tests.fixtures.dispatch import RecordingDispatcher
+from tests.portal.helpers import csrf_of, sign_in
 
 T0 = datetime(2026, 11, 25, 9, 0, tzinfo=UTC)
 

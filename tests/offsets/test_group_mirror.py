@@ -7,16 +7,14 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer
 
-from api.main import create_app
 from tests.factories import create_pipeline, create_sandbox_pipeline, make_tenant, plaintext_connection_body
+from tests.fixtures.dispatch import app, dispatcher  # noqa: F401  (this module's app records what it sends)
 from tests.fixtures.kafka import produce_keyed
-from tests.portal.helpers import RecordingDispatcher
 from tests.runs.helpers import committed_offsets, wait_for_run
 
 
@@ -98,21 +96,6 @@ def test_kafka_consumer_groups_shows_inlets_offsets_and_lag(stack, real_kafka, r
     assert client.delete(f"/pipelines/{pipeline['id']}", headers=tenant.editor).status_code == 204
     stack.wait_for(lambda: group not in real_kafka.tool("kafka-consumer-groups.sh", "--list").split(), timeout_s=60,
                    what="the group to be deleted with its pipeline")
-
-
-@pytest.fixture
-def dispatcher() -> RecordingDispatcher:
-    return RecordingDispatcher()
-
-
-@pytest.fixture
-def app(settings, dispatcher) -> Iterator[object]:  # type: ignore[no-untyped-def]
-    from tests.fixtures.database import truncate_all
-
-    application = create_app(settings, dispatcher=dispatcher)
-    yield application
-    truncate_all(application.state.engine)
-    application.state.engine.dispose()
 
 
 def test_only_committed_changes_of_mirrored_pipelines_send_a_copy(client, tenant, dispatcher, sandbox_kafka,

@@ -222,7 +222,7 @@ def spark_columns() -> Iterator[Callable[[str], list[str] | None]]:
     from pyspark.errors import PySparkException
     from pyspark.sql.types import StructType, _parse_datatype_string
 
-    from worker.launcher import LEAN_CONF
+    from worker.launch.submit import LEAN_CONF
 
     conf = SparkConf().setMaster("local[1]").setAppName("inlet-ddl-conformance").setAll(list(LEAN_CONF.items()))
     active = SparkContext._active_spark_context  # a process has one JVM: the delta_spark fixture's, when it started first

@@ -1,5 +1,5 @@
-"""Portal fixtures: the app with a recording dispatcher (no Celery in fast tests), the app served
-over HTTP, and headless Debian Chromium driven by Playwright."""
+"""Portal fixtures: the app with a recording dispatcher (no Celery in fast tests;
+tests/fixtures/dispatch.py), the app served over HTTP, and headless Debian Chromium driven by Playwright."""
 
 from __future__ import annotations
 
@@ -8,24 +8,10 @@ from typing import Any
 
 import pytest
 
-from api.core.config import Settings
-from api.main import create_app
-from tests.portal.helpers import CHROMIUM, CHROMIUM_ARGS, RecordingDispatcher, serve
+from tests.fixtures.dispatch import app, dispatcher
+from tests.portal.helpers import CHROMIUM, CHROMIUM_ARGS, serve
 
-
-@pytest.fixture
-def dispatcher() -> RecordingDispatcher:
-    return RecordingDispatcher()
-
-
-@pytest.fixture
-def app(settings: Settings, dispatcher: RecordingDispatcher) -> Iterator[object]:
-    from tests.fixtures.database import truncate_all
-
-    application = create_app(settings, dispatcher=dispatcher)
-    yield application
-    truncate_all(application.state.engine)
-    application.state.engine.dispose()
+__all__ = ["app", "dispatcher"]
 
 
 @pytest.fixture

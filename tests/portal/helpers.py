@@ -8,10 +8,8 @@ import re
 import socket
 import threading
 import time
-import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -45,28 +43,6 @@ def sign_in(client: TestClient, key: str) -> str:
     page = client.get("/portal/pipelines")
     assert page.status_code == 200, page.text
     return csrf_of(page.text)
-
-
-class RecordingDispatcher:
-    """Stands in for Celery where no worker runs: remembers what would have been sent."""
-
-    def __init__(self) -> None:
-        self.runs: list[uuid.UUID] = []
-        self.schedules: list[tuple[uuid.UUID, datetime]] = []
-        self.group_mirrors: list[uuid.UUID] = []
-        self.group_deletes: list[tuple[uuid.UUID, str]] = []
-
-    def send_run(self, run_id: uuid.UUID) -> None:
-        self.runs.append(run_id)
-
-    def send_schedules(self, slots: Sequence[tuple[uuid.UUID, datetime]]) -> None:
-        self.schedules.extend(slots)
-
-    def send_group_mirror(self, pipeline_id: uuid.UUID) -> None:
-        self.group_mirrors.append(pipeline_id)
-
-    def send_group_delete(self, connection_id: uuid.UUID, group: str) -> None:
-        self.group_deletes.append((connection_id, group))
 
 
 def _free_port() -> int:

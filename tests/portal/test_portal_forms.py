@@ -10,7 +10,8 @@ from fastapi.testclient import TestClient
 
 from api.portal.session import LOGIN_COOKIE, SESSION_COOKIE
 from tests.factories import PASSWORD, create_connection, create_pipeline
-from tests.portal.helpers import RecordingDispatcher, csrf_of, sign_in
+from tests.fixtures.dispatch import RecordingDispatcher
+from tests.portal.helpers import csrf_of, sign_in
 
 WRITE_CONTROLS = ("/pause\"", "/resume\"", "/run\"", "Run now", "Replay…", "New pipeline", "Save connection")
 

@@ -14,7 +14,7 @@ from tests.fixtures.kafka import produce_keyed
 from tests.fixtures.object_storage import Bucket
 from tests.fixtures.spark_cluster import CLUSTER_CONF
 from tests.runs.helpers import committed_offsets, wait_for_run
-from worker.launcher import SparkSubmitSettings
+from worker.launch import SparkSubmitSettings
 
 pytestmark = pytest.mark.slow
 

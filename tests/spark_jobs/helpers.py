@@ -16,8 +16,7 @@ from deltalake import DeltaTable
 
 from spark_jobs.spec import RunResult, RunSpec
 from spark_jobs.storage import Store
-from worker.engine import WarmLauncher
-from worker.launcher import Launcher, SparkSubmitSettings, SubmitLauncher
+from worker.launch import Launcher, SparkSubmitSettings, SubmitLauncher, WarmLauncher
 
 # Two local cores as on CI; small driver memory keeps the suite's footprint down.
 SETTINGS = SparkSubmitSettings(master="local[2]")

@@ -13,7 +13,7 @@ from spark_jobs.spec import RunResult
 from spark_jobs.storage import Store
 from tests.fixtures.object_storage import Bucket
 from tests.spark_jobs.helpers import coordinates, make_spec, run_job
-from worker.launcher import SparkSubmitSettings
+from worker.launch import SparkSubmitSettings
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from spark_jobs.errors import JobError, classify
 from spark_jobs.kafka_source import Chunk, chunk_ranges
 from spark_jobs.spec import RunResult, RunSpec, redact, redacted_config
-from worker.launcher import SparkSubmitSettings, launch
+from worker.launch.submit import SparkSubmitSettings, launch
 
 SECRET = "s3cr3t-Passw0rd"
 PEM = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----"

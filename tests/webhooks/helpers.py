@@ -50,28 +50,3 @@ def deliveries(client: TestClient, tenant: Tenant, webhook_id: str, **params: An
     assert response.status_code == 200, response.text
     items: list[dict[str, Any]] = response.json()["items"]
     return items
-
-
-class RecordingDispatcher:
-    """Stands in for Celery where no worker runs: remembers what would have been sent, in order."""
-
-    def __init__(self) -> None:
-        self.runs: list[Any] = []
-        self.deliveries: list[Any] = []
-
-    def send_run(self, run_id: Any) -> bool:
-        self.runs.append(run_id)
-        return True
-
-    def send_schedules(self, slots: Any) -> int:
-        return len(slots)
-
-    def send_group_mirror(self, pipeline_id: Any) -> bool:
-        return True
-
-    def send_group_delete(self, connection_id: Any, group: str) -> bool:
-        return True
-
-    def send_webhook_deliveries(self, delivery_ids: Any) -> int:
-        self.deliveries.extend(delivery_ids)
-        return len(delivery_ids)

@@ -12,9 +12,10 @@ from pydantic import SecretStr
 
 from api.core.config import Settings
 from api.main import create_app
+from tests.fixtures.dispatch import RecordingDispatcher
 from tests.fixtures.vault import TestVault, vault_backed
 from tests.fixtures.webhook_receiver import Receiver
-from tests.webhooks.helpers import RecordingDispatcher, create_webhook, signature_ok
+from tests.webhooks.helpers import create_webhook, signature_ok
 from worker.webhooks import WebhookSender
 
 

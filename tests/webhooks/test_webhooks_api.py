@@ -15,7 +15,8 @@ from sqlmodel import Session
 from api.core.config import Settings
 from api.main import create_app
 from tests.factories import assert_auth_refused, assert_problem
-from tests.webhooks.helpers import RecordingDispatcher, create_webhook, deliveries
+from tests.fixtures.dispatch import RecordingDispatcher
+from tests.webhooks.helpers import create_webhook, deliveries
 
 URL = "https://alerts.example.com/inlet?channel=data"
 DEFAULT_EVENTS = ["run.failed", "pipeline.recovered", "pipeline.data_loss", "pipeline.lag_exceeded",

@@ -19,8 +19,7 @@ from spark_jobs.spec import Egress, RunSpec
 from tests.fixtures.kafka_broker import PASSWORD, USER, RealKafka
 from tests.fixtures.oidc import CLIENT_ID, CLIENT_SECRET, RealIdp
 from tests.spark_jobs.helpers import RUN_TIMEOUT_S, make_spec
-from worker.engine import WarmLauncher
-from worker.launcher import SparkSubmitSettings
+from worker.launch import SparkSubmitSettings, WarmLauncher
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_kafka]
 

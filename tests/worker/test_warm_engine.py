@@ -25,8 +25,8 @@ import pytest
 from spark_jobs.spec import RunResult, RunSpec
 from tests.runs.helpers import spark_job_pgids
 from tests.spark_jobs.helpers import RUN_TIMEOUT_S, SETTINGS, coordinates, make_spec, read_table
-from worker import engine as engine_module
-from worker.engine import EngineLimits, WarmLauncher
+from worker.launch import EngineLimits, WarmLauncher
+from worker.launch import warm as warm_module
 
 pytestmark = pytest.mark.slow
 
@@ -186,7 +186,7 @@ def test_an_engine_is_replaced_after_its_runs_above_its_memory_on_new_code_and_w
 
     warm.limits = EngineLimits()
     kept = run()
-    monkeypatch.setattr(engine_module, "code_digest", lambda: "new code")
+    monkeypatch.setattr(warm_module, "code_digest", lambda: "new code")
     replaced = run()
     assert kept and replaced and replaced != kept and _gone(kept)
 

@@ -6,7 +6,7 @@ replaced when it dies or hangs, and recycled between runs after ``max_runs`` run
 processes hold more than ``max_memory_mb``, when the ``spark_jobs`` code on disk is no longer the
 code it runs, and after ``idle_s`` without a run (which also gives a cluster its executors back).
 
-What a run keeps from spark-submit per run (``worker.launcher``), guarantee by guarantee:
+What a run keeps from spark-submit per run (``worker.launch.submit``), guarantee by guarantee:
 - The spec and its secrets reach the engine over a Unix socket in a 0700 folder, and live only in
   its memory (and in the 0600 plan files of the run's scratch folder, as with spark-submit).
 - Cancel and timeout cancel the run's Spark jobs and stop it before its commit; an engine that has
@@ -21,20 +21,15 @@ What a run keeps from spark-submit per run (``worker.launcher``), guarantee by g
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
-import os
 import queue
 import shutil
-import signal
 import socket
 import subprocess
-import tempfile
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -43,12 +38,29 @@ from pathlib import Path
 from typing import Any
 
 import spark_jobs
-from spark_jobs.spec import RunError, RunResult, RunSpec, Timings, redact
-from worker.launcher import TERM_GRACE_S, SparkSubmitSettings, job_env, package_spark_jobs, spark_command, start_process
+from spark_jobs.public import RunResult, RunSpec
+from worker.launch.processes import (
+    TERM_GRACE_S,
+    Output,
+    group_memory_bytes,
+    kill_group,
+    private_folder,
+    start_process,
+    sweep_folders,
+)
+from worker.launch.submit import (
+    SparkSubmitSettings,
+    failed,
+    job_env,
+    job_sources,
+    package_spark_jobs,
+    spark_command,
+)
 
 log = logging.getLogger(__name__)
 
-_PAGE = os.sysconf("SC_PAGE_SIZE")
+# The engine's entry point, in spark_jobs/.
+ENGINE_SCRIPT = "engine.py"
 
 # On a cluster an idle engine gives its executors back (and asks again at its next run's first job)
 # rather than hold cores other applications could use. The settings' spark_conf overrides any of it,
@@ -83,27 +95,23 @@ class EngineGone(Exception):
 def code_digest() -> str:
     """A digest of the ``spark_jobs`` sources on disk: an engine runs the code it started with."""
     digest = hashlib.sha256()
-    for path in sorted(Path(spark_jobs.__file__).parent.glob("*.py")):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    package = Path(spark_jobs.__file__).parent
+    for path in job_sources():
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
 
-class Engine:
-    """One engine process, the socket to it, and its output."""
+class EngineProcess:
+    """One engine: its process, the socket to it, and its output."""
 
     def __init__(self, process: subprocess.Popen[str], folder: Path, digest: str) -> None:
         self.process = process
         self.folder = folder
         self.digest = digest
         self.runs = 0
-        self._tail: deque[str] = deque(maxlen=20)
         self._conn: socket.socket | None = None
         self._messages: queue.Queue[dict[str, Any] | None] = queue.Queue()
-        self._sink: Callable[[str], None] | None = None
-        self._secrets: list[str] = []
-        self._lock = threading.Lock()
-        self._pump = threading.Thread(target=self._pump_log, name=f"engine-log-{process.pid}", daemon=True)
-        self._pump.start()
+        self.output = Output(process, name=f"engine-log-{process.pid}")
 
     # Start-up.
 
@@ -156,46 +164,17 @@ class Engine:
             pass
         self._messages.put(None)
 
-    # Its output: the current run's log, redacted with that run's secrets.
-
-    def attach(self, spec: RunSpec, sink: Callable[[str], None] | None) -> None:
-        with self._lock:
-            self._sink, self._secrets = sink, spec.secret_values()
-
-    def detach(self) -> None:
-        with self._lock:
-            self._sink = None  # the secrets stay: a late line of the run is still redacted
-
-    def _pump_log(self) -> None:
-        assert self.process.stdout is not None  # started with stdout=PIPE
-        for raw in self.process.stdout:
-            with self._lock:
-                line = redact(raw.rstrip("\n"), self._secrets)
-                self._tail.append(line)
-                if self._sink is not None:
-                    self._sink(line)
-
     def last_lines(self) -> str:
         """The engine's last output lines, joined: why it died, when it did."""
         if not self.alive():
-            self._pump.join(timeout=2)  # the output of an exited engine is read to its end
-        return " | ".join(line for line in self._tail if line.strip())[-1500:]
+            self.output.join(2)  # the output of an exited engine is read to its end
+        return self.output.last_lines()
 
     # Its size and end.
 
     def memory_bytes(self) -> int:
         """Resident memory of the engine's process group: the JVM, the driver and its Python workers."""
-        total = 0
-        for proc in Path("/proc").iterdir():
-            if not proc.name.isdigit():
-                continue
-            try:
-                stat = (proc / "stat").read_text()
-                if int(stat.rsplit(")", 1)[1].split()[2]) == self.process.pid:  # field 5, the process group
-                    total += int((proc / "statm").read_text().split()[1]) * _PAGE
-            except (OSError, ValueError, IndexError):
-                continue
-        return total
+        return group_memory_bytes(self.process.pid)
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -224,12 +203,7 @@ class Engine:
 
     def kill(self) -> None:
         """SIGKILL the engine's process group: nothing of a run it was given up on goes on."""
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(5)
+        kill_group(self.process)
         if self._conn is not None:
             self._conn.close()
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -241,7 +215,7 @@ class WarmLauncher:
     def __init__(self, settings: SparkSubmitSettings, limits: EngineLimits = EngineLimits()) -> None:
         self.settings = settings
         self.limits = limits
-        self._engine: Engine | None = None
+        self._engine: EngineProcess | None = None
         self._lock = threading.Lock()
         self._last_used = time.monotonic()
         # PR_SET_PDEATHSIG fires when the *thread* that started a process ends: engines are started
@@ -265,12 +239,12 @@ class WarmLauncher:
             try:
                 engine = self._ready_engine(deadline)
             except EngineGone as exc:
-                return _failed(spec, started_at, "crashed", str(exc))
-            engine.attach(spec, on_log_line)
+                return failed(spec, started_at, "crashed", str(exc))
+            engine.output.listen(on_log_line, spec.secret_values())
             try:
                 return self._run(engine, spec, started_at, deadline, timeout_s, cancel)
             finally:
-                engine.detach()
+                engine.output.stop_listening()
                 engine.runs += 1
                 self._last_used = time.monotonic()
                 self._recycle_if_due()
@@ -296,7 +270,7 @@ class WarmLauncher:
 
     # One run.
 
-    def _run(self, engine: Engine, spec: RunSpec, started_at: datetime, deadline: float, timeout_s: float,
+    def _run(self, engine: EngineProcess, spec: RunSpec, started_at: datetime, deadline: float, timeout_s: float,
              cancel: threading.Event | None) -> RunResult:
         stopped_by: str | None = None
         result: RunResult | None = None
@@ -314,7 +288,7 @@ class WarmLauncher:
                         break
                 if now - answered > self.limits.hung_after_s:
                     self._discard(graceful=False)
-                    return _failed(spec, started_at, "crashed", f"the warm engine answered nothing for "
+                    return failed(spec, started_at, "crashed", f"the warm engine answered nothing for "
                                    f"{self.limits.hung_after_s:.0f}s (hung) and was killed: {engine.last_lines()}")
                 if now - pinged > _PING_EVERY_S:
                     engine.send({"op": "ping"})
@@ -333,20 +307,20 @@ class WarmLauncher:
         except EngineGone as exc:
             self._discard(graceful=False)
             if stopped_by is None:
-                return _failed(spec, started_at, "crashed",
+                return failed(spec, started_at, "crashed",
                                f"{exc} (exit {engine.process.returncode}) without a result: {engine.last_lines()}")
         if stopped_by == "timeout":
-            return _failed(spec, started_at, "timeout", f"the run took longer than {timeout_s:.0f}s and was stopped")
+            return failed(spec, started_at, "timeout", f"the run took longer than {timeout_s:.0f}s and was stopped")
         if stopped_by == "cancelled":
-            return _failed(spec, started_at, "cancelled", "the run was cancelled and its Spark jobs were stopped")
+            return failed(spec, started_at, "cancelled", "the run was cancelled and its Spark jobs were stopped")
         if result is None or result.run_id != spec.run_id:
             self._discard(graceful=False)
-            return _failed(spec, started_at, "crashed", "the warm engine answered with no result of this run")
+            return failed(spec, started_at, "crashed", "the warm engine answered with no result of this run")
         return result
 
     # The engine's life.
 
-    def _ready_engine(self, deadline: float) -> Engine:
+    def _ready_engine(self, deadline: float) -> EngineProcess:
         engine = self._engine
         if engine is not None and not engine.responsive(self.limits.hung_after_s):
             log.warning("the warm engine %d is gone or hung: replacing it", engine.process.pid)
@@ -358,22 +332,21 @@ class WarmLauncher:
             self._engine = self._start_engine(deadline)
         return self._engine
 
-    def _start_engine(self, deadline: float) -> Engine:
+    def _start_engine(self, deadline: float) -> EngineProcess:
         sweep_engine_folders()
-        # 0700; short enough for a socket path; named by this process, whose death leaves it to the sweep
-        folder = Path(tempfile.mkdtemp(prefix=f"{_FOLDER_PREFIX}{os.getpid()}-"))
+        folder = private_folder(_FOLDER_PREFIX)  # 0700, and its path short enough for a socket's
         path = folder / "engine.sock"
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        engine: Engine | None = None
+        engine: EngineProcess | None = None
         try:
             listener.bind(str(path))
             listener.listen(1)
             digest = code_digest()
             conf = {} if self.settings.master.startswith("local") else RELEASE_IDLE_EXECUTORS
-            cmd = spark_command(self.settings, "inlet-engine", package_spark_jobs(folder), "engine.py", "--socket", str(path),
-                                conf=conf)
-            engine = Engine(self._spawner.submit(start_process, cmd, env=job_env(self.settings), cwd=folder).result(),
-                            folder, digest)
+            cmd = spark_command(self.settings, "inlet-engine", package_spark_jobs(folder), ENGINE_SCRIPT,
+                                "--socket", str(path), conf=conf)
+            process = self._spawner.submit(start_process, cmd, env=job_env(self.settings), cwd=folder).result()
+            engine = EngineProcess(process, folder, digest)
             engine.connect(listener, deadline)
             log.info("warm engine %d ready", engine.process.pid)
             return engine
@@ -426,20 +399,7 @@ class WarmLauncher:
 def sweep_engine_folders() -> None:
     """Remove the folders (the job's code) of engines whose worker process is gone: a worker killed
     with its engine had no chance to."""
-    for folder in Path(tempfile.gettempdir()).glob(f"{_FOLDER_PREFIX}*-*"):
-        owner = folder.name.removeprefix(_FOLDER_PREFIX).split("-", 1)[0]
-        if owner.isdigit() and not _alive(int(owner)):
-            shutil.rmtree(folder, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
+    sweep_folders(_FOLDER_PREFIX)
 
 
 def _parsed_result(raw: object) -> RunResult | None:
@@ -447,9 +407,3 @@ def _parsed_result(raw: object) -> RunResult | None:
         return RunResult.from_json(raw) if isinstance(raw, (str, bytes)) else None
     except ValueError:
         return None
-
-
-def _failed(spec: RunSpec, started_at: datetime, kind: str, message: str) -> RunResult:
-    error = RunError.model_validate({"kind": kind, "message": redact(message, spec.secret_values())})
-    return RunResult(run_id=spec.run_id, status="failed", error=error,
-                     timings=Timings(started_at=started_at, finished_at=datetime.now(timezone.utc)))

@@ -1,0 +1,158 @@
+"""The process plumbing of a Spark launch, shared by a spark-submit per run (``submit``) and the warm
+engine (``warm``): a child in its own process group that dies with this worker, its private folder
+and files, its output read line by line and redacted, its memory, and its end.
+
+A child runs in a process group of its own so that a timeout, cancel or hang stops the JVM and all
+its Python workers at once; on Linux it also gets SIGKILL from the kernel (PR_SET_PDEATHSIG) when the
+thread that started it ends: a job nobody watches any more (no cancel, no timeout, no lease) must not
+go on to write a run that another worker retries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from spark_jobs.public import redact
+
+TERM_GRACE_S = 10.0
+# Runs in the child and execs spark-submit in place (so the JVM keeps it): SIGKILL when the worker's
+# launching thread ends. A preexec_fn would do the same but is unsafe beside the heartbeat thread.
+_DIE_WITH_PARENT = (
+    "import ctypes, os, signal, sys\n"
+    "ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG\n"
+    "if os.getppid() != int(sys.argv[1]): os._exit(70)  # the worker died before prctl\n"
+    "os.execvp(sys.argv[2], sys.argv[2:])\n"
+)
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def start_process(cmd: list[str], *, env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
+    """``cmd`` in a process group of its own (killed as one), dying with this worker on Linux; its
+    stdout and stderr as one text stream."""
+    if sys.platform.startswith("linux"):
+        cmd = [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *cmd]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            env=env, cwd=cwd, start_new_session=True, text=True, errors="replace")
+
+
+class Output:
+    """A child's output, read on a thread of its own: each line redacted with the secrets given last,
+    the last lines kept (why a child died) and handed to the current listener, if any."""
+
+    def __init__(self, process: subprocess.Popen[str], *, name: str, secrets: Iterable[str] = (),
+                 listener: Callable[[str], None] | None = None) -> None:
+        self._tail: deque[str] = deque(maxlen=20)
+        self._lock = threading.Lock()
+        self._secrets = list(secrets)
+        self._listener = listener
+        self._reader = threading.Thread(target=self._read, args=(process,), name=name, daemon=True)
+        self._reader.start()
+
+    def listen(self, listener: Callable[[str], None] | None, secrets: Iterable[str]) -> None:
+        with self._lock:
+            self._listener, self._secrets = listener, list(secrets)
+
+    def stop_listening(self) -> None:
+        with self._lock:
+            self._listener = None  # the secrets stay: a late line of the run is still redacted
+
+    def join(self, timeout_s: float) -> None:
+        """Wait (up to ``timeout_s``) for the output of an exited child to be read to its end."""
+        self._reader.join(timeout=timeout_s)
+
+    def last_lines(self) -> str:
+        """The last non-blank lines, joined and cut to 1500 characters."""
+        with self._lock:
+            return " | ".join(line for line in self._tail if line.strip())[-1500:]
+
+    def _read(self, process: subprocess.Popen[str]) -> None:
+        assert process.stdout is not None  # started with stdout=PIPE
+        for raw in process.stdout:
+            with self._lock:
+                line = redact(raw.rstrip("\n"), self._secrets)
+                self._tail.append(line)
+                if self._listener is not None:
+                    self._listener(line)
+
+
+def write_private(path: Path, text: str) -> None:
+    """A file only this user can read: a spec holds the Kafka clients' secrets."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
+def private_folder(prefix: str) -> Path:
+    """A new 0700 folder named by ``prefix`` and this process, whose death leaves it to ``sweep_folders``."""
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))
+
+
+def sweep_folders(prefix: str) -> None:
+    """Remove the ``private_folder``s of ``prefix`` whose process is gone: one killed had no chance to."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{prefix}*-*"):
+        owner = folder.name.removeprefix(prefix).split("-", 1)[0]
+        if owner.isdigit() and not _alive(int(owner)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def group_memory_bytes(pgid: int) -> int:
+    """Resident memory of a process group: a JVM, its driver and their Python workers."""
+    total = 0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            stat = (proc / "stat").read_text()
+            if int(stat.rsplit(")", 1)[1].split()[2]) == pgid:  # field 5, the process group
+                total += int((proc / "statm").read_text().split()[1]) * _PAGE
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+def kill_group(process: subprocess.Popen[str]) -> None:
+    """SIGKILL the child's process group now: nothing of what it was given up on goes on."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(5)
+
+
+def terminate_group(process: subprocess.Popen[str]) -> None:
+    """SIGTERM the child's process group, then SIGKILL whatever outlives the grace period."""
+    for sig, wait_s in ((signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(wait_s)
+            # The JVM's children (Python workers) may still be in the group.
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        except subprocess.TimeoutExpired:
+            continue
+        return
