@@ -124,7 +124,8 @@ def timed(launcher: Launcher, spec: RunSpec, workdir: Path) -> tuple[RunResult, 
 def broker_and_registry(kafka_home: str, registry_home: str, workdir: Path, schemas_topic: str) -> Iterator[tuple[Any, Any]]:
     """A real Kafka broker (``kafka_home``, the team's distribution) and a Schema Registry on it, both
     stopped at the end: ``tests/fixtures``' ``RealKafka`` and ``RealRegistry``."""
-    from tests.fixtures.kafka_broker import RealKafka, kafka_home as find_kafka_home
+    from tests.fixtures.kafka_broker import RealKafka
+    from tests.fixtures.kafka_broker import kafka_home as find_kafka_home
     from tests.fixtures.schema_registry import RealRegistry
 
     os.environ["INLET_TEST_KAFKA_HOME"] = kafka_home

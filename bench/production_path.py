@@ -22,18 +22,19 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import boto3
 import pyspark
 
-from kafka_bench import produce
 from sandbox.cluster import SandboxCluster
 from spark_jobs.spec import RunResult, RunSpec
 from spark_jobs.storage import Store
 from worker.launch.submit import SparkSubmitSettings, launch
+
+from kafka_bench import produce
 
 BIN = Path(sys.executable).parent
 S3_OPTIONS = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench-secret", "AWS_REGION": "us-east-1",
@@ -46,7 +47,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def wait_for(check, what: str, timeout_s: float = 60) -> None:  # type: ignore[no-untyped-def]
+def wait_for(check: Callable[[], object], what: str, timeout_s: float = 60) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if check():
@@ -93,7 +94,7 @@ def spark_cluster(workdir: Path, cores: int) -> Iterator[str]:
             if name == "master":
                 wait_for(lambda: listening(port), "the Spark master")
             else:
-                wait_for(lambda: "Successfully registered with master" in log.read_text(errors="replace"), "the Spark worker")
+                wait_for(lambda: "Successfully registered with master" in log.read_text(errors="replace"), "the Spark worker")  # noqa: B023 - waited for here
         yield f"spark://127.0.0.1:{port}"
     finally:
         for process in reversed(processes):

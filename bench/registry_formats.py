@@ -23,9 +23,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from kafka_bench import ORDER, ORDER_DDL, broker_and_registry, encode_orders, produce, spec_for, timed  # noqa: E402
-from sandbox.cluster import SandboxCluster  # noqa: E402
-from worker.launch import SparkSubmitSettings, WarmLauncher  # noqa: E402
+from sandbox.cluster import SandboxCluster
+from worker.launch import SparkSubmitSettings, WarmLauncher
+
+from kafka_bench import ORDER, ORDER_DDL, broker_and_registry, encode_orders, produce, spec_for, timed
 
 
 def main() -> None:

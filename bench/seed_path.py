@@ -35,13 +35,22 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from kafka_bench import (  # noqa: E402
-    ORDER, ORDER_DDL, Ranges, broker_and_registry, encode_orders, produce, spec_for, timed, timed_plain_read,
+from sandbox.cluster import SandboxCluster
+from spark_jobs import jars
+from worker.launch import SparkSubmitSettings, WarmLauncher
+from worker.launch.submit import LEAN_CONF
+
+from kafka_bench import (
+    ORDER,
+    ORDER_DDL,
+    Ranges,
+    broker_and_registry,
+    encode_orders,
+    produce,
+    spec_for,
+    timed,
+    timed_plain_read,
 )
-from sandbox.cluster import SandboxCluster  # noqa: E402
-from spark_jobs import jars  # noqa: E402
-from worker.launch import SparkSubmitSettings, WarmLauncher  # noqa: E402
-from worker.launch.submit import LEAN_CONF  # noqa: E402
 
 COORDINATES = ("topic", "partition", "offset", "timestamp", "timestampType")
 

@@ -17,9 +17,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from kafka_bench import Ranges, produce, spec_for, timed, timed_plain_read
 from sandbox.cluster import SandboxCluster
 from worker.launch import Launcher, SparkSubmitSettings, SubmitLauncher, WarmLauncher
+
+from kafka_bench import Ranges, produce, spec_for, timed, timed_plain_read
 
 
 def measure(launcher: Launcher, name: str, bootstrap: str, topic: str, ranges: Ranges, tmp: str, plain: float) -> None:
