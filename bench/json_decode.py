@@ -1,6 +1,6 @@
 """Benchmark: json values decoded by Inlet on Arrow against Spark's ``from_json``, same values, same run.
 
-The values are ``bench/registry_formats.py``'s JSON orders (about 140 bytes each). Inlet's decoder
+The values are ``bench/kafka_bench.py``'s JSON orders (about 140 bytes each). Inlet's decoder
 (``spark_jobs.formats.json_values``) takes them in batches as the executors get them (20,000, the
 engine's Arrow batch size) on one core. Spark decodes the same values with the expression json
 pipelines ran before issue 35 (``tests/formats/spark_from_json.py``, the conformance test's oracle)
@@ -26,7 +26,7 @@ from pathlib import Path
 import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.registry_formats import ORDER_DDL, order
+from kafka_bench import ORDER_DDL, order
 
 BATCH = 20_000
 ROUNDS = 2  # the best of each: JIT and caches warm

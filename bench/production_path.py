@@ -28,12 +28,13 @@ from pathlib import Path
 
 import boto3
 import pyspark
-from confluent_kafka import Consumer, Producer, TopicPartition
 
 from sandbox.cluster import SandboxCluster
 from spark_jobs.spec import RunResult, RunSpec
 from spark_jobs.storage import Store
 from worker.launch.submit import SparkSubmitSettings, launch
+
+from kafka_bench import produce
 
 BIN = Path(sys.executable).parent
 S3_OPTIONS = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench-secret", "AWS_REGION": "us-east-1",
@@ -101,24 +102,6 @@ def spark_cluster(workdir: Path, cores: int) -> Iterator[str]:
             process.wait(30)
 
 
-def produce(bootstrap: str, topic: str, messages: int, partitions: int) -> dict[str, tuple[int, int]]:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10000, "acks": "1"})
-    values = os.urandom(200 * messages)  # incompressible: the Parquet files weigh what S3 moves
-    for i in range(messages):
-        value = values[i * 200:(i + 1) * 200]
-        while True:
-            try:
-                producer.produce(topic, key=str(i).encode(), value=value, partition=i % partitions)
-                break
-            except BufferError:
-                producer.poll(0.01)
-    producer.flush(120)
-    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench"})
-    ranges = {str(p): probe.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in range(partitions)}
-    probe.close()
-    return ranges
-
-
 def spec_for(bootstrap: str, topic: str, ranges: dict[str, tuple[int, int]], uri: str, options: dict[str, str]) -> RunSpec:
     pipeline = uuid.uuid4().hex[:8]
     return RunSpec.model_validate({
@@ -154,7 +137,9 @@ def main() -> None:
         work = Path(tmp)
         bootstrap, topic = kafka.bootstrap_servers, "bench"
         kafka.create_topic(topic, args.partitions)
-        ranges = produce(bootstrap, topic, args.messages, args.partitions)
+        values = os.urandom(200 * args.messages)  # incompressible: the Parquet files weigh what S3 moves
+        ranges = produce(bootstrap, topic, [values[i * 200:(i + 1) * 200] for i in range(args.messages)], args.partitions,
+                         keys=[str(i).encode() for i in range(args.messages)])
         total = sum(end - start for start, end in ranges.values())
         print(f"produced {total:,} messages of 200 random bytes into {args.partitions} partitions")
 

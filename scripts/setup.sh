@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 # chromium: the portal's browser tests drive Debian's build (playwright cannot download its own here).
 # nodejs, npm: the tests' Azurite (ADLS emulator) and OIDC token server (OAUTHBEARER); strace: the test
 # that no process asks a cloud metadata address for credentials watches connections with it.
-DEBIAN_PACKAGES=(redis-server postgresql openjdk-17-jre-headless chromium nodejs npm strace)
+# maven: fetches Spark's Kafka, Avro and Delta jars (below).
+DEBIAN_PACKAGES=(redis-server postgresql openjdk-17-jre-headless chromium nodejs npm strace maven)
 
 missing=()
 for pkg in "${DEBIAN_PACKAGES[@]}"; do
@@ -14,6 +15,7 @@ for pkg in "${DEBIAN_PACKAGES[@]}"; do
     [[ $pkg == openjdk-* ]] && command -v java >/dev/null && continue
     # So may node and npm (one package from NodeSource, two from Debian).
     [[ $pkg == nodejs || $pkg == npm ]] && command -v node >/dev/null && command -v npm >/dev/null && continue
+    [[ $pkg == maven ]] && command -v mvn >/dev/null && continue
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
 if ((${#missing[@]})); then
@@ -37,4 +39,21 @@ if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
     echo "setup: installing Python dependencies into .venv"
     .venv/bin/pip install -q --disable-pip-version-check -e '.[dev]' -e ./terraform 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
     echo "$want" > "$stamp"
+fi
+
+# Spark's Kafka source, spark-avro and delta-spark with their dependencies (~23 MB of jars from Maven
+# Central, spark_jobs/jars.py), fetched again only when their POM changes: later runs need no network.
+jars=.inlet/jars
+want=$(sha256sum deploy/jars/pom.xml | cut -d' ' -f1)
+if [[ $(cat "$jars/.pom-sha256" 2>/dev/null) != "$want" ]]; then
+    echo "setup: fetching Spark's Kafka, Avro and Delta jars from Maven Central into $jars"
+    rm -rf "$jars.partial"
+    mkdir -p .inlet
+    if ! mvn -B -f deploy/jars/pom.xml dependency:copy-dependencies -DoutputDirectory="$PWD/$jars.partial" >.inlet/mvn.log 2>&1; then
+        tail -n 40 .inlet/mvn.log >&2
+        exit 1
+    fi
+    echo "$want" > "$jars.partial/.pom-sha256"
+    rm -rf "$jars"
+    mv "$jars.partial" "$jars"
 fi

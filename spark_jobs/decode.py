@@ -35,7 +35,16 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.types import ArrayType, BinaryType, DataType, MapType, StringType, StructField, StructType, _parse_datatype_string
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DataType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    _parse_datatype_string,
+)
 
 from spark_jobs.columns import QUARANTINE_REASON, RESERVED, RUN_ID
 from spark_jobs.errors import JobError
@@ -77,7 +86,7 @@ def decode_json(batch: pa.RecordBatch, values: JsonValues, run_id: str, schema: 
     reads each value as Spark's ``from_json`` would (``formats.json_values``); keys are strings, as
     for string records."""
     columns, reasons = values.decode(batch.column("value"))
-    decoded = {"key": batch.column("key").view(pa.string()), **dict(zip(columns.column_names, columns.columns))}
+    decoded = {"key": batch.column("key").view(pa.string()), **dict(zip(columns.column_names, columns.columns, strict=True))}
     return _split(_rows(batch, schema, run_id, decoded), batch, reasons, run_id, quarantine_schema)
 
 

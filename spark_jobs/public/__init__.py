@@ -10,6 +10,7 @@ pyproject.toml, run by tests/core/test_layering.py).
 - What the control plane shares with the job to reach a tenant's systems: the egress policy
   (``spark_jobs.egress``), OAuth token sources (``spark_jobs.oauth``), the Schema Registry client
   (``spark_jobs.registry``) and which Kafka errors are refused credentials (``spark_jobs.kafka_errors``).
+- The JVM jars every Spark the worker starts gets beside pyspark's own (``spark_jobs.jars``).
 
 The names live in those modules, which the job's own code imports; this package only re-exports
 them. None of them imports Spark, so the API never loads it.
@@ -18,6 +19,7 @@ them. None of them imports Spark, so the API never loads it.
 from spark_jobs.columns import RESERVED as RESERVED_COLUMNS
 from spark_jobs.egress import DEFAULT_DENY, PRIVATE_RANGES, EgressPolicy, EgressRefused, http_client, networks, open_tcp
 from spark_jobs.errors import JobError
+from spark_jobs.jars import spark_conf as jars_conf
 from spark_jobs.kafka_errors import is_auth_error
 from spark_jobs.oauth import TokenRefused, TokenSource, parse_extensions, with_token_source
 from spark_jobs.registry import RegistryClient, RegistryConfig, RegistryUnavailable
@@ -71,6 +73,7 @@ __all__ = [
     "Txn",
     "http_client",
     "is_auth_error",
+    "jars_conf",
     "networks",
     "open_tcp",
     "parse_extensions",

@@ -5,7 +5,8 @@ HTTP API → Redis → Celery worker → Spark → Delta.
 Each format lands exactly once with the column types its subject's schema gives; a compatible
 evolution adds columns, an incompatible one fails the run naming the subject, the versions and the
 field, and writes nothing; records the registry cannot account for go to quarantine with a reason;
-refused registry credentials fail at once, a registry that stops answering is retried.
+refused registry credentials fail at once, a registry that stops answering is retried. Spark with
+delta-spark reads every table these runs write as delta-rs does (``delta_spark``).
 """
 
 from __future__ import annotations
@@ -142,7 +143,7 @@ def _types(uri: str, names: list[str]) -> dict[str, str]:
 
 
 def test_avro_protobuf_and_json_schema_topics_land_exactly_once_with_their_column_types(
-        stack, real_kafka, real_topic, real_registry) -> None:
+        stack, real_kafka, real_topic, real_registry, delta_spark) -> None:
     client = stack.client
     tenant = make_tenant(client)
     conn = _registry_connection(client, tenant, real_kafka, real_registry)
@@ -218,10 +219,11 @@ def test_avro_protobuf_and_json_schema_topics_land_exactly_once_with_their_colum
             (topics[fmt], p, o) for p, n in expected for o in range(n)), fmt
         assert committed_offsets(stack.settings.resolved_database_url, pipeline["id"]) == {
             (topics[fmt], p): n for p, n in expected}
+        delta_spark.assert_reads_alike(pipeline["status"]["target_uri"], _table(pipeline["status"]["target_uri"]))
 
 
 def test_a_compatible_evolution_adds_columns_and_an_incompatible_one_fails_naming_the_field(
-        stack, real_kafka, real_topic, real_registry) -> None:
+        stack, real_kafka, real_topic, real_registry, delta_spark) -> None:
     client = stack.client
     tenant = make_tenant(client)
     conn = _registry_connection(client, tenant, real_kafka, real_registry)
@@ -253,6 +255,7 @@ def test_a_compatible_evolution_adds_columns_and_an_incompatible_one_fails_namin
     rows = _table(uri).to_pylist()
     # Rows of version 1 read after the evolution take the field's default; those written before stay null.
     assert [(r["id"], r["channel"]) for r in rows] == [(i, None) for i in range(6)] + [(i, "web") for i in range(6, 9)]
+    delta_spark.assert_reads_alike(uri, _table(uri))  # the column added by a schema-evolution commit
     version = DeltaTable(uri).version()
     # Pinned to version 1, the same records are read as version 1: no new column, none lost.
     assert _succeeded(stack, tenant, pinned)["rows_written"] == 9
@@ -280,7 +283,7 @@ def test_a_compatible_evolution_adds_columns_and_an_incompatible_one_fails_namin
 
 
 def test_records_the_registry_cannot_account_for_go_to_quarantine_with_the_reason(
-        stack, real_kafka, real_topic, real_registry) -> None:
+        stack, real_kafka, real_topic, real_registry, delta_spark) -> None:
     client = stack.client
     tenant = make_tenant(client)
     conn = _registry_connection(client, tenant, real_kafka, real_registry)
@@ -304,6 +307,7 @@ def test_records_the_registry_cannot_account_for_go_to_quarantine_with_the_reaso
     assert reasons[0] == "value names schema id 99999, which the registry does not know"
     assert reasons[1].startswith(f"value does not decode with schema id {schema_id}: ")
     assert reasons[2] == "value is not in the Confluent wire format (magic byte 0 and a schema id)"
+    delta_spark.assert_reads_alike(f"{uri}__quarantine", DeltaTable(f"{uri}__quarantine").to_pyarrow_table())
     assert committed_offsets(stack.settings.resolved_database_url, pipeline["id"]) == {(topic, 0): 5}
 
 

@@ -1,7 +1,8 @@
 """Replaying offsets for real: HTTP API → Redis → Celery worker → spark-submit → Delta, three runs.
 
 An append replay writes the replayed records again (duplicates, as append means); a replace replay
-over the same offsets leaves the table holding each record exactly once. Sandbox Kafka over TCP."""
+over the same offsets leaves the table holding each record exactly once, as delta-rs and Spark with
+delta-spark both read it. Sandbox Kafka over TCP."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from collections import Counter
 from collections.abc import Callable
 
 import pytest
+from deltalake import DeltaTable
 
 from tests.factories import create_sandbox_pipeline, make_tenant
+from tests.fixtures.delta_spark import DeltaSpark
 from tests.fixtures.kafka import SandboxKafka, produce_keyed
 from tests.fixtures.stack import Stack
 from tests.runs.helpers import delta_coordinates, wait_for_run
@@ -18,7 +21,8 @@ from tests.runs.helpers import delta_coordinates, wait_for_run
 pytestmark = pytest.mark.slow
 
 
-def test_append_replay_duplicates_and_replace_replay_restores_exactly_once(stack: Stack, sandbox_kafka: SandboxKafka, kafka_topic: Callable[..., str]) -> None:
+def test_append_replay_duplicates_and_replace_replay_restores_exactly_once(
+        stack: Stack, sandbox_kafka: SandboxKafka, kafka_topic: Callable[..., str], delta_spark: DeltaSpark) -> None:
     topic = kafka_topic(partitions=3)
     produced = produce_keyed(sandbox_kafka.bootstrap_servers, topic, 30)
     client = stack.client
@@ -56,6 +60,7 @@ def test_append_replay_duplicates_and_replace_replay_restores_exactly_once(stack
     third = run()
     assert third["replace_ranges"] == {topic: {str(p): [len(offs) - 3, len(offs)] for p, offs in produced.items()}}
     assert delta_coordinates(uri) == once
+    delta_spark.assert_reads_alike(uri, DeltaTable(uri).to_pyarrow_table())  # files partly rewritten by the replace
     inspected = client.get(offsets, headers=tenant.viewer).json()
     assert [(p["committed"], p["lag"], p["replay"]) for p in inspected["partitions"]] == [
         (len(produced.get(p, [])), 0, None) for p in range(3)

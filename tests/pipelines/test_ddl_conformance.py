@@ -227,7 +227,8 @@ def spark_columns() -> Iterator[Callable[[str], list[str] | None]]:
     from worker.launch.submit import LEAN_CONF
 
     conf = SparkConf().setMaster("local[1]").setAppName("inlet-ddl-conformance").setAll(list(LEAN_CONF.items()))
-    context = SparkContext(conf=conf.set("spark.driver.memory", "512m"))
+    active = SparkContext._active_spark_context  # a process has one JVM: the delta_spark fixture's, when it started first
+    context = active or SparkContext(conf=conf.set("spark.driver.memory", "512m"))
 
     def read(ddl: str) -> list[str] | None:
         try:
@@ -239,7 +240,8 @@ def spark_columns() -> Iterator[Callable[[str], list[str] | None]]:
     try:
         yield read
     finally:
-        context.stop()
+        if active is None:
+            context.stop()
 
 
 @pytest.mark.slow

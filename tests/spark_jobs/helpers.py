@@ -75,6 +75,11 @@ class Placement:
         """A Delta target named ``name`` under the root, reached with the placement's store."""
         return {"type": "delta", "uri": f"{self.root}/{name}", "storage_options": dict(self.store.options), **options}
 
+    @property
+    def on_disk(self) -> bool:
+        """Whether the tables are in a local folder (not in an object store)."""
+        return "://" not in self.root
+
     def run(self, spec: RunSpec, workdir: Path, log: list[str] | None = None) -> RunResult:
         return run_job(spec, workdir, log, self.settings, self.engine)
 

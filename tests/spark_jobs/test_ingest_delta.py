@@ -1,7 +1,8 @@
 """spark-submit runs of Kafka ranges into Delta: exact ranges, idempotent re-runs, json quarantine,
 replace-mode replays and data loss. Real spark-submit, real sandbox Kafka; each run costs ~15-40 s.
 The first two also run on the standalone cluster into S3 (``placement``), and two attempts of one
-run race there."""
+run race there. Where the tables are on local disk, Spark with delta-spark reads each one as delta-rs
+does (``delta_spark``)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_subranges_land_exactly_once_and_a_rerun_adds_nothing(sandbox_kafka, kafka_topic, produce_keyed, placement: Placement,
-                                                             tmp_path: Path) -> None:
+                                                             tmp_path: Path, request: pytest.FixtureRequest) -> None:
     topic = kafka_topic(partitions=6)
     placed = produce_keyed(sandbox_kafka.bootstrap_servers, topic, 600, headers={"origin": b"test"})
     ranges = {topic: {str(p): (3, len(offsets) - 2) for p, offsets in placed.items()}}
@@ -41,6 +42,8 @@ def test_subranges_land_exactly_once_and_a_rerun_adds_nothing(sandbox_kafka, kaf
     ]
     assert first.bytes_read == sum(len(k or b"") + len(v or b"") for k, v in zip(table["key"].to_pylist(), table["value"].to_pylist(), strict=True))
     assert placement.table(uri).transaction_version(spec.txn.app_id) == spec.txn.version
+    if placement.on_disk:
+        request.getfixturevalue("delta_spark").assert_reads_alike(uri, table)
 
     again = placement.run(spec, tmp_path / "work")
 
@@ -49,7 +52,8 @@ def test_subranges_land_exactly_once_and_a_rerun_adds_nothing(sandbox_kafka, kaf
 
 
 def test_json_quarantine_then_replace_mode_replay_leaves_no_duplicates(sandbox_kafka, kafka_topic, produce_keyed,
-                                                                     placement: Placement, tmp_path: Path) -> None:
+                                                                     placement: Placement, tmp_path: Path,
+                                                                     request: pytest.FixtureRequest) -> None:
     topic = kafka_topic(partitions=2)
     # Every 10th value is not JSON, every 15th has a string where the schema wants an INT.
     value = lambda i: b"{not json" if i % 10 == 0 else (b'{"seq": "x"}' if i % 15 == 0 else json.dumps({"seq": i, "name": f"n{i}"}).encode())  # noqa: E731
@@ -93,6 +97,10 @@ def test_json_quarantine_then_replace_mode_replay_leaves_no_duplicates(sandbox_k
     # One data commit: the replay's adds and removes are in the same log entry.
     last = placement.table(uri).history(1)[0]
     assert last["operation"] == "WRITE" and second.rows_written == sum(1 for p, o in replayed)
+    if placement.on_disk:  # the replay's partly rewritten files, and the quarantine table
+        delta_spark = request.getfixturevalue("delta_spark")
+        delta_spark.assert_reads_alike(uri, after)
+        delta_spark.assert_reads_alike(quarantine, placement.read(quarantine))
 
 
 def test_data_loss_fails_or_is_skipped_with_the_gap_reported(sandbox_kafka, kafka_topic, produce_keyed, kafka_faults, tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import spark_jobs
-from spark_jobs.public import JobFailure, RunResult, RunSpec, Timings, redact
+from spark_jobs.public import JobFailure, RunResult, RunSpec, Timings, jars_conf, redact
 from worker.launch.processes import Output, start_process, terminate_group, write_private
 
 # The job's entry point for one run, in spark_jobs/.
@@ -74,7 +74,7 @@ class SubmitLauncher:
 def spark_command(settings: SparkSubmitSettings, name: str, py_files: Path, script: str, *args: str,
                   conf: dict[str, str] | None = None) -> list[str]:
     """spark-submit of ``spark_jobs/<script>`` with Inlet's conf, then ``conf``, then the settings'."""
-    merged = {**LEAN_CONF, "spark.pyspark.python": settings.python, **(conf or {}), **settings.conf}
+    merged = {**LEAN_CONF, "spark.pyspark.python": settings.python, **jars_conf(), **(conf or {}), **settings.conf}
     cmd = [settings.spark_submit, "--master", settings.master, "--name", name]
     for key, value in merged.items():
         cmd += ["--conf", f"{key}={value}"]
