@@ -100,8 +100,9 @@ def seed_pipelines(database_url: str, pipelines: int, tenants: int, bootstrap: s
             t = tenant_ids[i % tenants]
             rows.append({
                 "id": uuid.uuid4(), "tenant_id": t, "name": f"p-{i:06d}", "connection_id": conn_ids[t],
-                "source": {"connection_id": str(conn_ids[t]), "topics": ["orders"]},
-                "target": {"type": "delta", "path": f"p{i}"}, "schedule": None, "state": ("paused", "active")[i % 2],
+                "source_as_written": {"connection_id": str(conn_ids[t]), "topics": ["orders"]},
+                "target_as_written": {"type": "delta", "path": f"p{i}"},
+                "schedule_as_written": None, "state": ("paused", "active")[i % 2],
                 "next_run_at": None, "last_run_seq": 0, "revision": 1, "created_at": now, "updated_at": now,
             })
         session.execute(insert(Pipeline), rows)

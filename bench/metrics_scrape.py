@@ -88,8 +88,9 @@ def seed(engine: Engine, pipelines: int, tenants: int) -> list[tuple[uuid.UUID, 
             pid = uuid.uuid4()
             out.append((t, pid))
             rows.append({"id": pid, "tenant_id": t, "name": f"p-{i}", "connection_id": conn_ids[t],
-                         "source": {"connection_id": str(conn_ids[t]), "topics": ["orders"]},
-                         "target": {"type": "delta", "path": f"p{i}"}, "schedule": None, "state": "paused",
+                         "source_as_written": {"connection_id": str(conn_ids[t]), "topics": ["orders"]},
+                         "target_as_written": {"type": "delta", "path": f"p{i}"},
+                         "schedule_as_written": None, "state": "paused",
                          "last_run_seq": 0, "revision": 1, "created_at": now, "updated_at": now})
         session.execute(insert(Pipeline), rows)
     return out

@@ -72,8 +72,9 @@ def seed(engine, pipelines: int, tenants: int) -> None:  # type: ignore[no-untyp
             t = tenant_ids[i % tenants]
             rows.append({
                 "id": uuid.uuid4(), "tenant_id": t, "name": f"p-{i}", "connection_id": conn_ids[t],
-                "source": {"connection_id": str(conn_ids[t]), "topics": ["orders"]},
-                "target": {"type": "delta", "path": f"p{i}"}, "schedule": {"interval_seconds": 300},
+                "source_as_written": {"connection_id": str(conn_ids[t]), "topics": ["orders"]},
+                "target_as_written": {"type": "delta", "path": f"p{i}"},
+                "schedule_as_written": {"interval_seconds": 300},
                 "state": "active", "next_run_at": due, "last_run_seq": 0, "revision": 1,
                 "created_at": now, "updated_at": now,
             })

@@ -40,13 +40,13 @@ from spark_jobs.formats.wire import SubjectSchema, WireDecoder
 from spark_jobs.registry import RegistryConfig
 
 if TYPE_CHECKING:  # pydantic costs every Python worker ~1 s to import
-    from spark_jobs.spec import KafkaSource
+    from spark_jobs.spec import SourceSpec
 
 
 _CORRUPT = "_inlet_corrupt_record"
 
 
-def decode(records: DataFrame, source: KafkaSource, run_id: str) -> DataFrame:
+def decode(records: DataFrame, source: SourceSpec, run_id: str) -> DataFrame:
     """Output rows (and, for json, quarantine material) from Spark-Kafka-shaped ``records``."""
     metadata = [F.col(c) for c in METADATA] + ([F.col("headers")] if source.include_headers else [])
     run = F.lit(run_id).alias(RUN_ID)
@@ -76,7 +76,7 @@ def decode(records: DataFrame, source: KafkaSource, run_id: str) -> DataFrame:
     )
 
 
-def decoded_struct(source: KafkaSource) -> StructType:
+def decoded_struct(source: SourceSpec) -> StructType:
     """The schema ``decode`` gives raw and string records, without building a DataFrame."""
     from spark_jobs.kafka_source import kafka_struct
 

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 
-from spark_jobs.ingest import configure_logging, execute, failed_before_start, parse_spec
+from spark_jobs.job import configure_logging, execute, failed_before_start, parse_spec
 from spark_jobs.spec import RunResult
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ _PR_SET_PDEATHSIG, _PR_SET_NAME = 1, 15
 
 
 class Resident:
-    """The engine's driver for ``ingest.execute``: the one session, never stopped by a run."""
+    """The engine's driver for ``job.execute``: the one session, never stopped by a run."""
 
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark

@@ -24,13 +24,14 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from spark_jobs.errors import JobError, JobErrorKind
-from spark_jobs.plans import ClientConfig, PartitionKey, read_plan
+from spark_jobs.plans import ClientConfig, PartitionKey, read_plan, write_plan
 
 if TYPE_CHECKING:
     from confluent_kafka import KafkaError, Message
+    from pyspark.sql import DataFrame, SparkSession
 
     from spark_jobs.egress import EgressPolicy
-    from spark_jobs.spec import KafkaSource, Ranges  # pydantic costs every Python worker ~1 s to import
+    from spark_jobs.spec import Ranges, SourceSpec  # pydantic costs every Python worker ~1 s to import
 
 _Headers = list[tuple[str, bytes | None]]
 
@@ -123,7 +124,7 @@ def _kind_of(error: KafkaError) -> JobErrorKind:
 
 
 def check_watermarks(
-    source: KafkaSource, group_id: str, egress: EgressPolicy, timeout_s: float = 30.0
+    source: SourceSpec, group_id: str, egress: EgressPolicy, timeout_s: float = 30.0
 ) -> tuple[Ranges, list[Gap]]:
     """The ranges that can still be read, and the gaps lost to retention (on_data_loss=skip).
 
@@ -383,3 +384,15 @@ class _KafkaReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, Chunk)
         return read_chunk(self.config, partition, self.arrow_schema, self.stall_timeout_s)
+
+
+def read_records(spark: SparkSession, plan: ReadPlan, include_headers: bool, plan_path: str) -> DataFrame:
+    """``plan``'s chunks as a DataFrame of Spark's Kafka columns, read by ``inlet_kafka`` (the plan
+    goes to ``plan_path``, a private file)."""
+    spark.dataSource.register(InletKafkaDataSource)
+    return (
+        spark.read.format("inlet_kafka")
+        .option("plan", write_plan(plan_path, plan))
+        .option("include_headers", str(include_headers).lower())
+        .load()
+    )

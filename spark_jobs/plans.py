@@ -17,7 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import WriterCommitMessage
+
+from spark_jobs.columns import CARRIED, RAW_KEY, RAW_VALUE
 
 PartitionKey = tuple[str, int]  # (topic, partition)
 TableRole = Literal["main", "quarantine"]
@@ -64,6 +68,29 @@ class TaskReport(WriterCommitMessage):
     files: list[DataFile] = field(default_factory=list)
     partitions: dict[PartitionKey, PartitionStats] = field(default_factory=dict)
     quarantined: int = 0  # records of this run (not rewritten ones) sent to quarantine
+
+
+def collect_read_stats(batch: pa.RecordBatch, into: dict[PartitionKey, PartitionStats]) -> pa.RecordBatch:
+    """Add the batch's Kafka records to per-partition counts; returns the batch minus carried rows."""
+    if CARRIED in batch.schema.names:
+        carried = pc.fill_null(batch.column(CARRIED), False)
+        batch = batch.filter(pc.invert(carried))
+    if batch.num_rows == 0:
+        return batch
+    key = RAW_KEY if RAW_KEY in batch.schema.names else "key"
+    value = RAW_VALUE if RAW_VALUE in batch.schema.names else "value"
+    sizes = pc.add(
+        pc.fill_null(pc.binary_length(batch.column(key)), 0),
+        pc.fill_null(pc.binary_length(batch.column(value)), 0),
+    )
+    table = pa.table({"topic": batch.column("topic"), "partition": batch.column("partition"), "offset": batch.column("offset"), "bytes": sizes})
+    grouped = table.group_by(["topic", "partition"]).aggregate(
+        [("offset", "count"), ("offset", "min"), ("offset", "max"), ("bytes", "sum")]
+    )
+    for row in grouped.to_pylist():
+        stats = into.setdefault((row["topic"], row["partition"]), PartitionStats())
+        stats.merge(row["offset_count"], row["offset_min"], row["offset_max"], row["bytes_sum"])
+    return batch
 
 
 def write_plan(path: str, plan: object) -> str:

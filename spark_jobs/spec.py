@@ -66,8 +66,10 @@ def _check_ranges(ranges: Ranges) -> Ranges:
     return ranges
 
 
-class Registry(_Model):
-    """How the job reaches the connection's schema registry (``password`` and ``token`` are secrets)."""
+class RegistrySpec(_Model):
+    """How the job reaches the connection's schema registry (``password`` and ``token`` are secrets): a
+    ``RegistryConfig`` as the spec carries it, without the egress policy (``RunSpec.egress`` holds it
+    once for every address the job connects to). ``of`` and ``config`` are the two ways between them."""
 
     url: str
     username: str | None = None
@@ -75,6 +77,10 @@ class Registry(_Model):
     token: str | None = None
     ca_pem: str | None = None
     verify_hostname: bool = True
+
+    @classmethod
+    def of(cls, config: RegistryConfig) -> RegistrySpec:
+        return cls(**{name: getattr(config, name) for name in cls.model_fields})
 
     def config(self, egress: EgressPolicy) -> RegistryConfig:
         return RegistryConfig(**self.model_dump(), egress=egress)
@@ -98,13 +104,13 @@ class SubjectRef(_Model):
     version: int | Literal["latest"] = "latest"
 
 
-class KafkaSource(_Model):
+class SourceSpec(_Model):
     kafka_config: dict[str, str]
     ranges: Ranges
     value_format: ValueFormat = "raw"
     schema_: str | None = Field(default=None, alias="schema")
     include_headers: bool = False
-    registry: Registry | None = None
+    registry: RegistrySpec | None = None
     value_subject: SubjectRef | None = None
     # None: raw keys for raw values, strings otherwise.
     key_format: KeyFormat | None = None
@@ -122,7 +128,7 @@ class KafkaSource(_Model):
         return _check_ranges(ranges)
 
     @model_validator(mode="after")
-    def _json_needs_schema(self) -> KafkaSource:
+    def _json_needs_schema(self) -> SourceSpec:
         if "bootstrap.servers" not in self.kafka_config:
             raise ValueError("kafka_config needs bootstrap.servers")
         if self.value_format == "json" and not self.schema_:
@@ -141,7 +147,7 @@ class KafkaSource(_Model):
         return self.value_format in REGISTRY_FORMATS or self.key_format is not None
 
 
-class DeltaTarget(_Model):
+class DeltaTargetSpec(_Model):
     type: Literal["delta"] = "delta"
     uri: str
     partition_by: list[str] = []
@@ -161,27 +167,27 @@ class DeltaTarget(_Model):
         return None if ranges is None else _check_ranges(ranges)
 
 
-class KafkaTarget(_Model):
+class KafkaTargetSpec(_Model):
     type: Literal["kafka"] = "kafka"
     kafka_config: dict[str, str]
     topic: str
 
 
-Target = Annotated[DeltaTarget | KafkaTarget, Field(discriminator="type")]
+TargetSpec = Annotated[DeltaTargetSpec | KafkaTargetSpec, Field(discriminator="type")]
 
 
 class RunSpec(_Model):
     run_id: str
     pipeline_id: str
     txn: Txn
-    source: KafkaSource
-    target: Target
+    source: SourceSpec
+    target: TargetSpec
     egress: Egress = Egress()
 
     @model_validator(mode="after")
     def _decoding_needs_delta_quarantine(self) -> RunSpec:
         decodes = self.source.value_format not in ("raw", "string") or self.source.key_format in REGISTRY_FORMATS
-        if decodes and isinstance(self.target, DeltaTarget) and not self.target.quarantine_uri:
+        if decodes and isinstance(self.target, DeltaTargetSpec) and not self.target.quarantine_uri:
             raise ValueError(f"a {self.source.value_format} pipeline into Delta needs target.quarantine_uri")
         return self
 
@@ -190,7 +196,7 @@ class RunSpec(_Model):
         """Whether each task reads, decodes and writes its Parquet files itself (``direct_write``):
         raw, string and registry-format values into Delta. The JVM then only schedules tasks; json
         keeps Spark's ``from_json``, whose parsing the pipeline's DDL schema is checked against."""
-        return isinstance(self.target, DeltaTarget) and self.source.value_format != "json"
+        return isinstance(self.target, DeltaTargetSpec) and self.source.value_format != "json"
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True)
@@ -204,7 +210,7 @@ class RunSpec(_Model):
         configs = [self.source.kafka_config]
         if self.source.registry is not None:
             configs.append({k: v for k, v in self.source.registry.model_dump().items() if isinstance(v, str)})
-        if isinstance(self.target, KafkaTarget):
+        if isinstance(self.target, KafkaTargetSpec):
             configs.append(self.target.kafka_config)
         else:
             configs.append(self.target.storage_options)
@@ -262,7 +268,9 @@ class Timings(_Model):
     commit_s: float = 0.0
 
 
-class RunError(_Model):
+class JobFailure(_Model):
+    """Why the job failed, as its result reports it (the worker records it as the run's failure)."""
+
     kind: ErrorKind
     message: str
     topic: str | None = None
@@ -281,7 +289,7 @@ class RunResult(_Model):
     delta_version: int | None = None
     already_committed: bool = False
     timings: Timings
-    error: RunError | None = None
+    error: JobFailure | None = None
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2)

@@ -9,6 +9,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
+from api.pipelines.schemas import KafkaSource
 from spark_jobs.egress import EgressPolicy
 
 ADMIN_TOKEN = "operator-token-for-tests"
@@ -95,6 +96,11 @@ def pipeline_body(connection_id: str, **overrides: Any) -> dict[str, Any]:
     }
     body.update(overrides)
     return body
+
+
+def kafka_source(**fields: Any) -> KafkaSource:
+    """A pipeline's source as the code past the API reads it (``api.pipelines.definition``), of any connection."""
+    return KafkaSource.model_validate({"connection_id": uuid.uuid4(), **fields})
 
 
 def create_connection(client: TestClient, tenant: Tenant, **overrides: Any) -> dict[str, Any]:

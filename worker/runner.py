@@ -25,7 +25,7 @@ from api.offsets import group_mirror
 from api.runs import execution, lifecycle
 from api.runs.execution import Outcome
 from api.secrets.store import SecretStore
-from spark_jobs.spec import RunResult, RunSpec
+from spark_jobs.public import RunResult, RunSpec
 from worker.launch import EngineLimits, Launcher, SparkSubmitSettings, SubmitLauncher, WarmLauncher
 
 log = logging.getLogger(__name__)
@@ -87,14 +87,14 @@ class RunExecutor:
                 return Outcome("not-claimable", token)
             run_id, needs_plan = run.id, run.plan is None
         outcome = self._run(run_id, needs_plan=needs_plan)
-        if outcome.state != "lost-lease":  # this worker is free again
+        if outcome.verdict != "lost-lease":  # this worker is free again
             self._pass_token()
         return outcome
 
     def _run(self, run_id: uuid.UUID, *, needs_plan: bool) -> Outcome:
         if needs_plan:
             with unit_of_work(self.db) as session:
-                ended = execution.plan(session=session, run_id=run_id, services=self.services)
+                ended = execution.plan_claimed_run(session=session, run_id=run_id, services=self.services)
             if ended is not None:
                 return ended
         if (recovered := self._recover_committed(run_id)) is not None:

@@ -34,14 +34,14 @@ def execute_run(run_id: str) -> str:
     # (docs/runs.md, "Fairness").
     outcome = executor().execute(uuid.UUID(run_id))
     _follow_up(outcome)
-    return outcome.state
+    return outcome.verdict
 
 
 @app.task(name="inlet.fire_schedule")
 def fire_schedule(pipeline_id: str, slot: str) -> str:
     outcome = executor().fire_schedule(uuid.UUID(pipeline_id), datetime.fromisoformat(slot))
     _follow_up(outcome)
-    return outcome.state
+    return outcome.verdict
 
 
 @app.task(name="inlet.mirror_group_offsets", bind=True, max_retries=GROUP_RETRIES)

@@ -16,8 +16,8 @@ from api.core.config import Settings
 from api.core.db import unit_of_work
 from api.secrets.store import SecretStore
 from api.webhooks import delivery
-from api.webhooks.delivery import Outcome, RetryPolicy
-from spark_jobs.egress import http_client
+from api.webhooks.delivery import DeliveryOutcome, DeliveryRetryPolicy
+from spark_jobs.public import http_client
 
 CONNECT_TIMEOUT_S = 5.0
 
@@ -27,18 +27,18 @@ class WebhookSender:
         self.settings = settings
         self.db = db
         self.secrets = secrets
-        self.policy = RetryPolicy.of(settings)
+        self.policy = DeliveryRetryPolicy.of(settings)
         timeout = settings.webhook_timeout_s
         # Through the webhooks' egress policy, with no redirects: a receiver answers for itself, and a
         # 3xx must not send the signed body elsewhere.
         self.client = http_client(settings.webhook_egress_policy,
                                   timeout=httpx.Timeout(timeout, connect=min(CONNECT_TIMEOUT_S, timeout)))
 
-    def deliver(self, delivery_id: uuid.UUID) -> Outcome:
+    def deliver(self, delivery_id: uuid.UUID) -> DeliveryOutcome:
         with unit_of_work(self.db) as session:
             attempt = delivery.claim_attempt(session=session, delivery_id=delivery_id,
                                              allowed_hosts=self.settings.webhook_allowed_hosts)
-        if isinstance(attempt, Outcome):
+        if isinstance(attempt, DeliveryOutcome):
             return attempt
         result = delivery.send(attempt, secrets=self.secrets, client=self.client)
         with unit_of_work(self.db) as session:

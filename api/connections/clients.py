@@ -21,10 +21,10 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from api.connections.models import Connection
-from api.connections.service import client_config
+from api.connections.client_configs import client_config
 from api.kafka.client import KafkaClient
 from api.secrets.store import SecretStore
-from spark_jobs.egress import EgressPolicy
+from spark_jobs.public import EgressPolicy
 
 _Key = tuple[uuid.UUID, int, int | None]  # (connection, revision, credentials version)
 

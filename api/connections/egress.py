@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from api.connections.schemas import ConnectionSpec, OAuthCredentials, parse_bootstrap_servers
 from api.core.egress import Checks
-from spark_jobs.egress import EgressPolicy
+from spark_jobs.public import EgressPolicy
 
 
 def check_addresses(spec: ConnectionSpec, egress: EgressPolicy) -> None:

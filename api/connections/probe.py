@@ -36,7 +36,7 @@ import uuid
 
 from sqlmodel import Session
 
-from api.connections import service
+from api.connections import client_configs, service
 from api.connections.egress import check_addresses
 from api.connections.schemas import BrokerRead, ConnectionSpec, ConnectionTestResult, SchemaRegistryTestResult
 from api.core.egress import EgressDenied
@@ -47,9 +47,7 @@ from api.kafka.errors import KafkaEgressDenied, KafkaTokenError
 from api.kafka.problems import KafkaProblem
 from api.kafka.tls import TlsDiagnosis, diagnose
 from api.secrets.store import SecretStore
-from spark_jobs.egress import EgressPolicy
-from spark_jobs.errors import JobError
-from spark_jobs.registry import RegistryClient, RegistryConfig, RegistryUnavailable
+from spark_jobs.public import EgressPolicy, JobError, RegistryClient, RegistryConfig, RegistryUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -150,17 +148,18 @@ def probe_connection(
     egress: EgressPolicy,
 ) -> ConnectionTestResult:
     conn = service.get_connection(session=session, ctx=ctx, connection_id=connection_id)
-    result = _probe(service.client_config(conn, secrets), timeout_s, egress)
-    return _with_registry(result, service.registry_config(conn, secrets), timeout_s, egress)
+    result = _probe(client_configs.client_config(conn, secrets), timeout_s, egress)
+    return _with_registry(result, client_configs.registry_config(conn, secrets), timeout_s, egress)
 
 
 def probe_spec(*, spec: ConnectionSpec, timeout_s: float, egress: EgressPolicy) -> ConnectionTestResult:
     try:
-        config = service.spec_client_config(spec)
+        config = client_configs.spec_client_config(spec)
     except KafkaConfigError as exc:
-        raise ValidationFailed(f"The connection settings cannot make a Kafka client: {exc.message}") from None
+        raise _unusable(exc) from None
     check_addresses(spec, egress)
-    return _with_registry(_probe(config, timeout_s, egress), service.spec_registry_config(spec), timeout_s, egress)
+    registry = client_configs.spec_registry_config(spec)
+    return _with_registry(_probe(config, timeout_s, egress), registry, timeout_s, egress)
 
 
 def _with_registry(
@@ -191,12 +190,20 @@ def _probe_registry(config: RegistryConfig, timeout_s: float) -> SchemaRegistryT
                                     latency_ms=round((time.perf_counter() - started) * 1000, 3))
 
 
+def _unusable(exc: KafkaClientError) -> ValidationFailed:
+    """Settings no client can be made of: by their field where Inlet's own checks name it."""
+    detail = f"The connection settings cannot make a Kafka client: {exc.message}"
+    if isinstance(exc, KafkaConfigError):
+        return ValidationFailed.field(exc.field, detail)
+    return ValidationFailed(detail)
+
+
 def _probe(config: KafkaClientConfig, timeout_s: float, egress: EgressPolicy) -> ConnectionTestResult:
     try:
         with KafkaClient(config, egress=egress, timeout_s=timeout_s, client_id="inlet-connection-test") as client:
             metadata = client.cluster_metadata()
     except KafkaConfigError as exc:
-        raise ValidationFailed(f"The connection settings cannot make a Kafka client: {exc.message}") from None
+        raise _unusable(exc) from None
     except KafkaEgressDenied as exc:
         if exc.kind in _EGRESS_FIELDS:
             raise EgressDenied(_EGRESS_FIELDS[exc.kind], exc.message) from None
@@ -205,8 +212,8 @@ def _probe(config: KafkaClientConfig, timeout_s: float, egress: EgressPolicy) ->
         log.info("connection test: the token endpoint refused a token: %s (%s)", exc.kind, exc.status)
         raise TokenFetchFailed(exc) from None
     except KafkaClientError as exc:
-        if exc.kind == "config":
-            raise ValidationFailed(f"The connection settings cannot make a Kafka client: {exc.message}") from None
+        if exc.kind == "config":  # librdkafka refused a setting
+            raise _unusable(exc) from None
         log.info("connection test to %s failed: %s", config.bootstrap_servers, exc.kind)
         tls = None
         if config.security_protocol.endswith("SSL") and exc.kind in ("tls", "timeout"):

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Body, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from api.connections import probe, service
+from api.connections.secret_payloads import credentials_statuses
 from api.connections.clients import KafkaClientCache
 from api.connections.models import Connection
 from api.connections.schemas import ConnectionRead, ConnectionSpec, ConnectionTestResult
@@ -78,7 +79,7 @@ def list_connections(
 ) -> Page[ConnectionRead]:
     """List the tenant's connections."""
     rows, total = service.list_connections(session=session, ctx=ctx, page=page, name=name)
-    statuses = service.credentials_statuses(rows, secrets)
+    statuses = credentials_statuses(rows, secrets)
     return Page(items=[service.to_read(r, statuses.get(r.id)) for r in rows], total=total, limit=page.limit,
                 offset=page.offset)
 

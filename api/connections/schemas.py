@@ -15,9 +15,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator, model_validator
 
+from api.core.errors import field_error
 from api.core.urls import HOSTNAME, check_http_url
 from api.kafka.config import ALLOWED_CLIENT_OPTIONS, EXTENSIONS_OPTION, SaslMechanism, SecurityProtocol
-from spark_jobs.oauth import parse_extensions
+from spark_jobs.public import parse_extensions
 
 CredentialsStatus = Literal["ok", "missing", "unknown"]
 RegistryAuth = Literal["none", "basic", "bearer"]
@@ -132,7 +133,7 @@ class SchemaRegistrySettings(BaseModel):
     @model_validator(mode="after")
     def _tls_for_https(self) -> SchemaRegistrySettings:
         if self.ca_pem is not None and not self.url.startswith("https://"):
-            raise ValueError("ca_pem is only used with an https:// url")
+            raise field_error("ca_pem", "ca_pem is only used with an https:// url")
         return self
 
 
@@ -178,18 +179,19 @@ class ConnectionSpec(BaseModel):
     def _consistent(self) -> ConnectionSpec:
         sasl = self.security_protocol.startswith("SASL_")
         if sasl and self.sasl_mechanism is None:
-            raise ValueError(f"security_protocol {self.security_protocol} needs a sasl_mechanism")
+            raise field_error("sasl_mechanism", f"security_protocol {self.security_protocol} needs a sasl_mechanism")
         if not sasl and self.sasl_mechanism is not None:
-            raise ValueError(f"sasl_mechanism is only used with SASL_PLAINTEXT or SASL_SSL, not {self.security_protocol}")
+            raise field_error("sasl_mechanism", "sasl_mechanism is only used with SASL_PLAINTEXT or SASL_SSL, "
+                                                f"not {self.security_protocol}")
         if self.ssl is not None and not self.security_protocol.endswith("SSL"):
-            raise ValueError(f"ssl settings are only used with SSL or SASL_SSL, not {self.security_protocol}")
+            raise field_error("ssl", f"ssl settings are only used with SSL or SASL_SSL, not {self.security_protocol}")
         if self.credentials is not None:
             if not sasl:
-                raise ValueError("credentials are only used with SASL_PLAINTEXT or SASL_SSL")
+                raise field_error("credentials", "credentials are only used with SASL_PLAINTEXT or SASL_SSL")
             wants_oauth = self.sasl_mechanism == "OAUTHBEARER"
             if wants_oauth != isinstance(self.credentials, OAuthCredentials):
                 kind = "client_id, client_secret, token_endpoint_url" if wants_oauth else "username and password"
-                raise ValueError(f"sasl_mechanism {self.sasl_mechanism} takes credentials with {kind}")
+                raise field_error("credentials", f"sasl_mechanism {self.sasl_mechanism} takes credentials with {kind}")
         return self
 
 

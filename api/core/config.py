@@ -18,8 +18,7 @@ from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_va
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from api.core.object_storage import storage_options
-from spark_jobs.egress import DEFAULT_DENY, PRIVATE_RANGES, EgressPolicy, networks
-from spark_jobs.storage import OBJECT_STORE_SCHEMES, scheme_of
+from spark_jobs.public import DEFAULT_DENY, OBJECT_STORE_SCHEMES, PRIVATE_RANGES, EgressPolicy, networks, scheme_of
 
 
 # The retention settings, in days: 0 keeps forever; anything shorter than a day is refused, since runs

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable
 
 from api.core.errors import ValidationFailed
-from spark_jobs.egress import EgressPolicy, EgressRefused
+from spark_jobs.public import EgressPolicy, EgressRefused
 
 
 class EgressDenied(ValidationFailed):

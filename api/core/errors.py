@@ -17,6 +17,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
+from pydantic_core import InitErrorDetails
 from sqlalchemy import exc as sqlalchemy_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -77,14 +78,21 @@ class PreconditionFailed(DomainError):
 
 
 class PayloadTooLarge(DomainError):
+    """A body over ``INLET_MAX_BODY_BYTES``: refused before any route reads it (``api.core.middleware``)."""
+
     status, code, title = 413, "payload-too-large", "Payload too large"
 
 
 class UnsupportedMediaType(DomainError):
+    """A body that is neither JSON nor (on the portal's forms) urlencoded: refused before any route."""
+
     status, code, title = 415, "unsupported-media-type", "Unsupported media type"
 
 
 class ValidationFailed(DomainError):
+    """A 422 whose ``errors`` name each field refused (``loc``: dotted as the body names it,
+    ``source.topics[0]``), so that a client (the portal too) places every message by its field."""
+
     status, code, title = 422, "validation-failed", "Invalid request"
 
     @classmethod
@@ -99,12 +107,6 @@ class ValidationFailed(DomainError):
 
 class ServiceUnavailable(DomainError):
     status, code, title = 503, "dependency-unavailable", "A dependency is unavailable"
-
-
-class BadGateway(DomainError):
-    """An upstream system (a Kafka cluster, a secret backend) answered with an error."""
-
-    status, code, title = 502, "upstream-error", "An upstream system refused the request"
 
 
 def problem(
@@ -130,6 +132,14 @@ def problem(
     if extra:
         body.update(extra)
     return JSONResponse(body, status_code=status, headers=headers, media_type=PROBLEM_JSON)
+
+
+def field_error(loc: str, message: str) -> ValidationError:
+    """For a pydantic validator of a whole model to raise: the error of the field at ``loc`` (dotted,
+    relative to the model), read as pydantic's own ``value_error`` of that field, so that the problem
+    names the field a rule concerns rather than the model that checks it (Polar's explicit ``loc``)."""
+    return ValidationError.from_exception_data("field", [InitErrorDetails(
+        type="value_error", loc=tuple(loc.split(".")), input=None, ctx={"error": ValueError(message)})])
 
 
 def _loc(parts: tuple[Any, ...]) -> str:

@@ -12,7 +12,14 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.core.errors import PROBLEM_BASE, PROBLEM_JSON
+from api.core.errors import (
+    PROBLEM_BASE,
+    PROBLEM_JSON,
+    DomainError,
+    PayloadTooLarge,
+    UnsupportedMediaType,
+    ValidationFailed,
+)
 
 log = logging.getLogger("inlet.access")
 
@@ -35,11 +42,14 @@ def nests_too_deep(body: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
     return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0) > limit
 
 
-async def _send_problem(send: Send, scope: Scope, status: int, code: str, title: str, detail: str,
-                        **extra: Any) -> None:
-    body = json.dumps({"type": PROBLEM_BASE + code, "title": title, "status": status, "detail": detail,
-                       "instance": scope.get("path", ""), **extra}).encode()
-    await send({"type": "http.response.start", "status": status,
+async def _send_problem(send: Send, scope: Scope, error: DomainError) -> None:
+    """``error`` as the app's handler renders it (``api.core.errors``): answered here, before any route."""
+    problem: dict[str, Any] = {"type": PROBLEM_BASE + error.code, "title": error.title, "status": error.status,
+                               "detail": error.detail, "instance": scope.get("path", "")}
+    if error.errors is not None:
+        problem["errors"] = error.errors
+    body = json.dumps(problem | error.extra).encode()
+    await send({"type": "http.response.start", "status": error.status,
                 "headers": [(b"content-type", PROBLEM_JSON.encode()), (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
 
@@ -69,15 +79,14 @@ class RequestGuard:
         headers = {k.decode().lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         length = headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
-            await _send_problem(send, scope, 413, "payload-too-large", "Payload too large",
-                                f"The body is larger than {self.max_body_bytes} bytes")
+            await _send_problem(send, scope, self._too_large())
             return
         has_body = (length not in (None, "0")) or "transfer-encoding" in headers
         content_type = headers.get("content-type", "")
         form_ok = bool(self.form_paths) and _is_form(content_type) and scope.get("path", "").startswith(self.form_paths)
         if has_body and not (_is_json(content_type) or form_ok):
-            await _send_problem(send, scope, 415, "unsupported-media-type", "Unsupported media type",
-                                "Send the body as application/json (or application/merge-patch+json for PATCH)")
+            await _send_problem(send, scope, UnsupportedMediaType(
+                "Send the body as application/json (or application/merge-patch+json for PATCH)"))
             return
         # The whole body is read here, against the limit, before the app sees it: an over-limit body
         # sent without Content-Length (chunked) is a 413 too, never a parse error further in.
@@ -90,8 +99,7 @@ class RequestGuard:
             chunk = message.get("body", b"")
             received += len(chunk)
             if received > self.max_body_bytes:
-                await _send_problem(send, scope, 413, "payload-too-large", "Payload too large",
-                                    f"The body is larger than {self.max_body_bytes} bytes")
+                await _send_problem(send, scope, self._too_large())
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
@@ -99,8 +107,7 @@ class RequestGuard:
         body, delivered = b"".join(chunks), False
         if _is_json(content_type) and nests_too_deep(body):
             too_deep = f"The JSON body nests arrays and objects more than {MAX_JSON_DEPTH} deep"
-            await _send_problem(send, scope, 422, "validation-failed", "Invalid request", too_deep,
-                                errors=[{"field": "body", "message": too_deep, "type": "too_deep"}])
+            await _send_problem(send, scope, ValidationFailed.field("body", too_deep, type_="too_deep"))
             return
 
         async def replay() -> Message:
@@ -111,6 +118,9 @@ class RequestGuard:
             return {"type": "http.request", "body": body, "more_body": False}
 
         await self.app(scope, replay, send)
+
+    def _too_large(self) -> PayloadTooLarge:
+        return PayloadTooLarge(f"The body is larger than {self.max_body_bytes} bytes")
 
 
 class AccessLog:

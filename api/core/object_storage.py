@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from spark_jobs.storage import AZURE_SCHEMES, GCS_SCHEMES, OBJECT_STORE_SCHEMES, S3_SCHEMES, scheme_of
+from spark_jobs.public import AZURE_SCHEMES, GCS_SCHEMES, OBJECT_STORE_SCHEMES, S3_SCHEMES, scheme_of
 
 # Each provider's environment, as delta-rs reads it.
 ENV_PREFIXES = {**dict.fromkeys(S3_SCHEMES, "AWS_"), **dict.fromkeys(AZURE_SCHEMES, "AZURE_"),

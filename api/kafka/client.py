@@ -20,10 +20,10 @@ import concurrent.futures
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Protocol
 
 from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
@@ -41,9 +41,7 @@ from api.kafka.errors import (
     TimestampNotResolvable,
     TopicNotFound,
 )
-from spark_jobs.egress import EgressPolicy, EgressRefused
-from spark_jobs.kafka_errors import is_auth_error
-from spark_jobs.oauth import TokenRefused, with_token_source
+from spark_jobs.public import EgressPolicy, EgressRefused, TokenRefused, is_auth_error, with_token_source
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +82,17 @@ class ClusterMetadata:
     brokers: list[BrokerInfo]
     topic_count: int
     latency_ms: float
+
+
+class NewTopicSettings(Protocol):
+    """How to create a missing topic (a Kafka target's ``create_topic``, defaults applied)."""
+
+    @property
+    def partitions(self) -> int: ...
+    @property
+    def replication_factor(self) -> int: ...  # -1: the broker's default
+    @property
+    def config(self) -> Mapping[str, str]: ...
 
 
 def _is_internal(topic: str) -> bool:
@@ -185,9 +194,9 @@ class KafkaClient:
             latency_ms=round(latency_ms, 2),
         )
 
-    def ensure_topic(self, name: str, create: dict[str, Any] | None) -> bool:
-        """Whether ``name`` had to be created: a missing topic is created as ``create`` says
-        (``partitions``, ``replication_factor``, ``config``), or refused with kind ``target_missing``."""
+    def ensure_topic(self, name: str, create: NewTopicSettings | None) -> bool:
+        """Whether ``name`` had to be created: a missing topic is created as ``create`` says, or
+        refused with kind ``target_missing``."""
         deadline = time.monotonic() + self.timeout_s
         topic = self._metadata(deadline).topics.get(name)
         if topic is not None and topic.error is None:
@@ -196,8 +205,8 @@ class KafkaClient:
             raise KafkaLookupError(
                 f"the target topic {name} does not exist on {self.config.bootstrap_servers}: create it, or let Inlet "
                 "create it with target.create_topic", kind="target_missing")
-        request = NewTopic(name, num_partitions=create["partitions"], replication_factor=create.get("replication_factor", -1),
-                           config=dict(create.get("config") or {}))
+        request = NewTopic(name, num_partitions=create.partitions, replication_factor=create.replication_factor,
+                           config=dict(create.config))
         admin = self._handle()
         self._reset_errors()
         try:
@@ -210,7 +219,7 @@ class KafkaClient:
                                    kind="target_refused") from None
         except concurrent.futures.TimeoutError:
             raise KafkaTimeout(f"creating the target topic {name}: no answer within {self.timeout_s:g}s") from None
-        log.info("created the target topic %s (%d partitions)", name, create["partitions"])
+        log.info("created the target topic %s (%d partitions)", name, create.partitions)
         return True
 
     def commit_group_offsets(self, group: str, offsets: dict[Partition, int]) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from api.kafka.errors import KafkaConfigError
-from spark_jobs.oauth import parse_extensions
+from spark_jobs.public import parse_extensions
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
@@ -85,7 +85,7 @@ def _option_value(key: str, value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, (str, int, float)):
         return str(value)
-    raise KafkaConfigError(f"option {key!r} must be a string, number or boolean")
+    raise KafkaConfigError(f"option {key!r} must be a string, number or boolean", field="options")
 
 
 def validate_client_options(options: Mapping[str, Any]) -> dict[str, str]:
@@ -93,13 +93,13 @@ def validate_client_options(options: Mapping[str, Any]) -> dict[str, str]:
     (and what is wrong with ``sasl.oauthbearer.extensions``, see ``spark_jobs.oauth.parse_extensions``)."""
     refused = sorted(key for key in options if key not in ALLOWED_CLIENT_OPTIONS)
     if refused:
-        raise KafkaConfigError(f"client option(s) not allowed: {', '.join(refused)}")
+        raise KafkaConfigError(f"client option(s) not allowed: {', '.join(refused)}", field="options")
     converted = {key: _option_value(key, value) for key, value in options.items()}
     if EXTENSIONS_OPTION in converted:
         try:
             parse_extensions(converted[EXTENSIONS_OPTION])
         except ValueError as exc:
-            raise KafkaConfigError(f"{EXTENSIONS_OPTION}: {exc}") from None
+            raise KafkaConfigError(f"{EXTENSIONS_OPTION}: {exc}", field="options") from None
     return converted
 
 
@@ -117,46 +117,55 @@ class KafkaClientConfig:
     def __post_init__(self) -> None:
         servers = [s.strip() for s in self.bootstrap_servers.split(",") if s.strip()]
         if not servers or any(":" not in s or not s.rsplit(":", 1)[1].isdigit() for s in servers):
-            raise KafkaConfigError("bootstrap_servers must be a comma-separated list of host:port")
+            raise KafkaConfigError("bootstrap_servers must be a comma-separated list of host:port",
+                                   field="bootstrap_servers")
         if self.security_protocol not in SECURITY_PROTOCOLS:
-            raise KafkaConfigError(f"security_protocol must be one of {', '.join(sorted(SECURITY_PROTOCOLS))}")
+            raise KafkaConfigError(f"security_protocol must be one of {', '.join(sorted(SECURITY_PROTOCOLS))}",
+                                   field="security_protocol")
         uses_sasl = self.security_protocol.startswith("SASL_")
         if uses_sasl and self.sasl_mechanism not in SASL_MECHANISMS:
-            raise KafkaConfigError(f"{self.security_protocol} needs sasl_mechanism, one of {', '.join(sorted(SASL_MECHANISMS))}")
+            raise KafkaConfigError(f"{self.security_protocol} needs sasl_mechanism, one of "
+                                   f"{', '.join(sorted(SASL_MECHANISMS))}", field="sasl_mechanism")
         if not uses_sasl and self.sasl_mechanism is not None:
-            raise KafkaConfigError(f"sasl_mechanism is only valid with SASL_PLAINTEXT or SASL_SSL, not {self.security_protocol}")
+            raise KafkaConfigError("sasl_mechanism is only valid with SASL_PLAINTEXT or SASL_SSL, not "
+                                   f"{self.security_protocol}", field="sasl_mechanism")
         if self.ssl and self.security_protocol not in ("SSL", "SASL_SSL"):
-            raise KafkaConfigError(f"ssl settings are only valid with SSL or SASL_SSL, not {self.security_protocol}")
+            raise KafkaConfigError(f"ssl settings are only valid with SSL or SASL_SSL, not {self.security_protocol}",
+                                   field="ssl")
         self._check_credentials()
         self._check_ssl()
         validate_client_options(self.options)
         if EXTENSIONS_OPTION in self.options and self.sasl_mechanism != "OAUTHBEARER":
-            raise KafkaConfigError(f"{EXTENSIONS_OPTION} is only used with sasl_mechanism OAUTHBEARER")
+            raise KafkaConfigError(f"{EXTENSIONS_OPTION} is only used with sasl_mechanism OAUTHBEARER", field="options")
 
     def _check_credentials(self) -> None:
         creds = dict(self.credentials or {})
         if self.sasl_mechanism is None:
             if creds:
-                raise KafkaConfigError("credentials are only valid with a SASL security protocol")
+                raise KafkaConfigError("credentials are only valid with a SASL security protocol", field="credentials")
             return
         expected = _OAUTH_FIELDS if self.sasl_mechanism == "OAUTHBEARER" else _PASSWORD_FIELDS
         required = expected - {"scope"}
         unknown = sorted(set(creds) - expected)
         if unknown:
-            raise KafkaConfigError(f"unknown credential field(s) for {self.sasl_mechanism}: {', '.join(unknown)}")
+            raise KafkaConfigError(f"unknown credential field(s) for {self.sasl_mechanism}: {', '.join(unknown)}",
+                                   field="credentials")
         missing = sorted(k for k in required if not _reveal(creds.get(k) or "").strip())
         if missing:
-            raise KafkaConfigError(f"{self.sasl_mechanism} needs credential field(s): {', '.join(missing)}")
+            raise KafkaConfigError(f"{self.sasl_mechanism} needs credential field(s): {', '.join(missing)}",
+                                   field="credentials")
 
     def _check_ssl(self) -> None:
         ssl = dict(self.ssl or {})
         unknown = sorted(set(ssl) - _SSL_FIELDS)
         if unknown:
-            raise KafkaConfigError(f"unknown ssl field(s): {', '.join(unknown)}")
+            raise KafkaConfigError(f"unknown ssl field(s): {', '.join(unknown)}", field="ssl")
         if bool(ssl.get("certificate_pem")) != bool(ssl.get("key_pem")):
-            raise KafkaConfigError("ssl client authentication needs both certificate_pem and key_pem")
+            raise KafkaConfigError("ssl client authentication needs both certificate_pem and key_pem",
+                                   field="ssl.key_pem")
         if ssl.get("endpoint_identification") not in (None, True, False, "https", "none"):
-            raise KafkaConfigError("ssl endpoint_identification must be true/false (or 'https'/'none')")
+            raise KafkaConfigError("ssl endpoint_identification must be true/false (or 'https'/'none')",
+                                   field="ssl.endpoint_identification")
 
     def librdkafka_config(self) -> dict[str, str]:
         """The connection part of a librdkafka configuration (secrets included: never log it)."""

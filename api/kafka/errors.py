@@ -22,9 +22,14 @@ class KafkaClientError(Exception):
 
 
 class KafkaConfigError(KafkaClientError, ValueError):
-    """The connection's settings cannot make a valid client configuration."""
+    """The connection's settings cannot make a valid client configuration; ``field``: the setting at
+    fault, named as the connections API names it."""
 
     kind = "config"
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class KafkaUnavailable(KafkaClientError):

@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass
 
 from api.kafka.config import KafkaClientConfig
-from spark_jobs.egress import EgressPolicy, EgressRefused, open_tcp
+from spark_jobs.public import EgressPolicy, EgressRefused, open_tcp
 
 _REASONS = {
     "untrusted_certificate": "the broker's certificate is not signed by a trusted CA{why} (set ssl.ca_pem to the CA that signed it)",

@@ -9,11 +9,11 @@ for planning runs and for the offsets API alike.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from api.kafka.client import Partition
 from api.kafka.errors import KafkaLookupError, TimestampNotResolvable, TopicNotFound
+from api.pipelines.schemas import KafkaSource, StartingOffsets
 from api.pipelines.topic_patterns import compile_topic_pattern, matches_topic
 
 EARLIEST, LATEST = -2, -1
@@ -25,23 +25,23 @@ class TimestampLookup(Protocol):
     def offsets_for_timestamp(self, partitions: Iterable[Partition], timestamp_ms: int) -> dict[Partition, int]: ...
 
 
-def select_partitions(visible: Mapping[str, int], source: Mapping[str, Any]) -> tuple[list[Partition], list[str]]:
+def select_partitions(visible: Mapping[str, int], source: KafkaSource) -> tuple[list[Partition], list[str]]:
     """The source's partitions among the ``visible`` topics (name → partition count), and the named
     topics that are not visible. A pattern matches whole names; an invalid one is a ``config`` error."""
-    if source.get("topic_pattern"):
+    if source.topic_pattern:
         try:
-            regex = compile_topic_pattern(source["topic_pattern"])
+            regex = compile_topic_pattern(source.topic_pattern)
         except ValueError as exc:
             raise KafkaLookupError(str(exc), kind="config") from None
         topics, missing = [t for t in sorted(visible) if regex.fullmatch(t)], []
     else:
-        named = sorted(set(source["topics"]))
+        named = sorted(set(source.topics or ()))
         topics = [t for t in named if t in visible]
         missing = [t for t in named if t not in visible]
     return [(t, p) for t in topics for p in range(visible[t])], missing
 
 
-def partitions_to_read(visible: Mapping[str, int], source: Mapping[str, Any]) -> list[Partition]:
+def partitions_to_read(visible: Mapping[str, int], source: KafkaSource) -> list[Partition]:
     """As ``select_partitions``, but a named topic that is missing is an error (``TopicNotFound``)."""
     partitions, missing = select_partitions(visible, source)
     if missing:
@@ -49,13 +49,13 @@ def partitions_to_read(visible: Mapping[str, int], source: Mapping[str, Any]) ->
     return partitions
 
 
-def reads_topic(source: Mapping[str, Any], topic: str) -> bool:
-    if source.get("topic_pattern"):
-        return matches_topic(source["topic_pattern"], topic)
-    return topic in source["topics"]
+def reads_topic(source: KafkaSource, topic: str) -> bool:
+    if source.topic_pattern:
+        return matches_topic(source.topic_pattern, topic)
+    return topic in (source.topics or ())
 
 
-def starting_offset(starting: Any, tp: Partition, earliest: int, latest: int) -> int:
+def starting_offset(starting: StartingOffsets, tp: Partition, earliest: int, latest: int) -> int:
     """Where a never-read partition starts: Spark's startingOffsets rules (unlisted partitions: earliest)."""
     wanted: int = EARLIEST
     if starting == "latest":
@@ -70,19 +70,18 @@ def starting_offset(starting: Any, tp: Partition, earliest: int, latest: int) ->
 
 
 def starting_positions(
-    client: TimestampLookup, source: Mapping[str, Any], partitions: list[Partition], watermarks: Watermarks,
+    client: TimestampLookup, source: KafkaSource, partitions: list[Partition], watermarks: Watermarks,
 ) -> dict[Partition, int]:
     """Where each of ``partitions`` starts if never read. With ``starting_timestamp`` the broker says
     (one lookup); a partition with no record at or after it raises ``TimestampNotResolvable``, or
     with ``starting_timestamp_strategy: latest`` starts at its latest offset."""
-    if not source.get("starting_timestamp") or not partitions:
-        starting = source.get("starting_offsets", "earliest")
-        return {tp: starting_offset(starting, tp, *watermarks[tp]) for tp in partitions}
-    timestamp_ms = int(datetime.fromisoformat(source["starting_timestamp"]).timestamp() * 1000)
+    if source.starting_timestamp is None or not partitions:
+        return {tp: starting_offset(source.starting_offsets, tp, *watermarks[tp]) for tp in partitions}
+    timestamp_ms = int(source.starting_timestamp.timestamp() * 1000)
     try:
         return dict(client.offsets_for_timestamp(partitions, timestamp_ms))
     except TimestampNotResolvable as exc:
-        if source.get("starting_timestamp_strategy", "error") != "latest":
+        if source.starting_timestamp_strategy != "latest":
             raise
         unresolved = set(exc.partitions)
     resolvable = [tp for tp in partitions if tp not in unresolved]

@@ -48,7 +48,7 @@ class PlannedRange(Protocol):
 
 
 @dataclass(frozen=True)
-class Move:
+class OffsetMove:
     """One partition's offset moved by the offsets API."""
 
     topic: str
@@ -181,7 +181,8 @@ def _consume_replays(session: Session, pipeline_id: uuid.UUID, replaced: RangesB
 
 # The offsets API's moves.
 
-def move(session: Session, pipeline: Pipeline, moves: list[Move], *, replace: bool) -> dict[Partition, PartitionOffset]:
+def move(session: Session, pipeline: Pipeline, moves: list[OffsetMove], *,
+         replace: bool) -> dict[Partition, PartitionOffset]:
     """Set each partition's committed offset; keep its replay window at or above the new position,
     and in ``replace`` mode add what a backward move will read again. Returns every position after."""
     stored = positions(session, pipeline)
@@ -202,7 +203,8 @@ def move(session: Session, pipeline: Pipeline, moves: list[Move], *, replace: bo
     return stored
 
 
-def _move_window(session: Session, pipeline: Pipeline, window: OffsetReplay | None, m: Move, replace: bool) -> None:
+def _move_window(session: Session, pipeline: Pipeline, window: OffsetReplay | None, m: OffsetMove,
+                 replace: bool) -> None:
     """Windows of one partition are kept as one span: a gap between two (only when append and
     replace moves mix before a run) is replaced too, read again by the same run."""
     start = end = None

@@ -16,15 +16,17 @@ from typing import Any
 
 from sqlmodel import Session
 
-from api.connections.service import ConnectionGone, kafka_client
+from api.connections.client_configs import kafka_client
+from api.connections.service import ConnectionGone
 from api.core.db import utcnow
 from api.core.errors import DomainError
 from api.kafka.errors import KafkaClientError
 from api.ledger import service as ledger
+from api.pipelines.definition import definition_of
 from api.pipelines.models import Pipeline
 from api.pipelines.service import record_group_mirror
 from api.secrets.store import SecretStore
-from spark_jobs.egress import EgressPolicy
+from spark_jobs.public import EgressPolicy
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +36,7 @@ def mirror_committed_offsets(
 ) -> str:
     """Copy the committed offsets to the pipeline's group: ``ok``, ``failed`` or ``off`` (no group)."""
     pipeline = session.get(Pipeline, pipeline_id)
-    group = (pipeline.source.get("commit_to_group") if pipeline else None)
+    group = definition_of(pipeline).source.commit_to_group if pipeline else None
     if pipeline is None or not group:
         return "off"
     offsets = ledger.committed(session, pipeline.id)

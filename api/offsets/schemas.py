@@ -18,6 +18,7 @@ from pydantic import (
     model_validator,
 )
 
+from api.core.errors import field_error
 from api.pipelines.schemas import TopicName
 
 ReplayMode = Literal["append", "replace"]
@@ -75,9 +76,9 @@ class OffsetEntry(BaseModel):
             where = value["partition"]
             offset = value.get("offset")
             if set(where) - {"kafka_topic", "kafka_partition"}:
-                raise ValueError("partition takes kafka_topic and kafka_partition")
+                raise field_error("partition", "partition takes kafka_topic and kafka_partition")
             if offset is not None and (not isinstance(offset, dict) or set(offset) - {"kafka_offset"}):
-                raise ValueError("offset takes kafka_offset (or null)")
+                raise field_error("offset", "offset takes kafka_offset (or null)")
             return {"topic": where.get("kafka_topic"), "partition": where.get("kafka_partition"),
                     "offset": None if offset is None else offset.get("kafka_offset")}
         return value
@@ -131,10 +132,11 @@ class OffsetsPatch(BaseModel):
             raise ValueError(f"give exactly one of {', '.join(MODE_FIELDS)} (got {', '.join(given) or 'none'})")
         if self.offsets is not None:
             if self.topics is not None or self.partitions is not None:
-                raise ValueError("topics/partitions scope a mode; explicit offsets name their partitions")
+                raise field_error("topics" if self.topics is not None else "partitions",
+                                  "topics/partitions scope a mode; explicit offsets name their partitions")
             seen = [(e.topic, e.partition) for e in self.offsets]
             if len(set(seen)) != len(seen):
-                raise ValueError("offsets names a partition more than once")
+                raise field_error("offsets", "offsets names a partition more than once")
         return self
 
     @property

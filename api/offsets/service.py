@@ -47,7 +47,9 @@ from api.offsets.schemas import (
     PartitionOffsetRead,
     RunRangeRead,
 )
+from api.pipelines.definition import definition_of
 from api.pipelines.models import Pipeline
+from api.pipelines.schemas import KafkaSource
 from api.pipelines.service import get_pipeline
 from api.runs.repository import active_run, runs_by_id
 from api.tenancy.models import ApiKey
@@ -115,7 +117,7 @@ def read_offsets(
     pipeline = get_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id)
     stored = ledger.positions(session, pipeline)
     windows = ledger.replay_windows(session, pipeline)
-    source = pipeline.source
+    source = definition_of(pipeline).source
     watermarks: dict[Partition, tuple[int, int]] | None = None
     starts: dict[Partition, int] = {}
     cluster = ClusterStatus(status="ok")
@@ -160,7 +162,9 @@ def read_offsets(
 # Resolving a change.
 
 @dataclass(frozen=True)
-class Target:
+class WantedOffset:
+    """Where a change would move one partition, before its range is checked."""
+
     topic: str
     partition: int
     before: int | None
@@ -201,12 +205,12 @@ def _scope(body: OffsetsPatch | None, watermarks: dict[Partition, tuple[int, int
 def resolve_targets(
     body: OffsetsPatch | None,
     *,
-    source: dict[str, Any],
+    source: KafkaSource,
     watermarks: dict[Partition, tuple[int, int]],
     committed: dict[Partition, int],
     client: OffsetsClient,
     now: datetime,
-) -> list[Target]:
+) -> list[WantedOffset]:
     """Where each partition in scope should go, before any range check. ``body`` None: back to the
     pipeline's starting offsets. Timestamps are resolved by the broker, never guessed."""
     scope = _scope(body, watermarks)
@@ -217,8 +221,8 @@ def resolve_targets(
             try:
                 positions.update(starting_positions(client, source, scope, watermarks))
             except TimestampNotResolvable as exc:
-                moment = datetime.fromisoformat(source["starting_timestamp"])
-                raise _timestamp_unresolved(exc, moment, "starting_timestamp") from None
+                assert source.starting_timestamp is not None  # only a timestamp is looked up
+                raise _timestamp_unresolved(exc, source.starting_timestamp, "starting_timestamp") from None
         return positions[tp]
 
     wanted: dict[Partition, int]
@@ -239,7 +243,7 @@ def resolve_targets(
         except TimestampNotResolvable as exc:
             field = "to_timestamp" if body.to_timestamp is not None else "by_duration"
             raise _timestamp_unresolved(exc, moment, field) from None
-    return [Target(topic=tp[0], partition=tp[1], before=committed.get(tp), wanted=wanted[tp],
+    return [WantedOffset(topic=tp[0], partition=tp[1], before=committed.get(tp), wanted=wanted[tp],
                    earliest=watermarks[tp][0], latest=watermarks[tp][1]) for tp in scope]
 
 
@@ -255,7 +259,7 @@ def _timestamp_unresolved(exc: TimestampNotResolvable, moment: datetime, field: 
     )
 
 
-def check_ranges(targets: list[Target], *, clamp: bool) -> list[OffsetChange]:
+def check_ranges(targets: list[WantedOffset], *, clamp: bool) -> list[OffsetChange]:
     """Targets inside [earliest, latest]; outside it, clamped (``clamp``) or a 422 naming each one."""
     outside = [t for t in targets if not t.earliest <= t.wanted <= t.latest]
     if outside and not clamp:
@@ -291,12 +295,12 @@ def _require_stopped(session: Session, pipeline: Pipeline) -> None:
         )
 
 
-def _snapshot(moves: list[ledger.Move], key: str) -> list[dict[str, Any]]:
+def _snapshot(moves: list[ledger.OffsetMove], key: str) -> list[dict[str, Any]]:
     return [{"topic": m.topic, "partition": m.partition, "committed": getattr(m, key)} for m in moves]
 
 
 def _changed_event(session: Session, ctx: TenantContext, pipeline: Pipeline, mode: str, replay_mode: str,
-                   moves: list[ledger.Move]) -> dict[str, Any]:
+                   moves: list[ledger.OffsetMove]) -> dict[str, Any]:
     """``offsets.changed``: what moved, how, and who moved it (the API key, by id and name)."""
     key = session.get(ApiKey, ctx.key_id) if ctx.key_id else None
     return {
@@ -326,7 +330,8 @@ def change_offsets(
     pipeline = get_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id, lock=True)
     replay_mode = body.replay_mode if body else "append"
     dry = body.dry_run if body else bool(dry_run)
-    if replay_mode == "replace" and pipeline.target.get("type") != "delta":
+    definition = definition_of(pipeline)
+    if replay_mode == "replace" and definition.target.type != "delta":
         raise ValidationFailed.field("replay_mode", "replace needs a Delta target: a Kafka target cannot take "
                                      "back records it has written; use append")
     stored = ledger.positions(session, pipeline)
@@ -334,9 +339,9 @@ def change_offsets(
     _require_stopped(session, pipeline)
     try:
         client = _open(session, pipeline, client_factory)
-        partitions, _ = select_partitions(client.list_topics(), pipeline.source)
+        partitions, _ = select_partitions(client.list_topics(), definition.source)
         watermarks = client.watermarks(partitions)
-        targets = resolve_targets(body, source=pipeline.source, watermarks=watermarks,
+        targets = resolve_targets(body, source=definition.source, watermarks=watermarks,
                                   committed={tp: r.committed for tp, r in stored.items()}, client=client, now=utcnow())
     except KafkaClientError as exc:
         raise KafkaLookupFailed(exc) from None
@@ -344,7 +349,8 @@ def change_offsets(
     mode = body.mode if body else "starting_offsets"
     changed = [r for r in rows if r.after != r.before]
     if not dry and changed:
-        moves = [ledger.Move(topic=r.topic, partition=r.partition, before=r.before, after=r.after) for r in changed]
+        moves = [ledger.OffsetMove(topic=r.topic, partition=r.partition, before=r.before, after=r.after)
+                 for r in changed]
         stored = ledger.move(session, pipeline, moves, replace=replay_mode == "replace")
         record_by(session, ctx, resource_type=RESOURCE_TYPE, resource_id=pipeline.id,
                   action="patch" if body is not None else "reset",
@@ -353,7 +359,7 @@ def change_offsets(
                          "clamped": [{"topic": r.topic, "partition": r.partition} for r in changed if r.clamped]})
         emit(session, ctx.tenant_id, "offsets.changed",
              _changed_event(session, ctx, pipeline, mode, replay_mode, moves))
-        if pipeline.source.get("commit_to_group"):
+        if definition.source.commit_to_group:
             enqueue_group_mirror(session, pipeline.id)
     return OffsetsChangeResult(dry_run=dry, mode=mode, replay_mode=replay_mode, rows=rows,
                                etag=offsets_etag(stored.values()))

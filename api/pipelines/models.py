@@ -1,5 +1,7 @@
-"""The pipelines table. ``source``/``target``/``schedule`` hold the user's definition as written;
-foreign keys, scheduling fields, the lag last observed and the lag alert are kept in columns beside it."""
+"""The pipelines table. The ``source``, ``target`` and ``schedule`` columns hold the user's definition as
+written (``*_as_written``: what reads back the same, for ETags, Terraform and the portal's edit forms;
+everything else reads it typed, through ``api.pipelines.definition``); foreign keys, scheduling fields,
+the lag last observed and the lag alert are kept in columns beside it."""
 
 from __future__ import annotations
 
@@ -31,9 +33,9 @@ class Pipeline(SQLModel, table=True):
     target_connection_id: uuid.UUID | None = Field(
         default=None, sa_column=Column(ForeignKey("connections.id", ondelete="RESTRICT"), index=True)
     )
-    source: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
-    target: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
-    schedule: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    source_as_written: dict[str, Any] = Field(sa_column=Column("source", JSON, nullable=False))
+    target_as_written: dict[str, Any] = Field(sa_column=Column("target", JSON, nullable=False))
+    schedule_as_written: dict[str, Any] | None = Field(default=None, sa_column=Column("schedule", JSON))
     state: str = Field(sa_column=Column(String(16), nullable=False))
     next_run_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     last_run_seq: int = Field(default=0, description="The sequence number of the newest run")

@@ -4,26 +4,26 @@ pipelines are due now."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
 from zoneinfo import ZoneInfo
 
 from croniter import croniter
 from sqlalchemy import bindparam
 from sqlmodel import Session, SQLModel, col, select
 
+from api.pipelines.definition import schedule_of
 from api.pipelines.models import Pipeline
+from api.pipelines.schemas import IntervalSchedule, Schedule
 
 
-def next_fire(schedule: Mapping[str, Any] | None, after: datetime) -> datetime | None:
+def next_fire(schedule: Schedule | None, after: datetime) -> datetime | None:
     """The first firing strictly after ``after`` (UTC), or None for an unscheduled pipeline."""
-    if not schedule:
+    if schedule is None:
         return None
-    if "interval_seconds" in schedule:
-        return after + timedelta(seconds=int(schedule["interval_seconds"]))
-    zone = ZoneInfo(schedule.get("timezone", "UTC"))
-    fire = croniter(schedule["cron"], after.astimezone(zone)).get_next(datetime)
+    if isinstance(schedule, IntervalSchedule):
+        return after + timedelta(seconds=schedule.interval_seconds)
+    zone = ZoneInfo(schedule.timezone)
+    fire = croniter(schedule.cron, after.astimezone(zone)).get_next(datetime)
     return fire.astimezone(UTC)
 
 
@@ -37,13 +37,13 @@ def claim_due(session: Session, *, now: datetime, limit: int) -> list[tuple[uuid
     on the slot that was read.
     """
     stmt = (
-        select(col(Pipeline.id), col(Pipeline.next_run_at), col(Pipeline.schedule))
+        select(col(Pipeline.id), col(Pipeline.next_run_at), col(Pipeline.schedule_as_written))
         .where(Pipeline.state == "active", col(Pipeline.next_run_at) <= now)
         .order_by(col(Pipeline.next_run_at)).limit(limit)
     )
     if session.get_bind().dialect.name == "postgresql":
         stmt = stmt.with_for_update(skip_locked=True)
-    due = [(pipeline_id, slot, next_fire(schedule, now))
+    due = [(pipeline_id, slot, next_fire(schedule_of(schedule), now))
            for pipeline_id, slot, schedule in session.exec(stmt).all() if slot is not None]  # due: a slot <= now
     if due:
         table = SQLModel.metadata.tables[Pipeline.__tablename__]  # a Core executemany: one round trip for the batch

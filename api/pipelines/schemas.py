@@ -25,9 +25,10 @@ from pydantic import (
     model_validator,
 )
 
+from api.core.errors import field_error
 from api.pipelines.ddl import ddl_field_names
 from api.pipelines.topic_patterns import compile_topic_pattern
-from spark_jobs.columns import RESERVED as RESERVED_COLUMNS
+from spark_jobs.public import RESERVED_COLUMNS
 
 TOPIC_PATTERN = r"^[A-Za-z0-9._-]{1,249}$"
 TopicName = Annotated[str, Field(pattern=TOPIC_PATTERN, description="A Kafka topic name")]
@@ -46,7 +47,10 @@ class AsWritten(BaseModel):
 
     Fields the client left out stay out (they take their documented defaults), so a client that
     compares what it sent with what it reads, Terraform first of all, sees no difference; a field
-    someone else writes later shows up as a real change."""
+    someone else writes later shows up as a real change. Read back (``api.pipelines.definition``), a
+    part is frozen, and a field left out reads as its default: the defaults are the ones below, only."""
+
+    model_config = ConfigDict(frozen=True)
 
     # No return annotation: pydantic then documents the model's own schema in the OpenAPI document.
     @model_serializer(mode="wrap")
@@ -60,6 +64,8 @@ class AsWritten(BaseModel):
 ValueFormat = Literal["raw", "string", "json", "avro", "protobuf", "json_schema"]
 KeyFormat = Literal["raw", "string", "avro", "protobuf", "json_schema"]
 REGISTRY_FORMATS = frozenset({"avro", "protobuf", "json_schema"})
+# Where never-read partitions start: earliest, latest, or Spark's startingOffsets JSON per partition.
+StartingOffsets = Literal["earliest", "latest"] | dict[TopicName, dict[str, int]]
 
 
 class RegistrySchema(AsWritten):
@@ -89,7 +95,7 @@ class KafkaSource(AsWritten):
     topics: list[TopicName] | None = Field(default=None, min_length=1, max_length=100)
     topic_pattern: str | None = Field(default=None, min_length=1, max_length=1000,
                                       description="A regex; topics matching it are resolved at each run")
-    starting_offsets: Literal["earliest", "latest"] | dict[TopicName, dict[str, int]] = Field(
+    starting_offsets: StartingOffsets = Field(
         default="earliest",
         description="Where partitions never read before start: earliest, latest, or per-partition offsets "
                     "as Spark's startingOffsets JSON (-2 earliest, -1 latest)",
@@ -160,34 +166,37 @@ class KafkaSource(AsWritten):
     @model_validator(mode="after")
     def _consistent(self) -> KafkaSource:
         if (self.topics is None) == (self.topic_pattern is None):
-            raise ValueError("give exactly one of topics or topic_pattern")
+            raise field_error("topics", "give exactly one of topics or topic_pattern")
         if self.value_format == "json":
             if not self.schema_:
-                raise ValueError("value_format json needs a schema (Spark DDL)")
+                raise field_error("schema", "value_format json needs a schema (Spark DDL)")
             try:
                 names = ddl_field_names(self.schema_)
             except ValueError as exc:
-                raise ValueError(f"schema: {exc}") from None
+                raise field_error("schema", f"schema: {exc}") from None
             if clashes := sorted(RESERVED_COLUMNS.intersection(names)):
-                raise ValueError(f"schema: fields {', '.join(clashes)} clash with the columns Inlet writes beside "
-                                 f"the decoded ones ({', '.join(sorted(RESERVED_COLUMNS))}); rename them")
+                reserved = ", ".join(sorted(RESERVED_COLUMNS))
+                raise field_error("schema", f"schema: fields {', '.join(clashes)} clash with the columns Inlet writes "
+                                            f"beside the decoded ones ({reserved}); rename them")
         elif self.schema_ is not None:
-            raise ValueError("schema is only used with value_format json")
+            raise field_error("schema", "schema is only used with value_format json")
         if self.key_format is not None and self.value_format == "json":
-            raise ValueError("key_format is not used with value_format json, whose keys are strings")
+            raise field_error("key_format", "key_format is not used with value_format json, whose keys are strings")
         for part, fmt, chosen in (("value", self.value_format, self.value_schema), ("key", self.key_format, self.key_schema)):
             if fmt in REGISTRY_FORMATS:
                 if (chosen is None or chosen.subject is None) and (self.topics is None or len(self.topics) != 1):
-                    raise ValueError(f"{part}_schema.subject: name the subject of the {part}s; the default "
-                                     f"(<topic>-{part}) needs a pipeline of exactly one topic")
+                    raise field_error(f"{part}_schema.subject", f"{part}_schema.subject: name the subject of the "
+                                      f"{part}s; the default (<topic>-{part}) needs a pipeline of exactly one topic")
             elif chosen is not None:
-                raise ValueError(f"{part}_schema is only used with {part}_format avro, protobuf or json_schema")
+                raise field_error(f"{part}_schema",
+                                  f"{part}_schema is only used with {part}_format avro, protobuf or json_schema")
         if self.starting_timestamp is not None and self.starting_offsets != "earliest":
-            raise ValueError("give starting_offsets or starting_timestamp, not both")
+            raise field_error("starting_timestamp", "give starting_offsets or starting_timestamp, not both")
         if isinstance(self.starting_offsets, dict) and self.topics is not None:
             unknown = sorted(set(self.starting_offsets) - set(self.topics))
             if unknown:
-                raise ValueError(f"starting_offsets names topics the pipeline does not read: {', '.join(unknown)}")
+                raise field_error("starting_offsets",
+                                  f"starting_offsets names topics the pipeline does not read: {', '.join(unknown)}")
         return self
 
 
@@ -281,6 +290,9 @@ class IntervalSchedule(AsWritten):
     interval_seconds: int = Field(ge=10, le=31 * 86_400)
 
 
+Schedule = CronSchedule | IntervalSchedule
+
+
 class PipelineSpec(BaseModel):
     """The writable shape of a pipeline (POST, PUT; PATCH merges into it)."""
 
@@ -289,7 +301,7 @@ class PipelineSpec(BaseModel):
     name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     source: KafkaSource
     target: Target
-    schedule: CronSchedule | IntervalSchedule | None = None
+    schedule: Schedule | None = None
     state: PipelineState = "active"
 
 
@@ -318,7 +330,7 @@ class PipelineRead(BaseModel):
     name: str
     source: KafkaSource
     target: Target
-    schedule: CronSchedule | IntervalSchedule | None
+    schedule: Schedule | None
     state: PipelineState
     status: PipelineStatus
     created_at: datetime

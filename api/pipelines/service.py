@@ -19,9 +19,10 @@ from api.core.merge_patch import merge_patch
 from api.core.pagination import PageParams, paginate
 from api.core.scoping import get_scoped, scoped_select
 from api.core.security import TenantContext
+from api.pipelines.definition import as_written, definition_of, spec_of
 from api.pipelines.models import Pipeline
 from api.pipelines.scheduling import next_fire
-from api.pipelines.schemas import KafkaTarget, PipelineRead, PipelineSpec, PipelineStatus, registry_subject
+from api.pipelines.schemas import DeltaTarget, KafkaTarget, PipelineRead, PipelineSpec, PipelineStatus, registry_subject
 from api.pipelines.states import PIPELINE_STATES
 from api.pipelines.storage import resolve_delta_uri
 from api.tenancy.quotas import QuotaLimits, enforce
@@ -31,17 +32,11 @@ def etag(pipeline: Pipeline) -> str:
     return etag_for(pipeline.id, pipeline.revision)
 
 
-def spec_of(pipeline: Pipeline) -> PipelineSpec:
-    return PipelineSpec.model_validate({
-        "name": pipeline.name, "source": pipeline.source, "target": pipeline.target,
-        "schedule": pipeline.schedule, "state": pipeline.state,
-    })
-
-
-def target_uri(pipeline: Pipeline, storage_root: str) -> str | None:
-    if pipeline.target.get("type") != "delta":
+def target_uri(pipeline: Pipeline, target: DeltaTarget | KafkaTarget, storage_root: str) -> str | None:
+    """Where the Delta table of ``pipeline`` (whose definition's ``target`` this is) lives; None for Kafka."""
+    if not isinstance(target, DeltaTarget):
         return None
-    return resolve_delta_uri(storage_root, pipeline.tenant_id, pipeline.target["path"])
+    return resolve_delta_uri(storage_root, pipeline.tenant_id, target.path)
 
 
 def to_read(pipeline: Pipeline, storage_root: str) -> PipelineRead:
@@ -49,7 +44,8 @@ def to_read(pipeline: Pipeline, storage_root: str) -> PipelineRead:
     return PipelineRead(
         id=pipeline.id, name=spec.name, source=spec.source, target=spec.target, schedule=spec.schedule,
         state=spec.state, created_at=pipeline.created_at, updated_at=pipeline.updated_at,
-        status=PipelineStatus(next_run_at=pipeline.next_run_at, target_uri=target_uri(pipeline, storage_root),
+        status=PipelineStatus(next_run_at=pipeline.next_run_at,
+                              target_uri=target_uri(pipeline, spec.target, storage_root),
                               consumer_group=pipeline.group_mirror),
     )
 
@@ -101,9 +97,9 @@ def _ensure_name_free(session: Session, ctx: TenantContext, name: str, own_id: u
 def _apply(pipeline: Pipeline, spec: PipelineSpec) -> None:
     stored = _stored(spec)
     pipeline.name = spec.name
-    pipeline.source = stored["source"]
-    pipeline.target = stored["target"]
-    pipeline.schedule = stored["schedule"]
+    pipeline.source_as_written = stored["source"]
+    pipeline.target_as_written = stored["target"]
+    pipeline.schedule_as_written = stored["schedule"]
     pipeline.connection_id = spec.source.connection_id
     pipeline.target_connection_id = spec.target.connection_id if isinstance(spec.target, KafkaTarget) else None
 
@@ -112,12 +108,12 @@ def _set_state(pipeline: Pipeline, state: str) -> None:
     if state != pipeline.state:
         PIPELINE_STATES.check(pipeline.state, state)
         pipeline.state = state
-    pipeline.next_run_at = next_fire(pipeline.schedule, utcnow()) if pipeline.state == "active" else None
+    active = pipeline.state == "active"
+    pipeline.next_run_at = next_fire(definition_of(pipeline).schedule, utcnow()) if active else None
 
 
 def _audit_view(pipeline: Pipeline) -> dict[str, Any]:
-    return {"name": pipeline.name, "source": pipeline.source, "target": pipeline.target,
-            "schedule": pipeline.schedule, "state": pipeline.state}
+    return {"name": pipeline.name, **as_written(pipeline), "state": pipeline.state}
 
 
 def quota_used(session: Session, tenant_id: uuid.UUID) -> int:
@@ -132,7 +128,7 @@ def create_pipeline(
     _check_references(session, ctx, spec, storage_root)
     _ensure_name_free(session, ctx, spec.name)
     pipeline = Pipeline(tenant_id=ctx.tenant_id, name=spec.name, connection_id=spec.source.connection_id,
-                        source={}, target={}, state=spec.state)
+                        source_as_written={}, target_as_written={}, state=spec.state)
     _apply(pipeline, spec)
     _set_state(pipeline, spec.state)
     session.add(pipeline)
@@ -181,7 +177,7 @@ def replace_pipeline(
     before = _audit_view(pipeline)
     if _stored(spec) == _stored(spec_of(pipeline)):
         return pipeline  # a no-op write changes nothing, not even the ETag
-    schedule_changed = spec.model_dump(mode="json")["schedule"] != pipeline.schedule
+    schedule_changed = _stored(spec)["schedule"] != pipeline.schedule_as_written
     _apply(pipeline, spec)
     if spec.state != pipeline.state or schedule_changed:
         _set_state(pipeline, spec.state)
@@ -232,7 +228,7 @@ def delete_pipeline(
     pipeline = get_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id, lock=True)
     check_if_match(if_match, etag(pipeline))
     before = _audit_view(pipeline)
-    group, connection_id = pipeline.source.get("commit_to_group"), pipeline.connection_id
+    group, connection_id = definition_of(pipeline).source.commit_to_group, pipeline.connection_id
     session.delete(pipeline)
     session.flush()  # a 409 here while the pipeline has an active run (api.runs.models)
     record_by(session, ctx, resource_type="pipeline", resource_id=pipeline_id, action="delete", before=before)

@@ -6,7 +6,7 @@ import re
 import uuid
 
 from api.core.errors import ValidationFailed
-from spark_jobs.storage import OBJECT_STORE_SCHEMES
+from spark_jobs.public import OBJECT_STORE_SCHEMES
 
 # Those INLET_STORAGE_ROOT may have (api/core/config.py); a URL must be under the tenant's root anyway.
 ALLOWED_SCHEMES = OBJECT_STORE_SCHEMES | {"file"}

@@ -15,6 +15,7 @@ from api.connections import probe
 from api.connections import service as connections
 from api.connections.models import Connection
 from api.connections.schemas import ConnectionRead, ConnectionSpec, ConnectionTestResult
+from api.connections.secret_payloads import credentials_statuses
 from api.core.errors import (
     Conflict,
     DomainError,
@@ -79,7 +80,7 @@ def _connections_page(caller: SignedIn, *, status: int = 200, form: ConnectionFo
                       errors: FormErrors | None = None) -> Response:
     rows = all_connections(caller)
     return caller.render("connections.html", status=status, connections=rows,
-                         credentials=connections.credentials_statuses(rows, caller.secrets),
+                         credentials=credentials_statuses(rows, caller.secrets),
                          values=(form or ConnectionForm.initial()).values(), errors=errors or FormErrors())
 
 

@@ -27,7 +27,7 @@ HISTORY_PAGE = 20
 
 
 @dataclass(frozen=True)
-class Move:
+class OffsetMoveRow:
     topic: str
     partition: int
     before: int | None
@@ -43,7 +43,7 @@ class OffsetsChange:
     who: str
     how: str
     replay_mode: str
-    moves: list[Move]
+    moves: list[OffsetMoveRow]
 
 
 def _committed(doc: dict[str, Any] | None) -> dict[tuple[str, int], int | None]:
@@ -57,7 +57,8 @@ def history_row(event: AuditEvent, who: str) -> OffsetsChange:
     mode, replay_mode = (str((event.after or {}).get(key, "")) for key in ("mode", "replay_mode"))
     return OffsetsChange(
         at=event.created_at, who=who, how=views.moved(mode), replay_mode=replay_mode,
-        moves=[Move(topic=t, partition=p, before=before.get((t, p)), after=after.get((t, p)), clamped=(t, p) in clamped)
+        moves=[OffsetMoveRow(topic=t, partition=p, before=before.get((t, p)), after=after.get((t, p)),
+                             clamped=(t, p) in clamped)
                for t, p in sorted(before.keys() | after.keys())],
     )
 

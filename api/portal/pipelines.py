@@ -18,6 +18,7 @@ from api.core.pagination import PageParams
 from api.offsets import service as offsets
 from api.offsets.schemas import OffsetsRead
 from api.pipelines import service as pipelines
+from api.pipelines.definition import as_written, definition_of
 from api.pipelines.models import Pipeline
 from api.pipelines.schemas import PipelineRead, PipelineSpec
 from api.portal import charts, pages, views
@@ -75,7 +76,8 @@ def pipelines_page(caller: Viewer, filters: Annotated[PipelineFilters, Query()])
                                            name_contains=filters.name_contains or None,
                                            state=filters.chosen_state or None)
     newest = runs.newest_runs(session=caller.session, ctx=caller.ctx, pipelines=rows)
-    return caller.render("pipelines.html", items=[{"pipeline": row, "last_run": newest.get(row.id)} for row in rows],
+    return caller.render("pipelines.html", items=[{"pipeline": row, "schedule": definition_of(row).schedule,
+                                                   "last_run": newest.get(row.id)} for row in rows],
                          total=total, page=filters.number, pages=max((total + PAGE_SIZE - 1) // PAGE_SIZE, 1),
                          filters=filters.shown())
 
@@ -85,14 +87,11 @@ def _definition(pipeline: PipelineRead | PipelineSpec) -> dict[str, Any]:
     return pipeline.model_dump(mode="json", by_alias=True, include={"name", "source", "target", "schedule", "state"})
 
 
-def _stored(pipeline: Pipeline) -> dict[str, Any]:
-    return {"source": pipeline.source, "target": pipeline.target, "schedule": pipeline.schedule}
-
-
 def _firings(pipeline: Pipeline) -> list[views.Firing]:
     """When the pipeline's schedule fires next: from the slot the scheduler keeps while it is active,
     from now (a resume) while it is paused."""
-    return views.next_fires(pipeline.schedule, first=pipeline.next_run_at if pipeline.state == "active" else None)
+    return views.next_fires(definition_of(pipeline).schedule,
+                            first=pipeline.next_run_at if pipeline.state == "active" else None)
 
 
 def _form_page(caller: SignedIn, form: PipelineForm, *, pipeline: Pipeline | None = None, status: int = 200,
@@ -141,7 +140,7 @@ def edit_pipeline(caller: Editor, pipeline_id: str, form: Annotated[PipelineForm
     before = pipelines.etag(pipeline)
     spec: PipelineSpec | None = None
     try:
-        spec = form.spec(stored=_stored(pipeline))
+        spec = form.spec(stored=as_written(pipeline))
         saved = pipelines.replace_pipeline(session=caller.session, ctx=caller.ctx, pipeline_id=ident, spec=spec,
                                            if_match=form.etag or None, storage_root=root)
     except (ValidationFailed, Conflict, PreconditionFailed) as exc:

@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo
 
 from api.core.db import utcnow
 from api.pipelines.scheduling import next_fire
+from api.pipelines.schemas import CronSchedule, Schedule
 
 NEXT_FIRES_SHOWN = 5
 
@@ -69,12 +70,12 @@ def moved(mode: str) -> str:
     return OFFSETS_MODES.get(mode, mode)
 
 
-def schedule_text(schedule: Mapping[str, Any] | None) -> str:
-    if not schedule:
+def schedule_text(schedule: Schedule | None) -> str:
+    if schedule is None:
         return "manual only"
-    if "cron" in schedule:
-        return f"cron {schedule['cron']} ({schedule.get('timezone', 'UTC')})"
-    return f"every {schedule['interval_seconds']} s"
+    if isinstance(schedule, CronSchedule):
+        return f"cron {schedule.cron} ({schedule.timezone})"
+    return f"every {schedule.interval_seconds} s"
 
 
 @dataclass(frozen=True)
@@ -85,13 +86,13 @@ class Firing:
     local: str
 
 
-def next_fires(schedule: Mapping[str, Any] | None, *, first: datetime | None = None, count: int = NEXT_FIRES_SHOWN,
+def next_fires(schedule: Schedule | None, *, first: datetime | None = None, count: int = NEXT_FIRES_SHOWN,
                now: datetime | None = None) -> list[Firing]:
     """The next ``count`` firings of ``schedule``: from ``first`` (an active pipeline's next slot, which
     the scheduler keeps) or, without it, from ``now`` as a resume would."""
-    if not schedule:
+    if schedule is None:
         return []
-    zone = str(schedule.get("timezone", "UTC")) if "cron" in schedule else "UTC"
+    zone = schedule.timezone if isinstance(schedule, CronSchedule) else "UTC"
     moment = first or next_fire(schedule, now or utcnow())
     out: list[Firing] = []
     while moment is not None and len(out) < count:

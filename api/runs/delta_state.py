@@ -10,7 +10,7 @@ import logging
 
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
-from spark_jobs.storage import Store
+from spark_jobs.public import Store
 
 log = logging.getLogger(__name__)
 

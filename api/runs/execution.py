@@ -3,8 +3,10 @@ spec, record its result; and firing a schedule slot.
 
 Every step takes the caller's session (the worker opens one unit of work per step) and is safe to
 run twice: only one worker can claim a run, and a run whose data already reached Delta (its
-transaction version is there) gets its offsets committed instead of being written again. The
-worker itself only launches ``spark-submit`` and keeps the lease alive (``worker.runner``).
+transaction version is there) gets its offsets committed instead of being written again. A step
+that ends the run (or the slot) says so with an ``Outcome``: a ``Verdict`` and what the worker must
+do next; a failure is a ``RunFailure`` (``api.runs.retry``). The worker itself only launches the
+job and keeps the lease alive (``worker.runner``).
 """
 
 from __future__ import annotations
@@ -13,36 +15,45 @@ import logging
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from sqlmodel import Session, select
 
-from api.connections.service import kafka_client
+from api.connections.client_configs import kafka_client
 from api.core.config import Settings
 from api.core.enqueue import enqueue_run
 from api.kafka.errors import KafkaClientError
+from api.pipelines.definition import definition_of
 from api.pipelines.models import Pipeline
 from api.pipelines.service import target_uri
 from api.runs import fairness, lifecycle, repository
 from api.runs.delta_state import committed_txn_version
 from api.runs.job_spec import build_spec
 from api.runs.models import Run
-from api.runs.planning import Plan, plan_pipeline
+from api.runs.planning import Plan, plan_next_run
 from api.runs.quotas import check_run_rate
-from api.runs.retry import RetryPolicy, error_of
+from api.runs.retry import RetryPolicy, RunFailure, failure_of
+from api.runs.states import RunState, state_of
 from api.secrets.store import SecretStore
 from api.tenancy.quotas import QuotaExceeded, QuotaLimits
-from spark_jobs.spec import RunResult, RunSpec
-from spark_jobs.storage import Store
+from spark_jobs.public import RunResult, RunSpec, Store
 
 log = logging.getLogger(__name__)
+
+
+# What a step or a schedule slot came to: the state a run ended its attempt in (``queued``: to be
+# retried), or why nothing ran: the run was not this worker's to take (``not-claimable``) or to finish
+# (``lost-lease``); the slot's pipeline was paused, or busy with a run, its plan failed, there was
+# nothing new to read, or the tenant was over its runs_per_hour quota.
+Verdict = RunState | Literal["not-claimable", "lost-lease", "paused", "busy", "plan-failed", "nothing-new",
+                             "over-quota"]
 
 
 @dataclass(frozen=True)
 class Outcome:
     """Where a step left the run (or the schedule slot), and what the worker should do next."""
 
-    state: str
+    verdict: Verdict
     run_id: uuid.UUID | None = None
     retry_in_s: float | None = None  # send the run again after this long
     mirror_group_of: uuid.UUID | None = None  # a pipeline whose consumer group should get the new offsets
@@ -59,11 +70,11 @@ class Services:
     def retry(self) -> RetryPolicy:
         return RetryPolicy(max_attempts=self.settings.run_max_attempts, backoff_s=self.settings.run_retry_backoff_s)
 
-    def plan(self, session: Session, pipeline: Pipeline) -> Plan:
+    def plan_now(self, session: Session, pipeline: Pipeline) -> Plan:
         """The pipeline's next ranges, asked of its source cluster now."""
         with kafka_client(session, pipeline.connection_id, self.secrets, timeout_s=self.settings.kafka_timeout_s,
                           egress=self.settings.egress_policy) as client:
-            return plan_pipeline(session, pipeline, client)
+            return plan_next_run(session, pipeline, client)
 
 
 # Steps.
@@ -93,14 +104,14 @@ def pass_token(*, session: Session, services: Services) -> uuid.UUID | None:
     return waiting
 
 
-def plan(*, session: Session, run_id: uuid.UUID, services: Services) -> Outcome | None:
+def plan_claimed_run(*, session: Session, run_id: uuid.UUID, services: Services) -> Outcome | None:
     """Plan a claimed run that has no plan yet; an Outcome when the run ends here (nothing to read,
     or planning failed), None when it goes on to its launch."""
     run, pipeline = _load(session, run_id)
     try:
-        planned = services.plan(session, pipeline)
+        planned = services.plan_now(session, pipeline)
     except Exception as exc:  # every planning failure is recorded on the run
-        return _failed(session, run, error_of(exc), services.retry)
+        return _failed(session, run, failure_of(exc), services.retry)
     if planned.total == 0:
         lifecycle.skip(session, run, planned, "no new records in any partition")
         return Outcome("skipped", run_id)
@@ -113,15 +124,18 @@ def recover_committed(*, session: Session, run_id: uuid.UUID, settings: Settings
     None when the run's data is not in Delta (it must be written)."""
     run = session.get(Run, run_id)
     pipeline = session.get(Pipeline, run.pipeline_id) if run else None
-    if run is None or pipeline is None or pipeline.target["type"] != "delta":
+    if run is None or pipeline is None:
         return None
-    uri = target_uri(pipeline, settings.resolved_storage_root)
+    target = definition_of(pipeline).target
+    if target.type != "delta":
+        return None
+    uri = target_uri(pipeline, target, settings.resolved_storage_root)
     version = committed_txn_version(Store(settings.resolved_storage_options), uri, pipeline.id) if uri else None
     if version is None or version < run.seq:
         return None
     lifecycle.commit_succeeded(session, run, summary={"result": {"already_committed": True, "recovered": True}})
     log.info("run %s was already committed to Delta (version %s); offsets committed", run_id, version)
-    return Outcome(run.state, run_id, mirror_group_of=_mirrored(pipeline))
+    return Outcome(state_of(run.state), run_id, mirror_group_of=_mirrored(pipeline))
 
 
 def prepare_launch(*, session: Session, run_id: uuid.UUID, services: Services) -> RunSpec | Outcome:
@@ -132,7 +146,7 @@ def prepare_launch(*, session: Session, run_id: uuid.UUID, services: Services) -
         _ensure_kafka_target(session, pipeline, services)
         return build_spec(session, run, pipeline, settings=services.settings, secrets=services.secrets)
     except Exception as exc:
-        return _failed(session, run, error_of(exc), services.retry)
+        return _failed(session, run, failure_of(exc), services.retry)
 
 
 def record_result(*, session: Session, run_id: uuid.UUID, worker: str, result: RunResult,
@@ -144,12 +158,15 @@ def record_result(*, session: Session, run_id: uuid.UUID, worker: str, result: R
         return Outcome("lost-lease", run_id)
     if result.status == "succeeded":
         lifecycle.commit_succeeded(session, run, summary=_summary(result))
-        return Outcome(run.state, run_id, mirror_group_of=_mirrored(session.get(Pipeline, run.pipeline_id)))
-    error = result.error.model_dump() if result.error else {"kind": "internal", "message": "no error given"}
-    if error["kind"] == "cancelled":
-        lifecycle.finish(session, run, "cancelled", error=error, result=result.model_dump(mode="json"))
+        mirror = _mirrored(session.get(Pipeline, run.pipeline_id))
+        return Outcome(state_of(run.state), run_id, mirror_group_of=mirror)
+    reported = result.error
+    failure = (RunFailure(reported.kind, reported.message, reported.topic, reported.partition) if reported
+               else RunFailure("internal", "no error given"))
+    if failure.kind == "cancelled":
+        lifecycle.finish(session, run, "cancelled", error=failure, result=result.model_dump(mode="json"))
         return Outcome("cancelled", run_id)
-    return _failed(session, run, error, retry, result=result.model_dump(mode="json"))
+    return _failed(session, run, failure, retry, result=result.model_dump(mode="json"))
 
 
 def fire_schedule(*, session: Session, pipeline_id: uuid.UUID, slot: datetime, services: Services) -> uuid.UUID | Outcome:
@@ -166,9 +183,9 @@ def fire_schedule(*, session: Session, pipeline_id: uuid.UUID, slot: datetime, s
     if (over := _over_rate(session, pipeline, slot, quotas, lock=False)) is not None:
         return over  # known before asking Kafka anything
     try:
-        planned = services.plan(session, pipeline)
+        planned = services.plan_now(session, pipeline)
     except Exception as exc:
-        log.warning("schedule of pipeline %s: planning failed: %s", pipeline_id, error_of(exc)["message"])
+        log.warning("schedule of pipeline %s: planning failed: %s", pipeline_id, failure_of(exc).message)
         return Outcome("plan-failed")
     if planned.total == 0:
         lifecycle.initialize_positions(session, pipeline, planned)
@@ -208,29 +225,30 @@ def _ensure_kafka_target(session: Session, pipeline: Pipeline, services: Service
 
     Only a definite answer stops the run here (the topic is missing, or creating it was refused):
     a cluster that cannot be asked now fails the job the same way, with the job's own diagnosis."""
-    if pipeline.target["type"] != "kafka" or pipeline.target_connection_id is None:
+    target = definition_of(pipeline).target
+    if target.type != "kafka":
         return
     try:
-        with kafka_client(session, pipeline.target_connection_id, services.secrets,
+        with kafka_client(session, target.connection_id, services.secrets,
                           timeout_s=services.settings.kafka_timeout_s, egress=services.settings.egress_policy) as client:
-            client.ensure_topic(pipeline.target["topic"], pipeline.target.get("create_topic"))
+            client.ensure_topic(target.topic, target.create_topic)
     except KafkaClientError as exc:
         if exc.kind in ("target_missing", "target_refused"):
             raise
         log.info("target topic of pipeline %s not checked (%s); the job will say", pipeline.id, exc.kind)
 
 
-def _failed(session: Session, run: Run, error: dict[str, Any], retry: RetryPolicy, **values: Any) -> Outcome:
-    delay = retry.retry_in(error["kind"], run.attempt)
+def _failed(session: Session, run: Run, failure: RunFailure, retry: RetryPolicy, **values: Any) -> Outcome:
+    delay = retry.retry_in(failure.kind, run.attempt)
     if delay is not None:
-        lifecycle.requeue(session, run, error=error, delay_s=delay, figures_of=values)
+        lifecycle.requeue(session, run, error=failure, delay_s=delay, figures_of=values)
         return Outcome("queued", run.id, retry_in_s=delay)
-    lifecycle.finish(session, run, "failed", error=error, **values)
+    lifecycle.finish(session, run, "failed", error=failure, **values)
     return Outcome("failed", run.id)
 
 
 def _mirrored(pipeline: Pipeline | None) -> uuid.UUID | None:
-    return pipeline.id if pipeline is not None and pipeline.source.get("commit_to_group") else None
+    return pipeline.id if pipeline is not None and definition_of(pipeline).source.commit_to_group else None
 
 
 def _summary(result: RunResult) -> dict[str, Any]:

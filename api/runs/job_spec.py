@@ -5,16 +5,27 @@ from __future__ import annotations
 
 from sqlmodel import Session
 
-from api.connections.service import RegistryMissing, client_config, referenced_connection, registry_config
+from api.connections.client_configs import RegistryMissing, client_config, registry_config
+from api.connections.service import referenced_connection
 from api.core.config import Settings
+from api.pipelines.definition import definition_of
 from api.pipelines.models import Pipeline
 from api.pipelines.schemas import registry_subject
-from api.pipelines.service import spec_of, target_uri
+from api.pipelines.service import target_uri
 from api.runs.delta_state import app_id
 from api.runs.models import Run
 from api.runs.planning import Plan
 from api.secrets.store import SecretStore
-from spark_jobs.spec import DeltaTarget, Egress, KafkaSource, KafkaTarget, Registry, RunSpec, SubjectRef, Txn
+from spark_jobs.public import (
+    DeltaTargetSpec,
+    Egress,
+    KafkaTargetSpec,
+    RegistrySpec,
+    RunSpec,
+    SourceSpec,
+    SubjectRef,
+    Txn,
+)
 
 
 def quarantine_uri(table_uri: str) -> str:
@@ -25,37 +36,37 @@ def quarantine_uri(table_uri: str) -> str:
 def build_spec(session: Session, run: Run, pipeline: Pipeline, *, settings: Settings, secrets: SecretStore) -> RunSpec:
     plan = Plan.from_json(run.plan or {"partitions": []})
     source_conn = referenced_connection(session, pipeline.connection_id)
-    source = spec_of(pipeline).source  # the stored source holds only what its author wrote
+    definition = definition_of(pipeline)
+    source = definition.source
     subjects = {part: SubjectRef(subject=found[0], version=found[1])
                 for part in ("value", "key") if (found := registry_subject(source, part)) is not None}
     registry = registry_config(source_conn, secrets, version=run.source_credentials_version) if subjects else None
     if subjects and registry is None:
         raise RegistryMissing(source_conn)
-    spec_source = KafkaSource(
+    spec_source = SourceSpec(
         kafka_config=client_config(source_conn, secrets, version=run.source_credentials_version).librdkafka_config(),
         ranges=plan.ranges(),
         value_format=source.value_format,
         schema_=source.schema_,
         include_headers=source.include_headers,
-        registry=Registry(**{k: v for k, v in vars(registry).items() if k != "egress"}) if registry else None,
+        registry=RegistrySpec.of(registry) if registry else None,
         value_subject=subjects.get("value"),
         key_format=source.key_format,
         key_subject=subjects.get("key"),
         on_data_loss=source.on_data_loss,
     )
-    target: DeltaTarget | KafkaTarget
-    if pipeline.target["type"] == "delta":
-        uri = target_uri(pipeline, settings.resolved_storage_root)
+    target: DeltaTargetSpec | KafkaTargetSpec
+    if definition.target.type == "delta":
+        uri = target_uri(pipeline, definition.target, settings.resolved_storage_root)
         assert uri is not None
-        target = DeltaTarget(uri=uri, partition_by=pipeline.target.get("partition_by", []),
-                             quarantine_uri=quarantine_uri(uri), replace_ranges=run.replace_ranges,
-                             storage_options=settings.resolved_storage_options)
+        target = DeltaTargetSpec(uri=uri, partition_by=list(definition.target.partition_by),
+                                 quarantine_uri=quarantine_uri(uri), replace_ranges=run.replace_ranges,
+                                 storage_options=settings.resolved_storage_options)
     else:
-        assert pipeline.target_connection_id is not None  # a Kafka target names its connection (validated)
-        target_conn = referenced_connection(session, pipeline.target_connection_id)
-        target = KafkaTarget(
+        target_conn = referenced_connection(session, definition.target.connection_id)
+        target = KafkaTargetSpec(
             kafka_config=client_config(target_conn, secrets, version=run.target_credentials_version).librdkafka_config(),
-            topic=pipeline.target["topic"],
+            topic=definition.target.topic,
         )
     return RunSpec(
         run_id=str(run.id), pipeline_id=str(pipeline.id), txn=Txn(app_id=app_id(pipeline.id), version=run.seq),

@@ -14,7 +14,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import and_, func, update
 from sqlalchemy.exc import IntegrityError
@@ -29,6 +29,7 @@ from api.pipelines.service import record_observed_lag
 from api.runs import notifications, repository
 from api.runs.models import Run, RunLogChunk
 from api.runs.planning import Plan
+from api.runs.retry import RunFailure
 from api.runs.states import RUN_STATES, RunTrigger
 from api.usage import service as usage
 
@@ -137,7 +138,7 @@ def _observe_lag(session: Session, run: Run, plan: Plan) -> None:
         record_observed_lag(session, pipeline, sum(max(p.latest - p.end, 0) for p in plan.partitions))
 
 
-def _meter(session: Session, run: Run, outcome: usage.Outcome, values: Mapping[str, Any], *,
+def _meter(session: Session, run: Run, outcome: usage.AttemptOutcome, values: Mapping[str, Any], *,
            ran_until: datetime | None = None, ran: bool = True) -> None:
     """Count the attempt that just ended (``values``: what it is ended with, the job's result among
     them) in the usage ledger. Its wall time runs from the worker's claim; a run that never ran has none
@@ -159,8 +160,8 @@ def commit_succeeded(session: Session, run: Run, *, summary: dict[str, Any]) -> 
         ledger.commit_run(session, run_id=run.id, pipeline_id=run.pipeline_id, tenant_id=run.tenant_id,
                           planned=plan.partitions, replaced=run.replace_ranges)
     except ledger.OffsetConflict as exc:
-        finish(session, run, "failed", error={"kind": "offset_conflict", "message": str(exc),
-                                              "topic": exc.topic, "partition": exc.partition}, figures_of=summary)
+        finish(session, run, "failed", error=RunFailure("offset_conflict", str(exc), exc.topic, exc.partition),
+               figures_of=summary)
         return False
     _observe_lag(session, run, plan)
     after_failed_attempt = run.error is not None  # an earlier attempt failed and was retried
@@ -186,30 +187,32 @@ def skip(session: Session, run: Run, plan: Plan, reason: str) -> bool:
     run.plan = plan.to_json()
     session.add(run)
     if not _transition(session, run, "skipped", finished_at=utcnow(), lease_expires_at=None,
-                       error={"kind": "nothing_to_read", "message": reason}):
+                       error=RunFailure("nothing_to_read", reason).to_json()):
         return False
     _meter(session, run, "skipped", {})
     return True
 
 
-def finish(session: Session, run: Run, state: str, *, error: dict[str, Any] | None = None,
+def finish(session: Session, run: Run, state: Literal["failed", "cancelled"], *, error: RunFailure,
            figures_of: Mapping[str, Any] | None = None, **values: Any) -> bool:
-    """End the run ``state`` (failed or cancelled), metered with ``figures_of`` (default: ``values``)."""
+    """End the run ``state``, metered with ``figures_of`` (default: ``values``)."""
     ran = run.state == "running"  # a queued run cancelled (or failed) before its claim ran no time
-    if not _transition(session, run, state, finished_at=utcnow(), lease_expires_at=None, error=error, **values):
+    if not _transition(session, run, state, finished_at=utcnow(), lease_expires_at=None, error=error.to_json(),
+                       **values):
         return False
     _meter(session, run, "cancelled" if state == "cancelled" else "failed",
            figures_of if figures_of is not None else values, ran=ran)
     if state == "failed":
-        notifications.run_failed(session, run, error or {}, retry_at=None)
+        notifications.run_failed(session, run, error, retry_at=None)
     return True
 
 
-def requeue(session: Session, run: Run, *, error: dict[str, Any], delay_s: float,
+def requeue(session: Session, run: Run, *, error: RunFailure, delay_s: float,
             figures_of: Mapping[str, Any] | None = None) -> bool:
     """Retry the same plan later (a transient failure); the failed attempt is metered as retried."""
     retry_at = utcnow() + timedelta(seconds=delay_s)
-    if not _transition(session, run, "queued", worker=None, lease_expires_at=None, error=error, not_before=retry_at):
+    if not _transition(session, run, "queued", worker=None, lease_expires_at=None, error=error.to_json(),
+                       not_before=retry_at):
         return False
     _meter(session, run, "retried", figures_of or {})
     notifications.run_failed(session, run, error, retry_at=retry_at)

@@ -20,6 +20,7 @@ from sqlmodel import Session, col, select
 
 from api.pipelines.models import Pipeline
 from api.runs.models import Run
+from api.runs.retry import RunFailure
 from api.webhooks.events import emit
 
 _STREAK_LIMIT = 100  # failed runs counted back at most
@@ -31,9 +32,9 @@ def _about(session: Session, run: Run) -> dict[str, Any]:
             "run_id": str(run.id), "run_seq": run.seq, "attempt": run.attempt, "trigger": run.trigger}
 
 
-def run_failed(session: Session, run: Run, error: dict[str, Any], *, retry_at: datetime | None) -> None:
+def run_failed(session: Session, run: Run, failure: RunFailure, *, retry_at: datetime | None) -> None:
     emit(session, run.tenant_id, "run.failed", _about(session, run) | {
-        "failure_kind": error.get("kind", "internal"), "topic": error.get("topic"), "partition": error.get("partition"),
+        "failure_kind": failure.kind, "topic": failure.topic, "partition": failure.partition,
         "will_retry": retry_at is not None, "retry_at": retry_at.isoformat() if retry_at else None,
     })
 

@@ -2,7 +2,7 @@
 broker's watermarks, capped like Spark's ``maxOffsetsPerTrigger``.
 
 ``compute_plan`` is pure (all inputs given) so that its rules are tested without a broker;
-``plan_pipeline`` gathers the inputs from Kafka and the database. A partition never read before
+``plan_next_run`` gathers the inputs from Kafka and the database. A partition never read before
 starts where the source says (``api.ledger.positions``), and the position found on its first plan is
 kept (``api.ledger.service.record_starts``).
 """
@@ -19,7 +19,9 @@ from api.kafka.client import KafkaClient, Partition
 from api.ledger import service as ledger
 from api.ledger.positions import partitions_to_read, starting_offset, starting_positions
 from api.ledger.service import RangesByTopic
+from api.pipelines.definition import definition_of
 from api.pipelines.models import Pipeline
+from api.pipelines.schemas import KafkaSource
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,7 @@ class Plan:
 
 def compute_plan(
     *,
-    source: dict[str, Any],
+    source: KafkaSource,
     committed: dict[Partition, int],
     watermarks: dict[Partition, tuple[int, int]],
     max_offsets: int | None,
@@ -83,7 +85,7 @@ def compute_plan(
         elif positions is not None and tp in positions:
             starts[tp] = positions[tp]
         else:
-            starts[tp] = starting_offset(source.get("starting_offsets", "earliest"), tp, earliest, latest)
+            starts[tp] = starting_offset(source.starting_offsets, tp, earliest, latest)
     # A start past the latest offset (a recreated topic) reads nothing rather than guessing.
     ends = {tp: max(starts[tp], latest) for tp, (_, latest) in watermarks.items()}
     backlog = sum(ends[tp] - starts[tp] for tp in watermarks)
@@ -101,16 +103,17 @@ def compute_plan(
     ])
 
 
-def plan_pipeline(session: Session, pipeline: Pipeline, client: KafkaClient) -> Plan:
+def plan_next_run(session: Session, pipeline: Pipeline, client: KafkaClient) -> Plan:
     """The next run's ranges: from the ledger's committed offsets to the cluster's watermarks now."""
-    partitions = partitions_to_read(client.list_topics(), pipeline.source)
+    source = definition_of(pipeline).source
+    partitions = partitions_to_read(client.list_topics(), source)
     committed = ledger.committed(session, pipeline.id)
     watermarks = client.watermarks(partitions)
     never_read = [tp for tp in partitions if tp not in committed]
     return compute_plan(
-        source=pipeline.source,
+        source=source,
         committed=committed,
         watermarks=watermarks,
-        max_offsets=pipeline.source.get("max_offsets_per_run"),
-        positions=starting_positions(client, pipeline.source, never_read, watermarks),
+        max_offsets=source.max_offsets_per_run,
+        positions=starting_positions(client, source, never_read, watermarks),
     )

@@ -1,17 +1,19 @@
 """A failed run's fate: what kind of failure it was, and whether the same plan is tried again.
 
-A failure is recorded as ``{"kind", "message"}``. Kinds a pause can cure (a cluster or the secret
-backend briefly unreachable, a job that crashed) are retried with exponential backoff up to the
-attempt limit; every other kind fails the run for good, because retrying cannot help (credentials
-refused, a topic missing, data lost).
+A failure is a ``RunFailure``: its kind and message (and the partition it concerns, where one does),
+recorded on the run as ``error``. Kinds a pause can cure (a cluster or the secret backend briefly
+unreachable, a job that crashed) are retried with exponential backoff up to the attempt limit; every
+other kind fails the run for good, because retrying cannot help (credentials refused, a topic
+missing, data lost).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from api.connections.service import CredentialsMissing, RegistryMissing
+from api.connections.client_configs import RegistryMissing
+from api.connections.secret_payloads import CredentialsMissing
 from api.kafka.errors import KafkaClientError, KafkaTimeout, KafkaUnavailable
 from api.secrets.store import SecretBackendRefused, SecretBackendUnavailable
 
@@ -20,21 +22,36 @@ TRANSIENT_KINDS = frozenset({"kafka_unavailable", "crashed", "secret_backend_una
                              "registry_unavailable", "schema_changed"})
 
 
-def error_of(exc: Exception) -> dict[str, Any]:
-    """The recorded failure of an exception raised while planning or preparing a run."""
+@dataclass(frozen=True)
+class RunFailure:
+    """Why an attempt of a run ended without success (``kind`` decides a retry), in words a user can act
+    on, and the partition it concerns where it concerns one."""
+
+    kind: str
+    message: str
+    topic: str | None = None
+    partition: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """As a run's ``error`` column keeps it."""
+        return asdict(self)
+
+
+def failure_of(exc: Exception) -> RunFailure:
+    """The failure of an exception raised while planning or preparing a run."""
     if isinstance(exc, (KafkaUnavailable, KafkaTimeout)):
-        return {"kind": "kafka_unavailable", "message": str(exc)}
+        return RunFailure("kafka_unavailable", str(exc))
     if isinstance(exc, KafkaClientError):
-        return {"kind": f"kafka_{exc.kind}", "message": str(exc)}
+        return RunFailure(f"kafka_{exc.kind}", str(exc))
     if isinstance(exc, SecretBackendUnavailable):
-        return {"kind": "secret_backend_unavailable", "message": exc.detail}
+        return RunFailure("secret_backend_unavailable", exc.detail)
     if isinstance(exc, SecretBackendRefused):  # an operator must act: retrying cannot help
-        return {"kind": "secret_backend_refused", "message": exc.detail}
+        return RunFailure("secret_backend_refused", exc.detail)
     if isinstance(exc, CredentialsMissing):
-        return {"kind": "credentials_missing", "message": exc.detail}
+        return RunFailure("credentials_missing", exc.detail)
     if isinstance(exc, RegistryMissing):
-        return {"kind": "registry_missing", "message": exc.detail}
-    return {"kind": "internal", "message": type(exc).__name__}
+        return RunFailure("registry_missing", exc.detail)
+    return RunFailure("internal", type(exc).__name__)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from api.pipelines.service import get_pipeline
 from api.runs import lifecycle
 from api.runs.models import Run, RunLogChunk
 from api.runs.quotas import check_run_rate
+from api.runs.retry import RunFailure
 from api.runs.schemas import RunPartition, RunRead
 from api.runs.states import TERMINAL_STATES
 from api.tenancy.quotas import QuotaLimits
@@ -77,7 +78,7 @@ def cancel_run(*, session: Session, ctx: TenantContext, run_id: uuid.UUID) -> Ru
         raise InvalidTransition(f"Run {run.id} is already {run.state}", current_state=run.state,
                                 requested_state="cancelled")
     if run.state == "queued":
-        lifecycle.finish(session, run, "cancelled", error={"kind": "cancelled", "message": "cancelled before it started"})
+        lifecycle.finish(session, run, "cancelled", error=RunFailure("cancelled", "cancelled before it started"))
     else:
         run.cancel_requested = True
         session.add(run)

@@ -11,6 +11,16 @@ RunTrigger = Literal["manual", "schedule"]
 
 ACTIVE_STATES: tuple[RunState, ...] = ("queued", "running")  # at most one per pipeline (a unique index)
 TERMINAL_STATES = frozenset(get_args(RunState)) - frozenset(ACTIVE_STATES)
+_BY_NAME: dict[str, RunState] = {state: state for state in get_args(RunState)}
+
+
+def state_of(value: str) -> RunState:
+    """A run row's ``state`` as the ``RunState`` it is (the column is text)."""
+    try:
+        return _BY_NAME[value]
+    except KeyError:
+        raise ValueError(f"{value!r} is not a run state") from None
+
 
 RUN_STATES = TransitionTable(
     "run",

@@ -27,7 +27,7 @@ from api.tenancy import service as tenancy
 from api.usage.models import COUNTERS, DURATION_BUCKETS, DURATION_COLUMNS, UsageHour, UsageTotal
 from api.usage.schemas import RunsByOutcome, UsageFigures, UsageReport, UsageRow
 
-Outcome = Literal["succeeded", "failed", "retried", "cancelled", "skipped"]
+AttemptOutcome = Literal["succeeded", "failed", "retried", "cancelled", "skipped"]
 Granularity = Literal["hour", "day"]
 
 # The widest range one report covers: an hour's rows for a month, a day's for a year.
@@ -91,7 +91,7 @@ def _upsert(session: Session, table: Table, keys: dict[str, Any], increments: di
 
 
 def meter(
-    session: Session, *, tenant_id: uuid.UUID, pipeline_id: uuid.UUID, pipeline_name: str, outcome: Outcome,
+    session: Session, *, tenant_id: uuid.UUID, pipeline_id: uuid.UUID, pipeline_name: str, outcome: AttemptOutcome,
     figures: Figures, wall_s: float, at: datetime,
 ) -> None:
     """Add one ended attempt to its pipeline's hour (the hour ``at`` falls in) and its total."""

@@ -9,7 +9,7 @@ for a receiver):
    host resolved and checked, the connection made to the checked address). The receiver's body is
    never read.
 3. ``record_attempt``, in a unit of work: 2xx is ``succeeded``; anything else is tried again after
-   ``RetryPolicy.delay`` (30 s doubling to 1 h apart by default) until ``for_s`` after the event
+   ``DeliveryRetryPolicy.delay`` (30 s doubling to 1 h apart by default) until ``for_s`` after the event
    (a day), then ``failed``.
 
 Every attempt carries the event's id as ``webhook-id``: at least once, and a repeat is recognisable.
@@ -38,7 +38,7 @@ from api.webhooks import signing
 from api.webhooks.destinations import host_allowed
 from api.webhooks.models import Webhook, WebhookDelivery, WebhookEvent
 from api.webhooks.schemas import TEST_EVENT
-from spark_jobs.egress import EgressRefused
+from spark_jobs.public import EgressRefused
 
 USER_AGENT = "Inlet-Webhooks/1"
 ATTEMPT_LEASE_S = 120.0  # an attempt not recorded by then is lost (its worker died): the scheduler sends it again
@@ -47,13 +47,13 @@ LOST_AFTER_S = 60.0  # a delivery due this long and not sent since is sent again
 
 
 @dataclass(frozen=True)
-class RetryPolicy:
+class DeliveryRetryPolicy:
     base_s: float
     max_s: float
     for_s: float
 
     @classmethod
-    def of(cls, settings: Settings) -> RetryPolicy:
+    def of(cls, settings: Settings) -> DeliveryRetryPolicy:
         return cls(base_s=settings.webhook_retry_base_s, max_s=settings.webhook_retry_max_s,
                    for_s=settings.webhook_retry_for_s)
 
@@ -88,7 +88,7 @@ class AttemptResult:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class DeliveryOutcome:
     """Where an attempt left the delivery: ``succeeded``, ``pending`` (again after ``retry_in_s``),
     ``failed``; or why nothing was sent: ``not-due`` (another copy has it, or its time has not
     come), ``gone`` (its webhook was deleted), ``lost-lease``."""
@@ -112,16 +112,16 @@ def _finish(session: Session, delivery: WebhookDelivery, state: str, **values: A
     ).values(state=state, next_attempt_at=None, finished_at=utcnow(), **values)) == 1
 
 
-def claim_attempt(*, session: Session, delivery_id: uuid.UUID, allowed_hosts: list[str]) -> Attempt | Outcome:
+def claim_attempt(*, session: Session, delivery_id: uuid.UUID, allowed_hosts: list[str]) -> Attempt | DeliveryOutcome:
     """Take the delivery's next attempt, if it is pending and due and no other copy took it."""
     now = utcnow()
     delivery = session.get(WebhookDelivery, delivery_id)
     if delivery is None:
-        return Outcome("gone")
+        return DeliveryOutcome("gone")
     if delivery.state != "pending":
-        return Outcome(delivery.state)
+        return DeliveryOutcome(delivery.state)
     if delivery.next_attempt_at is not None and delivery.next_attempt_at > now + timedelta(seconds=EARLY_S):
-        return Outcome("not-due")
+        return DeliveryOutcome("not-due")
     webhook, event = session.get(Webhook, delivery.webhook_id), session.get(WebhookEvent, delivery.event_id)
     assert webhook is not None and event is not None  # deliveries are deleted with either (cascade)
     refused = None
@@ -130,14 +130,14 @@ def claim_attempt(*, session: Session, delivery_id: uuid.UUID, allowed_hosts: li
     elif not host_allowed(webhook.url, allowed_hosts):
         refused = "the URL's host is not one webhooks may be sent to (INLET_WEBHOOK_ALLOWED_HOSTS)"
     if refused is not None:
-        return Outcome("failed" if _finish(session, delivery, "failed", last_error=refused) else "not-due")
+        return DeliveryOutcome("failed" if _finish(session, delivery, "failed", last_error=refused) else "not-due")
     number = delivery.attempts + 1
     won = rows_changed(session, update(WebhookDelivery).where(
         col(WebhookDelivery.id) == delivery.id, col(WebhookDelivery.state) == "pending",
         col(WebhookDelivery.attempts) == number - 1,
     ).values(attempts=number, last_attempt_at=now, next_attempt_at=now + timedelta(seconds=ATTEMPT_LEASE_S))) == 1
     if not won:
-        return Outcome("not-due")
+        return DeliveryOutcome("not-due")
     versions: tuple[int, ...] = (webhook.secret_version,) if webhook.secret_version is not None else ()
     if (webhook.previous_secret_version is not None and webhook.previous_secret_until is not None
             and webhook.previous_secret_until > now):
@@ -184,25 +184,26 @@ def send(attempt: Attempt, *, secrets: SecretStore, client: httpx.Client) -> Att
     return AttemptResult(status, latency_ms, error)
 
 
-def record_attempt(*, session: Session, attempt: Attempt, result: AttemptResult, policy: RetryPolicy) -> Outcome:
+def record_attempt(*, session: Session, attempt: Attempt, result: AttemptResult,
+                   policy: DeliveryRetryPolicy) -> DeliveryOutcome:
     """Keep what the attempt got; schedule the next one, or end the delivery."""
     delivery = session.get(WebhookDelivery, attempt.delivery_id)
     if delivery is None:
-        return Outcome("gone")
+        return DeliveryOutcome("gone")
     if delivery.state != "pending" or delivery.attempts != attempt.number:
-        return Outcome("lost-lease")
+        return DeliveryOutcome("lost-lease")
     answer = {"response_status": result.status, "latency_ms": result.latency_ms, "last_error": result.error}
     if result.ok:
-        return Outcome("succeeded" if _finish(session, delivery, "succeeded", **answer) else "lost-lease")
+        return DeliveryOutcome("succeeded" if _finish(session, delivery, "succeeded", **answer) else "lost-lease")
     now = utcnow()
     delay = policy.delay(attempt.number)
     if now + timedelta(seconds=delay) > attempt.event_at + timedelta(seconds=policy.for_s):
-        return Outcome("failed" if _finish(session, delivery, "failed", **answer) else "lost-lease")
+        return DeliveryOutcome("failed" if _finish(session, delivery, "failed", **answer) else "lost-lease")
     changed = rows_changed(session, update(WebhookDelivery).where(
         col(WebhookDelivery.id) == delivery.id, col(WebhookDelivery.state) == "pending",
         col(WebhookDelivery.attempts) == attempt.number,
     ).values(next_attempt_at=now + timedelta(seconds=delay), dispatched_at=now, **answer))
-    return Outcome("pending", retry_in_s=delay) if changed == 1 else Outcome("lost-lease")
+    return DeliveryOutcome("pending", retry_in_s=delay) if changed == 1 else DeliveryOutcome("lost-lease")
 
 
 def lost_deliveries(session: Session, *, limit: int) -> list[uuid.UUID]:

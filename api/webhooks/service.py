@@ -39,7 +39,7 @@ from api.webhooks.events import add_deliveries
 from api.webhooks.models import Webhook, WebhookDelivery, WebhookEvent
 from api.tenancy.quotas import QuotaLimits, enforce
 from api.webhooks.schemas import TEST_EVENT, DeliveryRead, DeliveryState, WebhookRead, WebhookSpec
-from spark_jobs.egress import EgressPolicy
+from spark_jobs.public import EgressPolicy
 
 ROTATION_OVERLAP = timedelta(hours=24)
 RESOURCE_TYPE = "webhook"

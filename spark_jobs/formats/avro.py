@@ -34,6 +34,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from spark_jobs.formats import UnsupportedSchema
+
 _PRIMITIVES: dict[str, pa.DataType] = {
     "boolean": pa.bool_(), "int": pa.int32(), "long": pa.int64(), "float": pa.float32(), "double": pa.float64(),
     "bytes": pa.binary(), "string": pa.string(), "null": pa.null(),
@@ -51,10 +53,6 @@ _LOGICAL: dict[str, pa.DataType] = {
 _AS_READ: dict[str, pa.DataType] = {
     **_LOGICAL, "timestamp-millis": pa.timestamp("ms", tz="UTC"), "local-timestamp-millis": pa.timestamp("ms"),
 }
-
-
-class UnsupportedSchema(ValueError):
-    """A schema Inlet cannot map to columns; the message names the part."""
 
 
 def load(schema: str) -> Any:

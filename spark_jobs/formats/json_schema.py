@@ -28,11 +28,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from spark_jobs.formats import UnsupportedSchema
+
 _JSON_TEXT = pa.string()
-
-
-class UnsupportedSchema(ValueError):
-    """A schema Inlet cannot map to columns; the message names the part."""
 
 
 class Misfit(ValueError):

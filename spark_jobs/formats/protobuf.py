@@ -39,6 +39,8 @@ import pyarrow as pa
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
+from spark_jobs.formats import UnsupportedSchema
+
 _WELL_KNOWN = "google/protobuf/"
 _TIMESTAMP = "google.protobuf.Timestamp"
 
@@ -61,10 +63,6 @@ _SCALARS: dict[int, pa.DataType] = {
     FieldDescriptor.TYPE_ENUM: pa.string(),
 }
 _UNSIGNED_64 = (FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_FIXED64)
-
-
-class UnsupportedSchema(ValueError):
-    """A schema Inlet cannot map to columns; the message names the part."""
 
 
 def file_pool(files: list[bytes]) -> tuple[descriptor_pool.DescriptorPool, descriptor_pb2.FileDescriptorProto]:

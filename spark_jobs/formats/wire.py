@@ -59,7 +59,7 @@ class SubjectSchema:
 def resolve(config: RegistryConfig, part: Part, fmt: RegistryFormat, subject: str, version: int | Literal["latest"]) -> SubjectSchema:
     """The subject's schema at ``version``, with its columns; ``schema_incompatible`` where the schema
     cannot be columns (a recursive type, a reference Inlet cannot follow)."""
-    from spark_jobs.formats import avro, json_schema, protobuf
+    from spark_jobs.formats import UnsupportedSchema, avro, json_schema, protobuf
 
     with RegistryClient(config) as registry:
         schema = registry.version(subject, version)
@@ -71,20 +71,20 @@ def resolve(config: RegistryConfig, part: Part, fmt: RegistryFormat, subject: st
         try:
             if fmt == "avro":
                 if schema.references:
-                    raise avro.UnsupportedSchema("Avro schema references are not supported")
+                    raise UnsupportedSchema("Avro schema references are not supported")
                 arrow = avro.arrow_type(avro.load(schema.schema))
                 read_type = avro.arrow_type(avro.load(schema.schema), as_read=True)
             elif fmt == "protobuf":
                 if schema.references:
-                    raise protobuf.UnsupportedSchema("Protobuf schema references to other subjects are not supported")
+                    raise UnsupportedSchema("Protobuf schema references to other subjects are not supported")
                 files = (registry.serialized_protobuf(schema.id),)
                 pool, file = protobuf.file_pool(list(files))
                 arrow = protobuf.arrow_type(protobuf.message_at(pool, file, [0]))
             else:
                 if schema.references:
-                    raise json_schema.UnsupportedSchema("JSON Schema references to other subjects are not supported")
+                    raise UnsupportedSchema("JSON Schema references to other subjects are not supported")
                 arrow = json_schema.arrow_type(json_schema.load(schema.schema))
-        except ValueError as exc:  # the formats' UnsupportedSchema, and unparseable schemas
+        except ValueError as exc:  # UnsupportedSchema, and unparseable schemas
             raise JobError("schema_incompatible", f"subject {subject!r} version {schema.version}: {exc}") from None
     assert schema.version is not None  # asked by subject and version
     return SubjectSchema(part, fmt, subject, schema.version, schema, version == "latest", arrow, files,

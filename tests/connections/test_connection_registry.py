@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from sqlmodel import Session
 
 from api.connections.models import Connection
-from api.connections.service import registry_config
+from api.connections.client_configs import registry_config
 from tests.factories import (
     PASSWORD,
     assert_auth_refused,

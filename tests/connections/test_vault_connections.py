@@ -19,7 +19,7 @@ from sqlalchemy import event, select
 from sqlmodel import Session
 
 from api.connections.models import Connection
-from api.connections.service import client_config, registry_config
+from api.connections.client_configs import client_config, registry_config
 from api.main import create_app
 from api.models import metadata
 from tests.factories import PASSWORD, connection_body, create_connection

@@ -20,6 +20,7 @@ from api.core.enqueue import bind
 from api.pipelines.models import Pipeline
 from api.runs import execution, lifecycle, repository
 from api.runs.models import Run
+from api.runs.retry import RunFailure
 from tests.factories import Tenant, create_connection, create_pipeline, make_tenant, operator
 from tests.faults.helpers import sandbox_pipeline, trigger
 from tests.fixtures.dispatch import RecordingDispatcher
@@ -57,7 +58,7 @@ def _finish(client: TestClient, run_id: uuid.UUID) -> None:
     with unit_of_work(client.app.state.engine) as session:  # type: ignore[attr-defined]
         run = session.get(Run, run_id)
         assert run is not None
-        assert lifecycle.finish(session, run, "cancelled", error={"kind": "cancelled", "message": "by the test"})
+        assert lifecycle.finish(session, run, "cancelled", error=RunFailure("cancelled", "by the test"))
 
 
 def _runs(client: TestClient) -> dict[uuid.UUID, Run]:
@@ -162,7 +163,7 @@ def test_a_run_waiting_for_its_retry_is_not_taken(client: TestClient, tenant: Te
     assert _claim(client, "w", a[0]) == a[0]
     with unit_of_work(client.app.state.engine) as session:  # type: ignore[attr-defined]
         run = session.get(Run, a[0])
-        assert run is not None and lifecycle.requeue(session, run, error={"kind": "kafka_unreachable", "message": "t"},
+        assert run is not None and lifecycle.requeue(session, run, error=RunFailure("kafka_unreachable", "t"),
                                                      delay_s=60)
     assert _claim(client, "w", a[0]) is None
 

@@ -89,7 +89,7 @@ def test_a_schema_nested_too_deep_is_a_422_naming_the_limit(client: TestClient, 
     connection = create_connection(client, tenant)
     body = pipeline_body(connection["id"], source={"connection_id": connection["id"], "topics": ["orders"],
                                                    "value_format": "json", "schema": _nested_struct(depth)})
-    problem = assert_problem(client.post("/pipelines", json=body, headers=tenant.editor), 422, fields={"source"})
+    problem = assert_problem(client.post("/pipelines", json=body, headers=tenant.editor), 422, fields={"source.schema"})
     assert [e["message"] for e in problem["errors"]] == [
         f"Value error, schema: types nest more than 64 deep (at character {3 + 10 * 64})"]
 

@@ -18,7 +18,7 @@ from api.kafka import (
     TopicNotFound,
 )
 from api.ledger.positions import partitions_to_read
-from tests.factories import LOOPBACK_ALLOWED
+from tests.factories import LOOPBACK_ALLOWED, kafka_source
 from tests.fixtures.kafka import produce_keyed
 
 CA = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"
@@ -114,18 +114,18 @@ def test_topics_and_pattern_resolution(client, kafka_topic) -> None:
 
     topics = client.list_topics()
     assert topics[orders] == 6 and topics[refunds] == 2
-    assert partitions_to_read(client.list_topics(), {"topics": [orders]}) == [(orders, p) for p in range(6)]
-    matched = partitions_to_read(client.list_topics(), {"topic_pattern": r"orders-[0-9a-f]{12}"})
+    assert partitions_to_read(client.list_topics(), kafka_source(topics=[orders])) == [(orders, p) for p in range(6)]
+    matched = partitions_to_read(client.list_topics(), kafka_source(topic_pattern=r"orders-[0-9a-f]{12}"))
     assert matched == [(orders, p) for p in range(6)]  # whole-name match: orders-refunds-… is not taken
     with pytest.raises(TopicNotFound) as caught:
-        partitions_to_read(client.list_topics(), {"topics": [orders, "missing-topic"]})
+        partitions_to_read(client.list_topics(), kafka_source(topics=[orders, "missing-topic"]))
     assert caught.value.names == ["missing-topic"] and caught.value.kind == "not_found"
 
 
 def test_watermarks_follow_produce_and_retention(client, sandbox_kafka, kafka_topic, kafka_faults) -> None:
     topic = kafka_topic(partitions=6)
     placed = produce_keyed(sandbox_kafka.bootstrap_servers, topic, 900)
-    partitions = partitions_to_read(client.list_topics(), {"topics": [topic]})
+    partitions = partitions_to_read(client.list_topics(), kafka_source(topics=[topic]))
 
     assert client.watermarks(partitions) == {(topic, p): (0, len(placed.get(p, []))) for p in range(6)}
 
@@ -160,7 +160,7 @@ def test_cluster_metadata_for_the_connection_test(client, sandbox_kafka) -> None
 
 def test_a_down_broker_names_the_partitions_it_leads(client, kafka_topic, kafka_faults) -> None:
     topic = kafka_topic(partitions=6)
-    partitions = partitions_to_read(client.list_topics(), {"topics": [topic]})
+    partitions = partitions_to_read(client.list_topics(), kafka_source(topics=[topic]))
     client.watermarks(partitions)
     kafka_faults.broker_down(2)
 

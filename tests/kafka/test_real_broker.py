@@ -13,7 +13,7 @@ from api.kafka.client import KafkaClient
 from api.kafka.config import KafkaClientConfig
 from api.kafka.errors import KafkaAuthError, KafkaUnavailable, TimestampNotResolvable
 from api.ledger.positions import partitions_to_read
-from tests.factories import LOOPBACK_ALLOWED
+from tests.factories import LOOPBACK_ALLOWED, kafka_source
 from tests.fixtures.kafka import produce_keyed
 from tests.fixtures.kafka_broker import PASSWORD, USER
 
@@ -34,7 +34,7 @@ def _produce_at(bootstrap: str, topic: str, partition: int, timestamps_ms: list[
 def test_watermarks_follow_produce_and_delete_records(client, real_kafka, real_topic) -> None:
     topic = real_topic(partitions=4)
     placed = produce_keyed(real_kafka.bootstrap_servers, topic, 400)
-    partitions = partitions_to_read(client.list_topics(), {"topics": [topic]})
+    partitions = partitions_to_read(client.list_topics(), kafka_source(topics=[topic]))
     assert partitions == [(topic, p) for p in range(4)]
     assert client.watermarks(partitions) == {(topic, p): (0, len(placed.get(p, []))) for p in range(4)}
 
@@ -85,7 +85,7 @@ def test_every_security_protocol_reads_metadata(real_kafka, real_topic, listener
         ssl={"ca_pem": real_kafka.ca.pem} if tls else None,
     )
     with KafkaClient(config, egress=LOOPBACK_ALLOWED, timeout_s=5) as kafka:
-        assert partitions_to_read(kafka.list_topics(), {"topics": [topic]}) == [(topic, 0), (topic, 1)]
+        assert partitions_to_read(kafka.list_topics(), kafka_source(topics=[topic])) == [(topic, 0), (topic, 1)]
         assert kafka.cluster_metadata().brokers[0].port == real_kafka.ports[listener]
 
 

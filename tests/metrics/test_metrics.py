@@ -11,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from api.core.db import unit_of_work, utcnow
 from api.pipelines.models import Pipeline
 from api.runs import lifecycle
+from api.runs.retry import RunFailure
 from tests.factories import create_pipeline, operator
 
 
@@ -35,7 +36,7 @@ def test_metrics_report_runs_durations_volumes_and_lag(client, tenant) -> None: 
                 lifecycle.commit_succeeded(session, run, summary={
                     "records_read": 100, "rows_written": 100, "bytes_read": 2000, "result": {}})
             else:
-                lifecycle.finish(session, run, "failed", error={"kind": "internal", "message": "x"})
+                lifecycle.finish(session, run, "failed", error=RunFailure("internal", "x"))
             pipeline.observed_lag = 10 * (i + 1)  # as a later planning would have observed it
             session.add(pipeline)
             finished.append(pipeline_id)

@@ -32,7 +32,7 @@ def run_without_spark(client: TestClient, tenant: Tenant, pipeline_id: str) -> d
     with unit_of_work(app.state.engine) as session:  # type: ignore[attr-defined]
         assert execution.claim(session=session, run_id=run_id, worker="tests", lease_s=60) is not None
     with unit_of_work(app.state.engine) as session:  # type: ignore[attr-defined]
-        assert execution.plan(session=session, run_id=run_id, services=services) is None
+        assert execution.plan_claimed_run(session=session, run_id=run_id, services=services) is None
         plan = Plan.from_json(session.get(Run, run_id).plan)
     now = utcnow()
     result = RunResult(run_id=str(run_id), status="succeeded", timings=Timings(started_at=now, finished_at=now),
@@ -41,7 +41,7 @@ def run_without_spark(client: TestClient, tenant: Tenant, pipeline_id: str) -> d
     with unit_of_work(app.state.engine) as session:  # type: ignore[attr-defined]
         outcome = execution.record_result(session=session, run_id=run_id, worker="tests", result=result,
                                           retry=services.retry)
-    assert outcome.state == "succeeded", outcome
+    assert outcome.verdict == "succeeded", outcome
     body = client.get(f"/runs/{run_id}", headers=tenant.viewer).json()
     assert body["state"] == "succeeded", body
     return body

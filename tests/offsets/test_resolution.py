@@ -19,13 +19,15 @@ from api.ledger.positions import starting_positions
 from api.offsets.schemas import OffsetsPatch
 from api.offsets.service import (
     OffsetsOutOfRange,
-    Target,
     TimestampUnresolved,
     UnknownPartitions,
+    WantedOffset,
     check_ranges,
     resolve_targets,
 )
+from api.pipelines.schemas import KafkaSource
 from api.runs.planning import compute_plan
+from tests.factories import kafka_source
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 T0 = int((NOW - timedelta(hours=3)).timestamp() * 1000)
@@ -60,7 +62,8 @@ class TimestampBroker:
 
 
 def _resolve(body: dict, committed: dict[Partition, int] | None = None, broker: TimestampBroker | None = None):  # type: ignore[no-untyped-def]
-    return resolve_targets(OffsetsPatch.model_validate(body), source={"topics": ["orders"], "starting_offsets": "earliest"},
+    return resolve_targets(OffsetsPatch.model_validate(body),
+                           source=kafka_source(topics=["orders"], starting_offsets="earliest"),
                            watermarks=WATERMARKS, committed=committed or {}, client=broker or TimestampBroker(), now=NOW)
 
 
@@ -95,7 +98,8 @@ def test_shift_by_moves_from_the_committed_offset_or_the_starting_position() -> 
 
 
 def test_check_ranges_refuses_or_clamps() -> None:
-    targets = [Target("orders", 0, 12, 7, 0, 30), Target("orders", 1, None, 5, 10, 40), Target("orders", 2, 3, 99, 0, 50)]
+    targets = [WantedOffset("orders", 0, 12, 7, 0, 30), WantedOffset("orders", 1, None, 5, 10, 40),
+               WantedOffset("orders", 2, 3, 99, 0, 50)]
     with pytest.raises(OffsetsOutOfRange) as caught:
         check_ranges(targets, clamp=False)
     assert [e["field"] for e in caught.value.errors] == ["offsets.orders[1]", "offsets.orders[2]"]
@@ -111,10 +115,10 @@ def test_scope_names_unknown_partitions() -> None:
 
 # starting_timestamp: where never-read partitions start, resolved by the broker (api.runs.planning).
 
-def _timestamp_source(minutes: int, strategy: str = "error") -> dict:
+def _timestamp_source(minutes: int, strategy: str = "error") -> KafkaSource:
     moment = NOW - timedelta(hours=3) + timedelta(minutes=minutes)
-    return {"topics": ["orders"], "starting_offsets": "earliest", "starting_timestamp": moment.isoformat(),
-            "starting_timestamp_strategy": strategy}
+    return kafka_source(topics=["orders"], starting_offsets="earliest", starting_timestamp=moment.isoformat(),
+                        starting_timestamp_strategy=strategy)
 
 
 def test_a_starting_timestamp_is_one_lookup_for_the_never_read_partitions() -> None:
@@ -137,7 +141,7 @@ def test_a_starting_timestamp_past_the_last_record_fails_or_starts_at_latest() -
 
 
 def test_a_reset_to_the_starting_position_resolves_the_timestamp_or_says_why_not() -> None:
-    def reset(source: dict) -> list[Target]:
+    def reset(source: KafkaSource) -> list[WantedOffset]:
         return resolve_targets(None, source=source, watermarks=WATERMARKS, committed={("orders", 0): 29},
                                client=TimestampBroker(), now=NOW)
 

@@ -216,7 +216,7 @@ def test_a_schema_reusing_inlet_columns_is_refused(client: TestClient, tenant) -
     conn = create_connection(client, tenant)
     body = _fill(pipeline_body(conn["id"], **_src(schema="amount DOUBLE, offset BIGINT, `key` STRING")), conn["id"])
     problem = assert_problem(client.post("/pipelines", json=body, headers=tenant.editor), 422)
-    assert [e["field"] for e in problem["errors"]] == ["source"]
+    assert [e["field"] for e in problem["errors"]] == ["source.schema"]  # the rule's field, not its model
     assert problem["errors"][0]["message"] == (
         "Value error, schema: fields key, offset clash with the columns Inlet writes beside the decoded ones "
         "(_inlet_quarantine_reason, _inlet_raw_key, _inlet_raw_value, _inlet_run_id, headers, key, offset, "

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from api.pipelines.schemas import CronSchedule, IntervalSchedule
 from api.portal import charts, views
 from api.runs.schemas import RunPartition, RunRead
 
@@ -94,13 +95,13 @@ def test_a_lag_chart_draws_the_partitions_with_most_lag() -> None:
 
 def test_a_schedules_next_firings_are_in_its_time_zone() -> None:
     now = datetime(2024, 3, 30, 12, 0, tzinfo=UTC)  # Paris moves to summer time on the 31st
-    daily = views.next_fires({"cron": "30 6 * * *", "timezone": "Europe/Paris"}, now=now, count=3)
+    daily = views.next_fires(CronSchedule(cron="30 6 * * *", timezone="Europe/Paris"), now=now, count=3)
     assert [(f.at.isoformat(), f.local) for f in daily] == [
         ("2024-03-31T04:30:00+00:00", "Sun 2024-03-31 06:30 Europe/Paris"),
         ("2024-04-01T04:30:00+00:00", "Mon 2024-04-01 06:30 Europe/Paris"),
         ("2024-04-02T04:30:00+00:00", "Tue 2024-04-02 06:30 Europe/Paris")]
     slot = now + timedelta(minutes=7)
-    every = views.next_fires({"interval_seconds": 600}, first=slot, now=now, count=2)
+    every = views.next_fires(IntervalSchedule(interval_seconds=600), first=slot, now=now, count=2)
     assert [f.at for f in every] == [slot, slot + timedelta(minutes=10)] and every[0].local.endswith("UTC")
     assert views.next_fires(None) == []
 

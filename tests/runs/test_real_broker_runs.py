@@ -20,7 +20,7 @@ from confluent_kafka import Producer
 from api.kafka.client import KafkaClient
 from api.kafka.config import KafkaClientConfig
 from api.ledger.positions import partitions_to_read
-from tests.factories import LOOPBACK_ALLOWED, create_pipeline, make_tenant, plaintext_connection_body
+from tests.factories import LOOPBACK_ALLOWED, create_pipeline, kafka_source, make_tenant, plaintext_connection_body
 from tests.fixtures.kafka import produce_keyed
 from tests.fixtures.kafka_broker import PASSWORD, USER
 from tests.runs.helpers import committed_offsets, delta_coordinates, wait_for_run
@@ -179,7 +179,7 @@ def test_a_kafka_target_topic_is_created_only_when_the_pipeline_asks(stack, real
         done = _run(stack, tenant, creating)
         assert done["records_read"] == 40
         with KafkaClient(KafkaClientConfig(real_kafka.bootstrap_servers), egress=LOOPBACK_ALLOWED, timeout_s=10) as kafka:
-            assert partitions_to_read(kafka.list_topics(), {"topics": [wanted]}) == [(wanted, 0), (wanted, 1)]
+            assert partitions_to_read(kafka.list_topics(), kafka_source(topics=[wanted])) == [(wanted, 0), (wanted, 1)]
             assert sum(high - low for low, high in kafka.watermarks([(wanted, 0), (wanted, 1)]).values()) == 40
         configs = real_kafka.tool("kafka-configs.sh", "--describe", "--entity-type", "topics", "--entity-name", wanted)
         assert "retention.ms=3600000" in configs

@@ -30,7 +30,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from spark_jobs import delta_sink
+from spark_jobs.delta_tables import Table
+from spark_jobs.delta_tables.commit import commit_files
 from spark_jobs.plans import DataFile
 from spark_jobs.spec import Txn
 from spark_jobs.storage import Store
@@ -148,7 +149,7 @@ def _commit_one_writer(options: dict[str, str], uri: str, writer: int) -> int | 
     size = filesystem.get_file_info(f"{base}/{path}").size
     file = DataFile(table="main", path=path, size=size, partition_values={}, num_records=5,
                     stats=json.dumps({"numRecords": 5}))
-    return delta_sink.commit_files(store, uri, [file], rows.schema, [], Txn(app_id=f"writer-{writer}", version=1))
+    return commit_files(Table(store, uri), Txn(app_id=f"writer-{writer}", version=1), [file], rows.schema)
 
 
 @pytest.mark.parametrize("kind", STORES)

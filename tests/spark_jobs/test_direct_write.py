@@ -10,12 +10,13 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from spark_jobs import delta_sink
 from spark_jobs.decode import decoded_struct
-from spark_jobs.direct_write import DirectWritePlan, WriteUnit, pack_chunks, write_unit
+from spark_jobs.delta_tables import Table
+from spark_jobs.delta_tables.commit import commit_files
+from spark_jobs.delta_tables.direct_write import DirectWritePlan, WriteUnit, pack_chunks, write_unit
 from spark_jobs.errors import JobError
 from spark_jobs.kafka_source import Chunk, consumer_config, kafka_struct
-from spark_jobs.spec import KafkaSource, Txn
+from spark_jobs.spec import SourceSpec, Txn
 from spark_jobs.storage import Store
 from tests.factories import LOOPBACK_ALLOWED
 from tests.fixtures.kafka import read_range
@@ -42,7 +43,7 @@ def test_a_task_writes_its_chunks_as_delta_files_and_reports_what_it_read(sandbo
     bootstrap = sandbox_kafka.bootstrap_servers
     topic = kafka_topic(partitions=3)
     placed = produce_keyed(bootstrap, topic, 300, headers={"h": b"v"})
-    source = KafkaSource(kafka_config={"bootstrap.servers": bootstrap}, ranges={}, value_format="string", include_headers=True)
+    source = SourceSpec(kafka_config={"bootstrap.servers": bootstrap}, ranges={}, value_format="string", include_headers=True)
     schema = to_arrow_schema(decoded_struct(source), timezone="UTC")
     uri = str(tmp_path / "t")
     plan = DirectWritePlan(
@@ -62,7 +63,7 @@ def test_a_task_writes_its_chunks_as_delta_files_and_reports_what_it_read(sandbo
     assert all(Path(uri, f.path).name.startswith("part-tok1-") for f in report.files)
     stats = {k: (s.records, s.first_offset, s.last_offset) for k, s in report.partitions.items()}
     assert stats == {(topic, 0): (len(placed[0]) - 2, 2, len(placed[0]) - 1), (topic, 1): (len(placed[1]) - 5, 0, len(placed[1]) - 6)}
-    assert delta_sink.commit_files(Store(), uri, report.files, schema, ["partition"], Txn(app_id="a", version=1)) == 1
+    assert commit_files(Table(Store(), uri, ("partition",)), Txn(app_id="a", version=1), report.files, schema) == 1
     table = DeltaTable(uri).to_pyarrow_table().sort_by([("partition", "ascending"), ("offset", "ascending")])
     expected = [m for c in chunks for m in read_range(bootstrap, topic, c.partition, c.start, c.end)]
     assert table.column_names == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers", "_inlet_run_id"]
@@ -82,7 +83,7 @@ def test_a_task_that_finds_its_offsets_deleted_fails_as_data_loss_and_leaves_no_
     topic = kafka_topic(partitions=1)
     produce_keyed(bootstrap, topic, 50)
     kafka_faults.delete_records(topic, 0, 20)  # after the driver's watermark check, say
-    source = KafkaSource(kafka_config={"bootstrap.servers": bootstrap}, ranges={})
+    source = SourceSpec(kafka_config={"bootstrap.servers": bootstrap}, ranges={})
     plan = DirectWritePlan(
         uri=str(tmp_path / "t"), partition_by=[], token="tok2", schema=to_arrow_schema(decoded_struct(source), timezone="UTC"),
         read_schema=to_arrow_schema(kafka_struct(False), timezone="UTC"),

@@ -16,20 +16,21 @@ import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from api.core.config import Settings
-from spark_jobs import delta_sink
 from spark_jobs.decode import decoded_struct
-from spark_jobs.direct_write import DirectWritePlan, WriteUnit, write_unit
+from spark_jobs.delta_tables import Table
+from spark_jobs.delta_tables.commit import already_committed, commit_files
+from spark_jobs.delta_tables.direct_write import DirectWritePlan, WriteUnit, write_unit
 from spark_jobs.errors import JobError, classify, storage_failure
 from spark_jobs.kafka_source import Chunk, consumer_config, kafka_struct
 from spark_jobs.plans import TaskReport
-from spark_jobs.spec import KafkaSource, Txn
+from spark_jobs.spec import SourceSpec, Txn
 from spark_jobs.storage import Store
 from tests.factories import LOOPBACK_ALLOWED
 from tests.fixtures.object_storage import Bucket
 
 
 def _plan(bootstrap: str, uri: str, store: Store, token: str) -> DirectWritePlan:
-    source = KafkaSource(kafka_config={"bootstrap.servers": bootstrap}, ranges={}, value_format="string")
+    source = SourceSpec(kafka_config={"bootstrap.servers": bootstrap}, ranges={}, value_format="string")
     return DirectWritePlan(
         uri=uri, partition_by=["partition"], token=token, schema=to_arrow_schema(decoded_struct(source), timezone="UTC"),
         read_schema=to_arrow_schema(kafka_struct(False), timezone="UTC"),
@@ -52,14 +53,14 @@ def test_a_task_writes_its_files_to_s3_and_the_driver_commits_them_there(
     plan = _plan(sandbox_kafka.bootstrap_servers, uri, store, "tok1")
 
     report = write_unit(plan, WriteUnit(chunks=tuple(Chunk(topic, p, 0, len(placed[p])) for p in (0, 1))))
-    version = delta_sink.commit_files(store, uri, report.files, plan.schema, ["partition"], Txn(app_id="a", version=1))
+    version = commit_files(Table(store, uri, ("partition",)), Txn(app_id="a", version=1), report.files, plan.schema)
 
     assert version == 1  # version 0 created the table
     assert _coordinates(store, uri) == sorted((p, o) for p in (0, 1) for o in placed[p])
     data_keys = [k for k in s3_bucket.keys("inlet/tenants/t1/orders/") if "/_delta_log/" not in k]
     assert sorted(k.rsplit("/", 1)[1] for k in data_keys) == sorted(f.path.rsplit("/", 1)[1] for f in report.files)
     assert all(k.split("/")[-1].startswith("part-tok1-") for k in data_keys)
-    assert delta_sink.already_committed(store, uri, Txn(app_id="a", version=1))
+    assert already_committed(Table(store, uri), Txn(app_id="a", version=1))
 
 
 @pytest.mark.parametrize("table_exists", [False, True], ids=["new table", "existing table"])
@@ -73,7 +74,7 @@ def test_two_commits_of_one_run_race_on_s3_and_exactly_one_wins(
     if table_exists:  # the run before: offsets [0, 10)
         before = _plan(sandbox_kafka.bootstrap_servers, uri, store, "before")
         earlier = write_unit(before, WriteUnit(chunks=(Chunk(topic, 0, 0, 10),)))
-        assert delta_sink.commit_files(store, uri, earlier.files, before.schema, ["partition"], Txn(app_id="a", version=1)) == 1
+        assert commit_files(Table(store, uri, ("partition",)), Txn(app_id="a", version=1), earlier.files, before.schema) == 1
     # Two attempts of run 2 (a worker taken over while its job still ran): each wrote its own files.
     attempts = [_plan(sandbox_kafka.bootstrap_servers, uri, store, token) for token in ("first", "second")]
     reports = [write_unit(plan, WriteUnit(chunks=chunks)) for plan in attempts]
@@ -82,8 +83,8 @@ def test_two_commits_of_one_run_race_on_s3_and_exactly_one_wins(
     def commit(plan: DirectWritePlan, report: TaskReport) -> None:
         barrier.wait()
         try:
-            outcomes[plan.token] = delta_sink.commit_files(store, uri, report.files, plan.schema, ["partition"],
-                                                           Txn(app_id="a", version=2))
+            outcomes[plan.token] = commit_files(Table(store, uri, ("partition",)), Txn(app_id="a", version=2), report.files,
+                                                plan.schema)
         except JobError as exc:
             outcomes[plan.token] = exc
 

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.delta_sink import DeltaWritePlan, RewriteFile, RewritePlan
+from spark_jobs.delta_tables.files import DeltaWritePlan
+from spark_jobs.delta_tables.replace import RewriteFile, RewritePlan
 from spark_jobs.egress import EgressPolicy
-from spark_jobs.kafka_sink import KafkaSinkPlan
 from spark_jobs.kafka_source import Chunk, ReadPlan, consumer_config
 from spark_jobs.plans import DataFile, PartitionStats, TaskReport, read_plan, read_reports, write_plan, write_reports
 from spark_jobs.storage import Store
+from spark_jobs.targets.kafka import KafkaSinkPlan
 
 
 def test_a_plan_file_is_private_and_reads_back_as_the_same_typed_plan(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from api.runs import execution, lifecycle
 from api.runs.models import Run
 from api.runs.planning import Plan
 from api.runs.retry import RetryPolicy
-from spark_jobs.spec import PartitionResult, RunError, RunResult, Timings
+from spark_jobs.spec import PartitionResult, JobFailure, RunResult, Timings
 
 T0 = datetime(2026, 11, 20, 10, 15, tzinfo=UTC)
 RETRY_ONCE = RetryPolicy(max_attempts=2, backoff_s=0.0)
@@ -44,7 +44,7 @@ def job_result(run_id: uuid.UUID, *, records: int, written: int, quarantined: in
         partitions=[PartitionResult(topic="t", partition=0, start=0, end=records, records_read=records)],
         rows_written=written, rows_quarantined=quarantined, bytes_read=bytes_read, bytes_written=bytes_written,
         timings=Timings(started_at=started, finished_at=started + timedelta(seconds=engine_s)),
-        error=RunError(kind=error, message="boom") if error else None)  # type: ignore[arg-type]
+        error=JobFailure(kind=error, message="boom") if error else None)  # type: ignore[arg-type]
 
 
 def start_run(engine: Engine, clock: Clock, pipeline_id: str | uuid.UUID) -> uuid.UUID:
@@ -67,7 +67,7 @@ def record(engine: Engine, run_id: uuid.UUID, result: RunResult, retry: RetryPol
     """The job's result as the worker records it; the run's state after."""
     with unit_of_work(engine) as session:
         return execution.record_result(session=session, run_id=run_id, worker="w", result=result,
-                                       retry=retry).state
+                                       retry=retry).verdict
 
 
 def run_once(engine: Engine, clock: Clock, pipeline_id: str | uuid.UUID, *, took_s: float = 30.0,

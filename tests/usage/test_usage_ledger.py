@@ -15,6 +15,7 @@ from api.core.db import unit_of_work
 from api.core.security import Role, TenantContext
 from api.runs import lifecycle
 from api.runs.models import Run
+from api.runs.retry import RunFailure
 from api.usage import service as usage
 from api.usage.models import UsageHour, UsageTotal
 from tests.factories import create_pipeline
@@ -59,7 +60,7 @@ def test_every_outcome_is_metered_with_exactly_its_figures(client, tenant, clock
     with unit_of_work(engine) as session:
         from api.pipelines.models import Pipeline
         queued = lifecycle.create_run(session, session.get(Pipeline, pid), trigger="manual")
-        lifecycle.finish(session, queued, "cancelled", error={"kind": "cancelled", "message": "before it started"})
+        lifecycle.finish(session, queued, "cancelled", error=RunFailure("cancelled", "before it started"))
     # skipped: nothing to read
     clock.now = T0 + timedelta(minutes=30)
     skipped = start_run(engine, clock, pid)

@@ -19,7 +19,7 @@ from sqlmodel import Session
 from api.core.config import Settings
 from api.core.db import unit_of_work, utcnow
 from api.webhooks import delivery
-from api.webhooks.delivery import Outcome
+from api.webhooks.delivery import DeliveryOutcome
 from api.webhooks.models import WebhookDelivery
 from tests.fixtures.webhook_receiver import Receiver
 from tests.webhooks.helpers import create_webhook, deliveries, payload, signature_ok
@@ -223,14 +223,14 @@ def test_an_attempt_is_taken_once(client: TestClient, app, tenant, sender, webho
         second = delivery.claim_attempt(session=session, delivery_id=delivery_id, allowed_hosts=[])
 
     assert isinstance(first, delivery.Attempt) and first.number == 1
-    assert second == Outcome("not-due"), "a second copy of the task sends nothing"
-    assert sender.deliver(delivery_id) == Outcome("not-due")
+    assert second == DeliveryOutcome("not-due"), "a second copy of the task sends nothing"
+    assert sender.deliver(delivery_id) == DeliveryOutcome("not-due")
     assert webhook_receiver.requests == []
     result = delivery.send(first, secrets=app.state.secrets, client=sender.client)
     with unit_of_work(app.state.engine) as session:
         assert delivery.record_attempt(session=session, attempt=first, result=result,
-                                       policy=sender.policy) == Outcome("succeeded")
-    assert sender.deliver(delivery_id) == Outcome("succeeded"), "a delivered event is not sent again"
+                                       policy=sender.policy) == DeliveryOutcome("succeeded")
+    assert sender.deliver(delivery_id) == DeliveryOutcome("succeeded"), "a delivered event is not sent again"
     assert len(webhook_receiver.requests) == 1
 
 

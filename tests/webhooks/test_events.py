@@ -26,7 +26,7 @@ from api.runs.planning import PartitionPlan, Plan
 from api.runs.retry import RetryPolicy
 from api.webhooks.events import emit
 from api.webhooks.models import WebhookDelivery, WebhookEvent
-from spark_jobs.spec import PartitionResult, RunError, RunResult, Timings
+from spark_jobs.spec import PartitionResult, JobFailure, RunResult, Timings
 from tests.factories import PASSWORD, create_pipeline, plaintext_connection_body
 from tests.fixtures.kafka import produce_keyed
 from tests.webhooks.helpers import create_webhook
@@ -77,7 +77,7 @@ def _reclaimed(app: Any, run_id: uuid.UUID) -> uuid.UUID:
     return run_id
 
 
-def _result(run_id: uuid.UUID, status: str, *, error: RunError | None = None,
+def _result(run_id: uuid.UUID, status: str, *, error: JobFailure | None = None,
             gap: tuple[int, int] | None = None) -> RunResult:
     """What the job reports for the plan of ``_claimed_run`` (first run: [0, 100))."""
     now = datetime.now(timezone.utc)
@@ -101,13 +101,13 @@ def test_run_outcomes_raise_their_events_once_each(client: TestClient, app, tena
     about = {"pipeline_id": pipeline["id"], "pipeline_name": pipeline["name"], "trigger": "manual"}
 
     transient = _claimed_run(app, pipeline["id"])
-    assert _record(app, transient, _result(transient, "failed", error=RunError(
-        kind="kafka_unavailable", message=f"broker down; sasl.password={PASSWORD}"))).state == "queued"
+    assert _record(app, transient, _result(transient, "failed", error=JobFailure(
+        kind="kafka_unavailable", message=f"broker down; sasl.password={PASSWORD}"))).verdict == "queued"
     retried = _reclaimed(app, transient)
-    assert _record(app, retried, _result(retried, "failed", error=RunError(
-        kind="data_loss", message="records 0-40 expired", topic="orders", partition=0))).state == "failed"
+    assert _record(app, retried, _result(retried, "failed", error=JobFailure(
+        kind="data_loss", message="records 0-40 expired", topic="orders", partition=0))).verdict == "failed"
     recovered = _claimed_run(app, pipeline["id"])
-    assert _record(app, recovered, _result(recovered, "succeeded", gap=(0, 40))).state == "succeeded"
+    assert _record(app, recovered, _result(recovered, "succeeded", gap=(0, 40))).verdict == "succeeded"
 
     events = _events(app)
     assert [t for t, _ in events] == ["run.failed", "run.failed", "run.succeeded", "pipeline.recovered",
@@ -136,7 +136,7 @@ def test_a_retried_run_that_succeeds_is_a_recovery_and_run_succeeded_is_opt_in(c
     pipeline = _pipeline(client, tenant)
 
     run = _claimed_run(app, pipeline["id"])
-    _record(app, run, _result(run, "failed", error=RunError(kind="crashed", message="killed")))
+    _record(app, run, _result(run, "failed", error=JobFailure(kind="crashed", message="killed")))
     _record(app, _reclaimed(app, run), _result(run, "succeeded"))
     again = _claimed_run(app, pipeline["id"])
     _record(app, again, _result(again, "succeeded"))
@@ -156,7 +156,7 @@ def test_only_enabled_subscribed_endpoints_get_a_delivery(client: TestClient, ap
     pipeline = _pipeline(client, tenant)
 
     run = _claimed_run(app, pipeline["id"])
-    _record(app, run, _result(run, "failed", error=RunError(kind="target_write", message="refused")))
+    _record(app, run, _result(run, "failed", error=JobFailure(kind="target_write", message="refused")))
 
     (event,) = _events(app)
     assert event[0] == "run.failed"

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from api.runs.planning import PartitionPlan, Plan, compute_plan
+from tests.factories import kafka_source
 
-SOURCE: dict[str, Any] = {"topics": ["orders"]}
+SOURCE = kafka_source(topics=["orders"])
 
 
 def _ranges(plan: Plan) -> dict[tuple[str, int], tuple[int, int]]:
@@ -27,9 +26,9 @@ def test_a_read_partition_goes_from_its_committed_offset_to_the_latest() -> None
 def test_a_never_read_partition_starts_where_the_source_says() -> None:
     watermarks = {("orders", 0): (10, 50), ("orders", 1): (0, 30), ("orders", 2): (0, 30)}
     earliest = compute_plan(source=SOURCE, committed={}, watermarks=watermarks, max_offsets=None)
-    latest = compute_plan(source=SOURCE | {"starting_offsets": "latest"}, committed={}, watermarks=watermarks,
-                          max_offsets=None)
-    listed = compute_plan(source=SOURCE | {"starting_offsets": {"orders": {"1": 12}}}, committed={},
+    latest = compute_plan(source=kafka_source(topics=["orders"], starting_offsets="latest"), committed={},
+                          watermarks=watermarks, max_offsets=None)
+    listed = compute_plan(source=kafka_source(topics=["orders"], starting_offsets={"orders": {"1": 12}}), committed={},
                           watermarks=watermarks, max_offsets=None)
     assert _ranges(earliest) == {("orders", 0): (10, 50), ("orders", 1): (0, 30), ("orders", 2): (0, 30)}
     assert _ranges(latest) == {("orders", 0): (50, 50), ("orders", 1): (30, 30), ("orders", 2): (30, 30)}
@@ -39,7 +38,7 @@ def test_a_never_read_partition_starts_where_the_source_says() -> None:
 
 
 def test_positions_looked_up_by_timestamp_win_over_starting_offsets() -> None:
-    plan = compute_plan(source=SOURCE | {"starting_offsets": "latest"}, committed={("orders", 1): 3},
+    plan = compute_plan(source=kafka_source(topics=["orders"], starting_offsets="latest"), committed={("orders", 1): 3},
                         watermarks={("orders", 0): (0, 50), ("orders", 1): (0, 50)}, max_offsets=None,
                         positions={("orders", 0): 21})
     assert _ranges(plan) == {("orders", 0): (21, 50), ("orders", 1): (3, 50)}

@@ -8,9 +8,10 @@ from typing import get_args
 import pytest
 
 from api.connections.models import Connection
-from api.connections.service import CredentialsMissing, RegistryMissing
+from api.connections.client_configs import RegistryMissing
+from api.connections.secret_payloads import CredentialsMissing
 from api.kafka.errors import KafkaAuthError, KafkaTimeout, KafkaUnavailable, TopicNotFound
-from api.runs.retry import TRANSIENT_KINDS, RetryPolicy, error_of
+from api.runs.retry import TRANSIENT_KINDS, RetryPolicy, RunFailure, failure_of
 from api.secrets.store import SecretBackendRefused, SecretBackendUnavailable
 from spark_jobs.spec import ErrorKind
 
@@ -50,28 +51,28 @@ def _connection() -> Connection:
     (ValueError("password=hunter2"), {"kind": "internal", "message": "ValueError"}),
 ])
 def test_failures_are_named_for_what_a_user_can_do_about_them(exc: Exception, expected: dict[str, str]) -> None:
-    assert error_of(exc) == expected
+    assert failure_of(exc) == RunFailure(**expected)
 
 
 def test_missing_credentials_name_the_connection_and_version() -> None:
     conn = _connection()
-    error = error_of(CredentialsMissing(conn, 2))
-    assert error == {"kind": "credentials_missing", "message": (
+    error = failure_of(CredentialsMissing(conn, 2))
+    assert error == RunFailure(kind="credentials_missing", message=(
         f"Connection {conn.id}: version 2 of its credentials is gone from the secret store "
-        "(tenants/t/connections/c); send new credentials with PUT or PATCH")}
+        "(tenants/t/connections/c); send new credentials with PUT or PATCH"))
 
 
 def test_a_registry_removed_from_under_a_pipeline_names_the_connection() -> None:
     conn = _connection()
-    assert error_of(RegistryMissing(conn)) == {"kind": "registry_missing", "message": (
+    assert failure_of(RegistryMissing(conn)) == RunFailure(kind="registry_missing", message=(
         f"Connection {conn.id} has no schema registry, and the pipeline's formats read their schemas from one; "
-        "add schema_registry to the connection")}
+        "add schema_registry to the connection"))
     assert POLICY.retry_in("registry_missing", 1) is None
 
 
 def test_every_kind_retried_is_one_that_something_produces() -> None:
     """A retried kind nothing produces (as ``timeout_lookup`` once was) is dead policy."""
-    produced_by_planning = {error_of(exc)["kind"] for exc in (
+    produced_by_planning = {failure_of(exc).kind for exc in (
         KafkaUnavailable("x"), KafkaTimeout("x"), SecretBackendUnavailable("x"), SecretBackendRefused("x"),
         KafkaAuthError("x"), ValueError("x"))}
     produced_by_jobs = set(get_args(ErrorKind))

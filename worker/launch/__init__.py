@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from spark_jobs.spec import RunResult, RunSpec
+from spark_jobs.public import RunResult, RunSpec
 from worker.launch.submit import SparkSubmitSettings, SubmitLauncher
 from worker.launch.warm import EngineLimits, WarmLauncher
 

@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from spark_jobs.spec import redact
+from spark_jobs.public import redact
 
 TERM_GRACE_S = 10.0
 # Runs in the child and execs spark-submit in place (so the JVM keeps it): SIGKILL when the worker's

@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import spark_jobs
-from spark_jobs.spec import RunError, RunResult, RunSpec, Timings, redact
+from spark_jobs.public import JobFailure, RunResult, RunSpec, Timings, redact
 from worker.launch.processes import Output, start_process, terminate_group, write_private
 
 # The job's entry point for one run, in spark_jobs/.
@@ -115,7 +115,7 @@ def job_env(settings: SparkSubmitSettings) -> dict[str, str]:
 
 def failed(spec: RunSpec, started_at: datetime, kind: str, message: str) -> RunResult:
     """A failed result the job did not write itself (it crashed, or was stopped); the message redacted."""
-    error = RunError.model_validate({"kind": kind, "message": redact(message, spec.secret_values())})
+    error = JobFailure.model_validate({"kind": kind, "message": redact(message, spec.secret_values())})
     return RunResult(run_id=spec.run_id, status="failed", error=error,
                      timings=Timings(started_at=started_at, finished_at=datetime.now(timezone.utc)))
 

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import spark_jobs
-from spark_jobs.spec import RunResult, RunSpec
+from spark_jobs.public import RunResult, RunSpec
 from worker.launch.processes import (
     TERM_GRACE_S,
     Output,

@@ -96,8 +96,7 @@ class PortalForm(BaseModel):
         """``failure``'s messages beside the inputs they concern, the rest above the form."""
         if isinstance(failure, FormInvalid):
             return failure.fields
-        out = route_errors([self.refined(error) for error in failure.errors or []],
-                           self.FIELDS if fields is None else fields)
+        out = route_errors(failure.errors or [], self.FIELDS if fields is None else fields)
         if isinstance(failure, PreconditionFailed):
             out.add(None, "It was changed by someone else after this page was shown, and nothing was done: "
                           "look at it again and retry")
@@ -106,10 +105,6 @@ class PortalForm(BaseModel):
         elif not out:
             out.add(None, failure.detail)
         return out
-
-    def refined(self, error: dict[str, Any]) -> dict[str, Any]:
-        """``error`` named more precisely than its schema could name it (a form's rule of a whole part)."""
-        return error
 
 
 def utc_moment(text: str) -> str | None:

@@ -74,14 +74,6 @@ def _words(text: str) -> list[str]:
 _NEW_PIPELINE_WRITES: Mapping[str, Mapping[str, Any]] = {
     "source": {"value_format": True, "starting_offsets": True}, "target": {}, "schedule": {"timezone": True},
 }
-# Rules of the whole source (pydantic names them "source"), by the start of their message, shown beside
-# the input they concern rather than beside the topics.
-_SOURCE_RULES = (
-    ("value_format json needs a schema", "source.schema"), ("schema", "source.schema"),
-    ("key_format is not used", "source.key_format"), ("key_schema", "source.key_schema.subject"),
-    ("give starting_offsets or starting_timestamp", "source.starting_timestamp"),
-    ("starting_offsets names topics", "source.starting_offsets"),
-)
 
 
 class PipelineForm(PortalForm):
@@ -209,13 +201,6 @@ class PipelineForm(PortalForm):
         if fields is None and self.starting_offsets == "offsets":
             fields = {**self.FIELDS, "source.starting_offsets": "starting_offsets_json"}
         return super().errors(failure, fields)
-
-    def refined(self, error: dict[str, Any]) -> dict[str, Any]:
-        if error.get("field") != "source":
-            return error
-        message = str(error.get("message", "")).removeprefix("Value error, ")
-        field = next((at for start, at in _SOURCE_RULES if message.startswith(start)), "source")
-        return {**error, "field": field}
 
     def spec(self, stored: Mapping[str, Any] | None = None) -> PipelineSpec:
         """The pipeline the form describes, as the API takes it; ``stored``: the definition an edit

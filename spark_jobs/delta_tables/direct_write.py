@@ -15,7 +15,7 @@ json values keep that Spark path: ``from_json``'s PERMISSIVE parsing and type ru
 quarantined, and re-implementing them here would make the two engines disagree on edge cases.
 
 Replace mode: each partially replaced table file is rewritten (minus the replaced rows) by a task of
-the same job; ``ingest`` commits the removes with the adds.
+the same job; the Delta target (``targets.delta_append``) commits the removes with the adds.
 
 Every file a run writes is named ``part-<token>-*``, so a failed job's files can be found and
 deleted even when its tasks could not report them.
@@ -33,7 +33,8 @@ import pyarrow.compute as pc
 from pyspark import SparkContext
 
 from spark_jobs.decode import Framed, decode_arrow, decode_framed
-from spark_jobs.delta_sink import RewriteFile, _FileSet, carried_rows, delete_run_files
+from spark_jobs.delta_tables.files import FileSet, delete_run_files
+from spark_jobs.delta_tables.replace import RewriteFile, carried_rows
 from spark_jobs.kafka_source import Chunk, read_chunks
 from spark_jobs.plans import ClientConfig, PartitionStats, TaskReport
 from spark_jobs.storage import Store
@@ -97,10 +98,10 @@ def write_unit(plan: DirectWritePlan, unit: WriteUnit) -> TaskReport:
     """Runs on an executor: one unit's files, reported (and deleted again if the task fails)."""
     report = TaskReport()
     schema, framed = plan.schema, plan.framed
-    files = _FileSet("main", plan.store, plan.uri, schema, plan.partition_by, plan.token)
+    files = FileSet("main", plan.store, plan.uri, schema, plan.partition_by, plan.token)
     quarantine = None
     if framed is not None and plan.quarantine_uri:
-        quarantine = _FileSet("quarantine", plan.store, plan.quarantine_uri, framed.quarantine_schema, [], plan.token)
+        quarantine = FileSet("quarantine", plan.store, plan.quarantine_uri, framed.quarantine_schema, [], plan.token)
     try:
         if unit.rewrite is not None and unit.rewrite.table == "quarantine":
             assert quarantine is not None and framed is not None  # only planned with a quarantine table

@@ -1,14 +1,20 @@
-"""Forwarding a run's records to another Kafka topic, produced from the executors.
+"""The Kafka target: a run's records forwarded to another Kafka topic, produced from the executors.
 
 Each record keeps its key, value (raw bytes, whatever the value_format) and source headers, and
 gains headers naming its source coordinates and run (``inlet.topic``, ``inlet.partition``,
 ``inlet.offset``, ``inlet.run_id``), so consumers can drop the duplicates a retried run produces:
 the producer is idempotent (no duplicates within a task's session) but not transactional.
 A task succeeds only after every one of its deliveries is acknowledged by all in-sync replicas.
+
+    prepare  nothing to check: a topic keeps no record of which runs wrote to it
+    write    the ``inlet_kafka_sink`` data source over the run's records (a DataFrame: ``Reading.records``)
+    commit   nothing left to make durable (every record was acknowledged): counts what was written
+    discard  nothing: produced records cannot be taken back
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,14 +24,50 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from spark_jobs.delta_sink import collect_read_stats
 from spark_jobs.errors import JobError, JobErrorKind
-from spark_jobs.plans import ClientConfig, TaskReport, read_plan, write_reports
+from spark_jobs.plans import ClientConfig, TaskReport, collect_read_stats, read_plan, read_reports, write_plan, write_reports
+from spark_jobs.targets import Committed, Reading
 
 if TYPE_CHECKING:
     from confluent_kafka import KafkaError, Message
 
+    from spark_jobs.spec import KafkaTargetSpec, RunSpec  # pydantic costs every Python worker ~1 s to import
+
 _FLUSH_TIMEOUT_S = 120.0
+
+
+class KafkaTopic:
+    """``spec``'s records, produced to ``target``'s topic (a ``targets.RunTarget``)."""
+
+    uses_dataframes = True
+
+    def __init__(self, spec: RunSpec, target: KafkaTargetSpec) -> None:
+        self.spec, self.target = spec, target
+
+    def prepare(self) -> Committed | None:
+        return None
+
+    def write(self, reading: Reading) -> list[TaskReport]:
+        from spark_jobs.oauth import job_client_config
+
+        plan = KafkaSinkPlan(
+            kafka_config=job_client_config(self.target.kafka_config, self.spec.egress.policy()),
+            topic=self.target.topic,
+            run_id=self.spec.run_id,
+            manifest=os.path.join(reading.scratch, "manifest.pickle"),
+        )
+        records = reading.records
+        assert records is not None  # uses_dataframes
+        records.sparkSession.dataSource.register(InletKafkaSinkDataSource)
+        plan_path = write_plan(os.path.join(reading.scratch, "sink-plan.pickle"), plan)
+        records.write.format("inlet_kafka_sink").mode("append").option("plan", plan_path).save()
+        return read_reports(plan.manifest)
+
+    def commit(self, reports: list[TaskReport]) -> Committed:
+        return Committed(rows=sum(s.records for r in reports for s in r.partitions.values()))
+
+    def discard(self, reports: list[TaskReport]) -> None:
+        pass  # the records are in the topic; their inlet.* headers let consumers drop a retry's duplicates
 
 
 @dataclass(frozen=True)

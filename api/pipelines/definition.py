@@ -1,0 +1,67 @@
+"""A pipeline's definition as the rest of Inlet reads it: typed, frozen, with every default applied.
+
+The pipelines table keeps the definition as its author wrote it (``Pipeline.*_as_written``), so that
+it reads back the same: that document serves round trips only (the ETag, Terraform, the portal's edit
+forms; ``as_written``). Everything that acts on a pipeline (planning, the ledger, a run's execution
+and job spec, the offsets API, the consumer-group mirror, the portal's pages) reads
+``definition_of(pipeline)``: the schemas' own models (``api.pipelines.schemas``), where each default
+is written once. (Airflow's API ADR: a derivation lives in one place.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from api.pipelines.models import Pipeline
+from api.pipelines.schemas import (
+    CronSchedule,
+    DeltaTarget,
+    IntervalSchedule,
+    KafkaSource,
+    KafkaTarget,
+    PipelineSpec,
+    Schedule,
+    Target,
+)
+
+_TARGET: TypeAdapter[DeltaTarget | KafkaTarget] = TypeAdapter(Target)
+
+
+@dataclass(frozen=True)
+class Definition:
+    """What a pipeline reads, where it writes, and when it runs on its own (None: only when asked)."""
+
+    source: KafkaSource
+    target: DeltaTarget | KafkaTarget
+    schedule: Schedule | None
+
+
+def spec_of(pipeline: Pipeline) -> PipelineSpec:
+    """The pipeline as its writable shape: what a PUT of it would send."""
+    return PipelineSpec.model_validate({"name": pipeline.name, "state": pipeline.state, **as_written(pipeline)})
+
+
+def definition_of(pipeline: Pipeline) -> Definition:
+    return Definition(source=KafkaSource.model_validate(pipeline.source_as_written),
+                      target=_TARGET.validate_python(pipeline.target_as_written),
+                      schedule=schedule_of(pipeline.schedule_as_written))
+
+
+def schedule_of(written: Mapping[str, Any] | None) -> Schedule | None:
+    """A stored schedule typed without validating it again (it was when written, and its cron check
+    costs what a hot read should not pay); fields left out take the schema's defaults."""
+    if not written:
+        return None
+    if "interval_seconds" in written:
+        return IntervalSchedule.model_construct(**written)
+    return CronSchedule.model_construct(**written)
+
+
+def as_written(pipeline: Pipeline) -> dict[str, Any]:
+    """``{source, target, schedule}`` exactly as stored: only for what must round-trip it."""
+    return {"source": pipeline.source_as_written, "target": pipeline.target_as_written,
+            "schedule": pipeline.schedule_as_written}

@@ -1,0 +1,132 @@
+"""The driver's commit: a run's reported files (and replace mode's removes) as ONE Delta transaction
+per table, with delta-rs, tagged with the run's app transaction (``txn``: app id, version) so that a
+repeated run, or a concurrent attempt of the same run, commits nothing. New columns of the run's
+rows go in just before (``_evolve_schema``); a changed type fails the run as ``schema_incompatible``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from spark_jobs.delta_tables import Table
+from spark_jobs.errors import JobError, storage_failure
+from spark_jobs.plans import DataFile
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable, Schema
+    from deltalake.transaction import RemoveAction
+
+    from spark_jobs.spec import Txn
+
+log = logging.getLogger("inlet.delta")
+_COMMIT_TRIES = 3
+_METADATA_RACE = "Metadata changed since last commit"
+
+
+def already_committed(table: Table, txn: Txn) -> bool:
+    """Whether ``table`` holds ``txn`` already: a run that committed commits nothing again."""
+    if not table.exists():
+        return False
+    done = table.delta().transaction_version(txn.app_id)
+    return done is not None and done >= txn.version
+
+
+def commit_files(table: Table, txn: Txn, files: Sequence[DataFile], schema: pa.Schema, *,
+                 removes: Sequence[RemoveAction] = (), notes: Mapping[str, str] | None = None) -> int | None:
+    """Commit ``files`` (in ``schema``: new columns are added) and ``removes`` as one transaction;
+    the table's version, or None if ``txn`` was committed before, or by a concurrent attempt of the
+    same run that won the race (the store's put-if-absent). ``notes`` go into the commit's metadata
+    (the subject version a run read, say)."""
+    from deltalake import Schema
+    from deltalake.exceptions import DeltaError
+    from deltalake.transaction import AddAction, CommitProperties, Transaction
+
+    now = int(time.time() * 1000)
+    adds = [AddAction(f.path, f.size, f.partition_values, now, True, f.stats) for f in files]
+    commit = CommitProperties(
+        app_transactions=[Transaction(txn.app_id, txn.version)],
+        custom_metadata={"inlet.txn": f"{txn.app_id}:{txn.version}", **(notes or {})},
+    )
+    uri, partition_by = table.uri, list(table.partition_by)
+    for attempt in range(1, _COMMIT_TRIES + 1):
+        try:
+            if not table.exists():
+                _create_empty(table, Schema.from_arrow(schema))
+            delta = table.delta()
+            done = delta.transaction_version(txn.app_id)
+            if done is not None and done >= txn.version:
+                return None
+            if list(delta.metadata().partition_columns) != partition_by:
+                raise JobError("invalid_spec", f"{uri} is partitioned by {delta.metadata().partition_columns}, the spec says {partition_by}")
+            _evolve_schema(table, delta, schema)
+            delta.create_write_transaction(adds + list(removes), mode="append", schema=delta.schema(), partition_by=partition_by,
+                                           commit_properties=commit)
+            delta.update_incremental()
+            return delta.version()
+        except (DeltaError, OSError) as exc:
+            if _committed_meanwhile(table, txn):
+                return None
+            # A concurrent metadata-only commit (a second create of a new table, a schema change) is
+            # no reason to fail: read the table again and commit on top of it.
+            if attempt < _COMMIT_TRIES and _METADATA_RACE in str(exc):
+                log.info("commit to %s met a concurrent metadata change; trying again (%d)", uri, attempt)
+                continue
+            raise storage_failure(exc) or JobError("target_commit", f"commit to {uri} failed: {exc}") from None
+    raise AssertionError("unreachable: the last try returns or raises")
+
+
+def _create_empty(table: Table, schema: Schema) -> None:
+    """A new table without rows, so that the run's rows go in as an append: delta-rs checks an
+    append's app transaction against concurrent commits of the same run, but lets two creates with
+    the same transaction both commit (seen on S3: the second landed as version 1)."""
+    from deltalake.exceptions import DeltaError
+    from deltalake.transaction import create_table_with_add_actions
+
+    try:
+        create_table_with_add_actions(table.uri, schema, [], mode="ignore", partition_by=list(table.partition_by),
+                                      storage_options=table.store.delta_options)
+    except DeltaError:
+        if not table.exists():  # not a concurrent create's doing
+            raise
+
+
+def last_note(table: Table, key: str, within: int = 100) -> str | None:
+    """The newest value of commit metadata ``key`` among the table's last ``within`` commits."""
+    if not table.exists():
+        return None
+    for commit in table.delta().history(within):
+        if key in commit:
+            return str(commit[key])
+    return None
+
+
+def _committed_meanwhile(table: Table, txn: Txn) -> bool:
+    """After a failed commit: whether another attempt of this run committed ``txn`` first."""
+    try:
+        return already_committed(table, txn)
+    except Exception:  # noqa: BLE001 - the commit's own error is the one to report
+        return False
+
+
+def _evolve_schema(table: Table, delta: DeltaTable, schema: pa.Schema) -> None:
+    """Add ``schema``'s new columns, nested ones too, to the table (as nullable); a changed type fails
+    as ``schema_incompatible``. delta-rs's write transaction keeps the table's schema, so the new
+    columns go in a metadata-only commit just before the data's: readers may see an added nullable
+    column one version early, never rows without their columns."""
+    from deltalake import write_deltalake
+
+    from spark_jobs.formats.evolution import TypeChange, field_paths, merge_schema
+
+    current = pa.schema(delta.schema().to_arrow())
+    try:
+        merged = merge_schema(current, schema)
+    except TypeChange as change:
+        raise JobError("schema_incompatible", f"{table.uri}: {change}") from None
+    if field_paths(merged) != field_paths(current):
+        write_deltalake(delta, merged.empty_table(), mode="append", schema_mode="merge", storage_options=table.store.delta_options)
+        delta.update_incremental()

@@ -1,0 +1,230 @@
+"""The Parquet files of a run's rows, written by the executors straight into the table folders.
+
+``FileSet`` is one task's open files, one per (table, partition values), with the Delta statistics
+of their rows; each task reports the files it wrote (``plans.TaskReport``), and the driver commits
+them (``commit``). The ``inlet_delta`` Python data source writes a DataFrame's rows so, splitting the
+rows that carry a quarantine reason off into the quarantine table's files; ``direct_write``'s tasks
+use ``FileSet`` themselves. What a failed run wrote is deleted by name (``delete_files``) or, where
+its tasks could not report, by the attempt's token (``delete_run_files``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from datetime import time as time_of_day
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyarrow import fs as pafs
+from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
+
+from spark_jobs.columns import CARRIED, QUARANTINE_REASON, RAW_KEY, RAW_VALUE
+from spark_jobs.plans import DataFile, TableRole, TaskReport, collect_read_stats, read_plan, task_reports, write_reports
+from spark_jobs.storage import Store
+
+INTERNAL = {QUARANTINE_REASON, RAW_KEY, RAW_VALUE, CARRIED}  # columns of the writer's rows that no table gets
+STATS_COLUMNS = ("topic", "partition", "offset")  # with Delta statistics per file: replace mode finds its files by them
+
+
+@dataclass
+class _OpenFile:
+    """A Parquet file a task is still writing, with the Delta statistics of its rows so far."""
+
+    writer: pq.ParquetWriter
+    path: str  # relative to the table root
+    partition_values: dict[str, str | None]
+    rows: int = 0
+    min_values: dict[str, object] = field(default_factory=dict)
+    max_values: dict[str, object] = field(default_factory=dict)
+
+
+class FileSet:
+    """One open Parquet file per (table, partition values) for the life of a task."""
+
+    def __init__(self, table: TableRole, store: Store, root: str, schema: pa.Schema, partition_by: list[str], token: str = ""):
+        self.table, self.partition_by = table, partition_by
+        self.prefix = f"part-{token}-" if token else "part-"
+        self.fs, self.root = store.filesystem(root)
+        self.schema = pa.schema([f for f in schema if f.name not in partition_by])
+        self.open: dict[tuple[object, ...], _OpenFile] = {}
+
+    def write(self, table: pa.Table, group: tuple[object, ...] = ()) -> None:
+        """Append ``table``'s rows; rows of different ``group``s never share a file."""
+        if table.num_rows == 0:
+            return
+        if not self.partition_by:
+            self._append(group, {}, table)
+            return
+        for values in table.select(self.partition_by).group_by(self.partition_by).aggregate([]).to_pylist():
+            mask = None
+            for column, value in values.items():
+                match = pc.is_null(table[column]) if value is None else pc.equal(table[column], value)
+                mask = match if mask is None else pc.and_(mask, match)
+            self._append((*group, *values.values()), values, table.filter(mask))
+
+    def _append(self, key: tuple[object, ...], values: dict[str, object], rows: pa.Table) -> None:
+        if key not in self.open:
+            folder = "/".join(f"{c}={_path_safe(v)}" for c, v in values.items())
+            relative = f"{folder}/" if folder else ""
+            relative += f"{self.prefix}{uuid.uuid4().hex}.parquet"
+            full = f"{self.root}/{relative}"
+            if isinstance(self.fs, pafs.LocalFileSystem):  # object stores have no folders (pyarrow would add markers)
+                self.fs.create_dir(full.rsplit("/", 1)[0], recursive=True)
+            writer = pq.ParquetWriter(full, self.schema, filesystem=self.fs, compression="snappy")
+            self.open[key] = _OpenFile(writer, relative, {c: partition_string(v) for c, v in values.items()})
+        file = self.open[key]
+        rows = rows.select(self.schema.names).cast(self.schema)
+        file.writer.write_table(rows)
+        file.rows += rows.num_rows
+        for column in STATS_COLUMNS:
+            if column in self.schema.names:
+                low, high = pc.min_max(rows[column]).values()
+                low, high = low.as_py(), high.as_py()
+                if low is not None:
+                    file.min_values[column] = min(low, file.min_values.get(column, low))
+                    file.max_values[column] = max(high, file.max_values.get(column, high))
+
+    def close(self) -> list[DataFile]:
+        files = []
+        for file in self.open.values():
+            file.writer.close()
+            size = self.fs.get_file_info(f"{self.root}/{file.path}").size
+            delta_stats = {"numRecords": file.rows, "minValues": file.min_values, "maxValues": file.max_values}
+            files.append(DataFile(self.table, file.path, size, file.partition_values, file.rows, json.dumps(delta_stats)))
+        self.open.clear()
+        return files
+
+    def discard(self) -> None:
+        for file in self.open.values():
+            try:
+                file.writer.close()
+                self.fs.delete_file(f"{self.root}/{file.path}")
+            except OSError:
+                pass
+        self.open.clear()
+
+
+@dataclass(frozen=True)
+class DeltaWritePlan:
+    """The ``inlet_delta`` sink's plan: the tables its tasks write into, and where their reports go."""
+
+    uri: str
+    quarantine_uri: str | None  # None: the rows have no quarantine material, or nowhere to put it
+    partition_by: list[str]
+    manifest: str  # the reports' file, for the driver program (``read_reports``)
+    store: Store
+
+
+class InletDeltaDataSource(DataSource):
+    """``df.write.format("inlet_delta").option("plan", path)``: a DataFrame's rows as Parquet files for ``commit_files``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "inlet_delta"
+
+    def writer(self, schema: StructType, overwrite: bool) -> _DeltaFilesWriter:
+        return _DeltaFilesWriter(read_plan(self.options["plan"], DeltaWritePlan), schema)
+
+
+class _DeltaFilesWriter(DataSourceArrowWriter):
+    def __init__(self, plan: DeltaWritePlan, schema: StructType):
+        self.plan = plan
+        self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskReport:
+        report = TaskReport()
+        main_columns = [f for f in self.arrow_schema if f.name not in INTERNAL]
+        main = FileSet("main", self.plan.store, self.plan.uri, pa.schema(main_columns), self.plan.partition_by)
+        quarantine = None
+        if self.plan.quarantine_uri and QUARANTINE_REASON in self.arrow_schema.names:
+            quarantine = FileSet("quarantine", self.plan.store, self.plan.quarantine_uri, quarantine_schema(self.arrow_schema), [])
+        try:
+            for batch in iterator:
+                fresh = collect_read_stats(batch, report.partitions)
+                if quarantine is not None:
+                    report.quarantined += fresh.num_rows - fresh.column(QUARANTINE_REASON).null_count
+                rows = pa.Table.from_batches([batch])
+                if quarantine is None:
+                    main.write(rows)
+                    continue
+                bad = pc.is_valid(rows[QUARANTINE_REASON])
+                main.write(rows.filter(pc.invert(bad)))
+                quarantine.write(to_quarantine_rows(rows.filter(bad)))
+            report.files = main.close() + (quarantine.close() if quarantine else [])
+        except BaseException:
+            main.discard()
+            if quarantine:
+                quarantine.discard()
+            raise
+        return report
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        # Runs on the driver host: hand the reports to the driver program, which commits them.
+        write_reports(self.plan.manifest, messages)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        files = [file for report in task_reports(messages) for file in report.files]
+        delete_files(self.plan.store, files, self.plan.uri, self.plan.quarantine_uri)
+
+
+def quarantine_schema(writer_schema: pa.Schema) -> pa.Schema:
+    renamed = {RAW_KEY: "key", RAW_VALUE: "value"}
+    names = [RAW_KEY, RAW_VALUE, "topic", "partition", "offset", "timestamp", "timestampType", "headers", QUARANTINE_REASON, "_inlet_run_id"]
+    return pa.schema([writer_schema.field(n).with_name(renamed.get(n, n)) for n in names if n in writer_schema.names])
+
+
+def to_quarantine_rows(rows: pa.Table) -> pa.Table:
+    rows = rows.drop_columns([c for c in ("key", "value") if c in rows.column_names])
+    return rows.rename_columns([{RAW_KEY: "key", RAW_VALUE: "value"}.get(c, c) for c in rows.column_names])
+
+
+def delete_files(store: Store, files: Iterable[DataFile], uri: str, quarantine_uri: str | None) -> None:
+    """Delete reported files of the main table at ``uri`` and of the quarantine table, if any."""
+    for file in files:
+        root = uri if file.table == "main" else quarantine_uri
+        if root is None:  # no quarantine table, so no file of it either
+            continue
+        filesystem, base = store.filesystem(root)
+        try:
+            filesystem.delete_file(f"{base}/{file.path}")
+        except OSError:
+            pass
+
+
+def delete_run_files(store: Store, root: str, token: str) -> int:
+    """Delete the files named for one attempt of a run (``token``) anywhere under a table folder.
+
+    For a failed job whose tasks cannot all be asked what they wrote; never after a commit.
+    """
+    filesystem, base = store.filesystem(root)
+    try:
+        found = filesystem.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
+    except OSError:
+        return 0
+    mine = [f.path for f in found if f.type == pafs.FileType.File and f.base_name.startswith(f"part-{token}-")]
+    for path in mine:
+        try:
+            filesystem.delete_file(path)
+        except OSError:
+            pass
+    return len(mine)
+
+
+def _path_safe(value: object) -> str:
+    return "__HIVE_DEFAULT_PARTITION__" if value is None else re.sub(r"[^A-Za-z0-9._-]", "_", str(value))[:100]
+
+
+def partition_string(value: object) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, (datetime, time_of_day)):
+        return value.strftime("%Y-%m-%d %H:%M:%S.%f")  # Delta's timestamp partition format
+    return str(value).lower() if isinstance(value, bool) else str(value)

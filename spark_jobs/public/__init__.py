@@ -1,0 +1,80 @@
+"""The job's public face: all of ``spark_jobs`` that the control plane (``api/``) and the worker
+(``worker/``) use, and the only part of it they import (checked by an import contract in
+pyproject.toml, run by tests/core/test_layering.py).
+
+- The contract between the worker and the job: one ``RunSpec`` in, one ``RunResult`` out
+  (``spark_jobs.spec``), and ``redact`` for the secrets a spec carries.
+- Where the job's tables live and how every process reaches them (``spark_jobs.storage``).
+- The failures a job reports (``spark_jobs.errors``) and the columns it writes beside a record's
+  decoded fields (``spark_jobs.columns``).
+- What the control plane shares with the job to reach a tenant's systems: the egress policy
+  (``spark_jobs.egress``), OAuth token sources (``spark_jobs.oauth``), the Schema Registry client
+  (``spark_jobs.registry``) and which Kafka errors are refused credentials (``spark_jobs.kafka_errors``).
+
+The names live in those modules, which the job's own code imports; this package only re-exports
+them. None of them imports Spark, so the API never loads it.
+"""
+
+from spark_jobs.columns import RESERVED as RESERVED_COLUMNS
+from spark_jobs.egress import DEFAULT_DENY, PRIVATE_RANGES, EgressPolicy, EgressRefused, http_client, networks, open_tcp
+from spark_jobs.errors import JobError
+from spark_jobs.kafka_errors import is_auth_error
+from spark_jobs.oauth import TokenRefused, TokenSource, parse_extensions, with_token_source
+from spark_jobs.registry import RegistryClient, RegistryConfig, RegistryUnavailable
+from spark_jobs.spec import (
+    DeltaTargetSpec,
+    Egress,
+    ErrorKind,
+    KafkaTargetSpec,
+    PartitionResult,
+    RegistrySpec,
+    JobFailure,
+    RunResult,
+    RunSpec,
+    SourceSpec,
+    SubjectRef,
+    Timings,
+    Txn,
+    redact,
+)
+from spark_jobs.storage import AZURE_SCHEMES, GCS_SCHEMES, OBJECT_STORE_SCHEMES, S3_SCHEMES, Store, scheme_of
+
+__all__ = [
+    "AZURE_SCHEMES",
+    "DEFAULT_DENY",
+    "GCS_SCHEMES",
+    "OBJECT_STORE_SCHEMES",
+    "PRIVATE_RANGES",
+    "RESERVED_COLUMNS",
+    "S3_SCHEMES",
+    "DeltaTargetSpec",
+    "Egress",
+    "EgressPolicy",
+    "EgressRefused",
+    "ErrorKind",
+    "JobError",
+    "KafkaTargetSpec",
+    "PartitionResult",
+    "RegistryClient",
+    "RegistryConfig",
+    "RegistrySpec",
+    "RegistryUnavailable",
+    "JobFailure",
+    "RunResult",
+    "RunSpec",
+    "SourceSpec",
+    "Store",
+    "SubjectRef",
+    "Timings",
+    "TokenRefused",
+    "TokenSource",
+    "Txn",
+    "http_client",
+    "is_auth_error",
+    "networks",
+    "open_tcp",
+    "parse_extensions",
+    "redact",
+    "scheme_of",
+    "with_token_source",
+]

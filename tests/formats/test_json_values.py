@@ -1,0 +1,76 @@
+"""``JsonValues`` without Spark's JVM (the fast suite): it pickles small and decodes after, the fast
+and exact paths agree inside one batch, and the deliberate differences give what docs/formats.md
+says. ``test_json_conformance.py`` holds every case to Spark itself."""
+
+from __future__ import annotations
+
+import pickle
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import types as T
+
+from spark_jobs.formats.json_values import NOT_SCHEMA, NULL_VALUE, JsonValues
+
+ORDER = T.StructType([
+    T.StructField("id", T.LongType()), T.StructField("customer", T.StringType()), T.StructField("amount", T.DoubleType()),
+    T.StructField("placed_at", T.TimestampType()), T.StructField("qty", T.ByteType()),
+    T.StructField("price", T.DecimalType(5, 2)), T.StructField("tags", T.MapType(T.StringType(), T.IntegerType())),
+])
+
+
+def _decode(decoder: JsonValues, *values: bytes | None) -> list[tuple[str | None, dict[str, object]]]:
+    columns, reasons = decoder.decode(pa.array(values, pa.binary()))
+    return list(zip(reasons.to_pylist(), columns.to_pylist()))
+
+
+def _row(**values: object) -> dict[str, object]:
+    return {"id": None, "customer": None, "amount": None, "placed_at": None, "qty": None, "price": None, "tags": None,
+            **values}
+
+
+def test_pickles_without_its_msgspec_types_and_decodes_after() -> None:
+    decoder = JsonValues(ORDER, "UTC")
+    _decode(decoder, b'{"id":1}')  # builds the plan, which must not travel
+    copy = pickle.loads(pickle.dumps(decoder))
+    assert copy._plan is None
+    [(reason, row)] = _decode(copy, b'{"id":1,"placed_at":"2026-11-24T00:00:00.001+00:00","price":"1.005"}')
+    assert reason is None
+    assert (row["id"], row["price"], str(row["placed_at"])) == (1, Decimal("1.01"), "2026-11-24 00:00:00.001000+00:00")
+
+
+def test_fast_and_exact_paths_in_one_batch() -> None:
+    decoder = JsonValues(ORDER, "UTC")
+    rows = _decode(
+        decoder,
+        b'{"id":1,"customer":"a","amount":2.5,"placed_at":1700000000,"qty":3}',  # fast
+        b'{"id":2,"customer":7.50,"amount":"NaN"}',  # exact: a number as a STRING, NaN as a string
+        None,
+        b'{"id":"3"}',
+        b'{"id":4,"price":"x","price":1}',  # a raw JSON column's key twice: the earlier value spoils it
+        b'{"id":5} and then some',  # Spark reads the first value only
+    )
+    assert rows[0] == (None, _row(id=1, customer="a", amount=2.5, placed_at=rows[0][1]["placed_at"], qty=3))
+    assert rows[0][1]["placed_at"].timestamp() == 1700000000  # type: ignore[union-attr]
+    assert rows[1][0] is None and rows[1][1]["customer"] == "7.5" and rows[1][1]["amount"] != rows[1][1]["amount"]
+    assert rows[2:] == [(NULL_VALUE, _row()), (NOT_SCHEMA, _row()), (NOT_SCHEMA, _row()), (None, _row(id=5))]
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    (b'{"qty":200}', (NOT_SCHEMA, _row())),  # Spark: -56
+    (b"{'id':1}", (NOT_SCHEMA, _row())),  # Spark: id 1
+    (b'{"amount":+INF}', (NOT_SCHEMA, _row())),  # Spark: Infinity
+    (b'{"placed_at":"10:00:00"}', (NOT_SCHEMA, _row())),  # Spark: today at 10:00
+    (b'{"placed_at":99999999999999}', (NOT_SCHEMA, _row())),  # Spark: wrapped around
+    (b'{"tags":{"a":1,"a":2}}', (None, _row(tags=[("a", 2)]))),  # Spark: both entries
+])
+def test_deliberate_differences(value: bytes, expected: tuple[str | None, dict[str, object]]) -> None:
+    assert _decode(JsonValues(ORDER, "UTC"), value) == [expected]
+
+
+def test_refuses_what_it_cannot_decode_and_unknown_zones() -> None:
+    with pytest.raises(TypeError, match="VARIANT|variant"):
+        JsonValues(T.StructType([T.StructField("v", T.VariantType())]), "UTC")
+    with pytest.raises(ValueError, match="time zone"):
+        JsonValues(ORDER, "Mars/Olympus")
