@@ -33,6 +33,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from weakref import WeakKeyDictionary
 
 from sqlalchemy import Engine
 
@@ -122,13 +123,13 @@ def purge_portal_sessions(db: Engine, dispatcher: Dispatcher, settings: Settings
         return purge_expired(session=session, limits=SessionLimits.of(settings))
 
 
-# The process's retention passes: a pass goes on over ticks until it is done.
-RETENTION = Retention()
+# The process's retention passes, one per database: a pass goes on over ticks until it is done.
+RETENTIONS: WeakKeyDictionary[Engine, Retention] = WeakKeyDictionary()
 
 
 def prune_old_rows(db: Engine, dispatcher: Dispatcher, settings: Settings) -> int:
     """Rows the retention settings no longer keep, deleted in batches within the tick's budget."""
-    return RETENTION.tick(db, RetentionPolicy.of(settings))
+    return RETENTIONS.setdefault(db, Retention()).tick(db, RetentionPolicy.of(settings))
 
 
 Duty = Callable[[Engine, Dispatcher, Settings], int]

@@ -182,11 +182,11 @@ class Settings(BaseSettings):
         default_factory=lambda: list(PRIVATE_RANGES), description="CIDRs denied to webhooks besides "
         "INLET_EGRESS_DENY; defaults to the private ranges (a webhook's delivery log would map them); empty: none")
 
-    # Retention of Inlet's own data (docs/maintenance.md): how long each kind of history is kept, in days
+    # Retention of Inlet's own data (docs/retention.md): how long each kind of history is kept, in days
     # (fractions allowed); 0 keeps it forever. Pruned by the scheduler in short batches.
     retention_runs_days: float = Field(
         default=90.0, description="Ended runs finished longer ago are deleted with their ranges and logs, except each "
-        "pipeline's newest run and the runs its offsets still point to (docs/maintenance.md); 0: kept forever")
+        "pipeline's newest run and the runs its offsets still point to (docs/retention.md); 0: kept forever")
     retention_run_logs_days: float = Field(
         default=14.0, description="Logs of ended runs are deleted this long after the run finished (the run stays); "
         "0: kept as long as the run")

@@ -20,7 +20,7 @@ from api.runs import lifecycle
 from api.runs.models import Run, RunLogChunk
 from api.runs.planning import PartitionPlan, Plan
 from api.runs.retry import RetryPolicy
-from spark_jobs.spec import PartitionResult, RunError, RunResult, Timings
+from spark_jobs.spec import JobFailure, PartitionResult, RunResult, Timings
 from tests.usage.helpers import Clock, claim, record
 
 Ranges = dict[tuple[str, int], tuple[int, int]]
@@ -43,7 +43,7 @@ def _result(run_id: uuid.UUID, ranges: Ranges, error: str | None) -> RunResult:
                     for (t, p), (s, e) in ranges.items()],
         rows_written=sum(e - s for s, e in ranges.values()), rows_quarantined=0, bytes_read=0,
         timings=Timings(started_at=at, finished_at=at),
-        error=RunError(kind=error, message="boom") if error else None)  # type: ignore[arg-type]
+        error=JobFailure(kind=error, message="boom") if error else None)  # type: ignore[arg-type]
 
 
 def ended_run(engine: Engine, clock: Clock, pipeline_id: str | uuid.UUID, *, at: datetime,

@@ -66,6 +66,10 @@ def test_old_runs_go_but_each_pipeline_keeps_its_newest(client: TestClient, app:
     recent = ended_run(engine, clock, busy, at=now - DAY, ranges={T: (offset, offset + 10)})
     lonely = ended_run(engine, clock, idle, at=old, ranges={T: (0, 5)})  # an idle pipeline's one run, long ago
     usage_before = _usage(engine)
+    days = {"granularity": "day", "from": (now - 200 * DAY).strftime("%Y-%m-%dT00:00:00Z"),
+            "to": (now + DAY).strftime("%Y-%m-%dT00:00:00Z")}
+    reports_before = [client.get("/usage", params=days, headers=t.viewer).json() for t in (tenant, other_tenant)]
+    assert sum(row["runs"]["succeeded"] for row in reports_before[0]["items"]) == 3  # what is about to go, counted
 
     _prune(app, settings, runs=90)
 
@@ -74,6 +78,7 @@ def test_old_runs_go_but_each_pipeline_keeps_its_newest(client: TestClient, app:
     assert all(ranges_of(engine, r) == 0 and log_chunks_of(engine, r) == 0 for r in pruned)
     assert ranges_of(engine, recent) == 1
     assert _usage(engine) == usage_before  # the usage ledger is never pruned
+    assert [client.get("/usage", params=days, headers=t.viewer).json() for t in (tenant, other_tenant)] == reports_before
 
 
 def test_the_runs_the_ledger_still_needs_are_kept(client: TestClient, app: Any, tenant: Tenant, settings: Settings,
