@@ -49,7 +49,6 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +90,7 @@ BEFORE_0010 = [f"DROP INDEX IF EXISTS {name}" for name, _, _ in MIGRATION_0010.I
 
 @contextmanager
 def private_postgres() -> Iterator[str]:
-    bindir = sorted(Path("/usr/lib/postgresql").glob("*/bin"))[-1]
+    bindir = max(Path("/usr/lib/postgresql").glob("*/bin"))
     workdir = Path(tempfile.mkdtemp(prefix="inlet-growth-pg-"))
     as_postgres: list[str] = []
     if os.geteuid() == 0:
@@ -462,7 +461,7 @@ class Writer:
                     execution.record_result(session=session, run_id=run_id, worker="bench", result=result,
                                             retry=RetryPolicy(max_attempts=1, backoff_s=0))
                 self.cycles.append((time.perf_counter() - began) * 1000)
-        except BaseException as exc:  # reported by the main thread
+        except BaseException as exc:  # noqa: BLE001 (reported by the main thread)
             self.error = exc
 
     @contextmanager

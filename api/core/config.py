@@ -20,7 +20,6 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from api.core.object_storage import storage_options
 from spark_jobs.public import DEFAULT_DENY, OBJECT_STORE_SCHEMES, PRIVATE_RANGES, EgressPolicy, networks, scheme_of
 
-
 # The retention settings, in days: 0 keeps forever; anything shorter than a day is refused, since runs
 # younger than that still count against a tenant's hourly quota and a client's retries still use its keys.
 RETENTIONS = ("retention_runs_days", "retention_run_logs_days", "retention_audit_days", "retention_webhooks_days",

@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Unpack
+from typing import Any
 
 from sqlalchemy import ColumnElement, Row, Select, and_, bindparam, delete, func, select, text, tuple_
 from sqlalchemy.dialects import postgresql
@@ -32,7 +32,7 @@ LOCK_TIMEOUT = "2s"
 # Rows deleted per tenant; None counts rows that belong to no tenant (idempotency records).
 Pruned = Counter[uuid.UUID | None]
 Resume = tuple[Any, ...] | None  # where a batch starts: after this (age, primary key); None: from the oldest
-Pick = Callable[[ColumnElement[bool]], Select[Unpack[tuple[Any, ...]]]]
+Pick = Callable[[ColumnElement[bool]], Select[*tuple[Any, ...]]]
 
 
 @dataclass(frozen=True)

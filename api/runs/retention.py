@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any, Unpack
+from typing import Any
 
 from sqlalchemy import ColumnElement, Select, delete
 from sqlalchemy import select as sa_select
@@ -31,7 +31,7 @@ def prune_runs(session: Session, *, finished_before: datetime, after: Resume, li
     that ended and nothing needs, with their logs and committed ranges."""
     newest_seq = select(Pipeline.last_run_seq).where(col(Pipeline.id) == col(Run.pipeline_id)).scalar_subquery()
 
-    def pick(in_window: ColumnElement[bool]) -> Select[Unpack[tuple[Any, ...]]]:
+    def pick(in_window: ColumnElement[bool]) -> Select[*tuple[Any, ...]]:
         return sa_select(col(Run.id), col(Run.tenant_id)).where(
             in_window, col(Run.state).in_(TERMINAL_STATES), col(Run.seq) < newest_seq,
             ~ledger.still_needed(col(Run.id)))
@@ -49,7 +49,7 @@ def prune_runs(session: Session, *, finished_before: datetime, after: Resume, li
 def prune_run_logs(session: Session, *, written_before: datetime, after: Resume, limit: int) -> Batch:
     """Of the next ``limit`` log chunks written before ``written_before``, delete those of runs that ended
     before it."""
-    def pick(in_window: ColumnElement[bool]) -> Select[Unpack[tuple[Any, ...]]]:
+    def pick(in_window: ColumnElement[bool]) -> Select[*tuple[Any, ...]]:
         return (sa_select(col(RunLogChunk.run_id), col(RunLogChunk.chunk), col(Run.tenant_id))
                 .join(Run, col(Run.id) == col(RunLogChunk.run_id))
                 .where(in_window, col(Run.finished_at) < written_before, col(Run.state).in_(TERMINAL_STATES)))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import datetime
-from typing import Any, Unpack
+from typing import Any
 
 from sqlalchemy import ColumnElement, Select, exists
 from sqlalchemy import select as sa_select
@@ -27,7 +27,7 @@ ENDED = ("succeeded", "failed")
 def prune_deliveries(session: Session, *, finished_before: datetime, after: Resume, limit: int) -> Batch:
     """Of the next ``limit`` deliveries that finished before ``finished_before``, delete those that ended,
     counting them into the totals."""
-    def pick(in_window: ColumnElement[bool]) -> Select[Unpack[tuple[Any, ...]]]:
+    def pick(in_window: ColumnElement[bool]) -> Select[*tuple[Any, ...]]:
         return sa_select(col(WebhookDelivery.id), col(WebhookDelivery.tenant_id), col(WebhookDelivery.state),
                          col(WebhookDelivery.event_type), col(WebhookDelivery.attempts)).where(
             in_window, col(WebhookDelivery.state).in_(ENDED))

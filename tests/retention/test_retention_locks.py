@@ -55,7 +55,7 @@ def test_runs_are_created_claimed_and_ended_while_a_batch_holds_its_rows(
     postgres: None, client: TestClient, app: Any, tenant: Tenant, clock: Clock,
 ) -> None:
     engine = app.state.engine
-    pid, runs = _old_runs(client, app, tenant, clock, 3)
+    pid, _ = _old_runs(client, app, tenant, clock, 3)
     batch_open, written = threading.Event(), threading.Event()
     took: list[float] = []
 
