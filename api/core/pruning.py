@@ -81,7 +81,7 @@ def prune_batch(
 
 def _keys_in(keys: list[Any], rows: list[tuple[Any, ...]], *, postgres: bool) -> ColumnElement[bool]:
     if len(keys) == 1:
-        return keys[0].in_([row[0] for row in rows])  # type: ignore[no-any-return]  # a Column's in_
+        return keys[0].in_([row[0] for row in rows])
     if not postgres:
         return tuple_(*keys).in_(rows)
     # A composite key as one array a column, unnested: PostgreSQL plans ``(a, b) IN ((…), (…), …)`` as one

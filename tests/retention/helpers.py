@@ -43,7 +43,7 @@ def _result(run_id: uuid.UUID, ranges: Ranges, error: str | None) -> RunResult:
                     for (t, p), (s, e) in ranges.items()],
         rows_written=sum(e - s for s, e in ranges.values()), rows_quarantined=0, bytes_read=0,
         timings=Timings(started_at=at, finished_at=at),
-        error=JobFailure(kind=error, message="boom") if error else None)  # type: ignore[arg-type]
+        error=JobFailure(kind=error, message="boom") if error else None)
 
 
 def ended_run(engine: Engine, clock: Clock, pipeline_id: str | uuid.UUID, *, at: datetime,
