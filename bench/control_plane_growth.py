@@ -161,8 +161,8 @@ def seed(url: str, *, tenants: int, per_tenant: int, runs_per_pipeline: int, aud
             for t in tenant_ids])
         session.execute(insert(Pipeline), [
             {"id": pid, "tenant_id": t, "name": f"p-{i:05d}", "connection_id": conns[t],
-             "source": {"connection_id": str(conns[t]), "topics": [TOPIC]},
-             "target": {"type": "delta", "path": f"p{i}"}, "schedule": None, "state": "paused",
+             "source_as_written": {"connection_id": str(conns[t]), "topics": [TOPIC]},
+             "target_as_written": {"type": "delta", "path": f"p{i}"}, "schedule_as_written": None, "state": "paused",
              "next_run_at": None, "last_run_seq": 0, "revision": 1, "created_at": now, "updated_at": now}
             for i, (t, pid) in enumerate(pipelines)])
     counts = {pid: runs_per_pipeline for _, pid in pipelines}
