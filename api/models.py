@@ -10,13 +10,12 @@ from api.pipelines.models import Pipeline
 from api.runs.models import Run, RunLogChunk
 from api.tenancy.models import ApiKey, PortalSession, Tenant, TenantQuota
 from api.usage.models import UsageHour, UsageTotal
-from api.webhooks.models import Webhook, WebhookDelivery, WebhookEvent
+from api.webhooks.models import Webhook, WebhookDelivery, WebhookDeliveryTotal, WebhookEvent
 
 metadata = SQLModel.metadata
 
 __all__ = [
     "ApiKey", "AuditEvent", "Connection", "IdempotencyRecord", "OffsetReplay", "PartitionOffset", "Pipeline",
     "PortalSession", "Run", "RunLogChunk", "RunRange", "Tenant", "TenantQuota", "UsageHour", "UsageTotal",
-    "Webhook", "WebhookDelivery",
-    "WebhookEvent", "metadata",
+    "Webhook", "WebhookDelivery", "WebhookDeliveryTotal", "WebhookEvent", "metadata",
 ]

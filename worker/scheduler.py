@@ -10,7 +10,10 @@ The duties of a tick, in batches:
 - lag alerts: pipelines with a lag alert are evaluated against their observed lag
   (``api.pipelines.alerts``), each change raising its event once;
 - portal sessions: timed-out ones are deleted (``api.tenancy.portal_sessions``), so their table holds
-  live sessions only.
+  live sessions only;
+- retention: what the retention settings no longer keep (old runs, logs, audit and webhook history,
+  idempotency keys) is deleted in short batches, for at most ``retention_budget_s`` a tick
+  (``api.retention.service``; a pass every ``retention_interval_s``).
 
 Each duty is its own failure boundary (Prefect's ``late_runs`` service): one that fails (a table
 locked, a database restarting) is logged and tried again next tick, and the others still run. Where
@@ -30,6 +33,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from weakref import WeakKeyDictionary
 
 from sqlalchemy import Engine
 
@@ -40,6 +44,7 @@ from api.core.dispatch import Dispatcher
 from api.core.enqueue import bind
 from api.pipelines.alerts import evaluate_lag_alerts
 from api.pipelines.scheduling import claim_due
+from api.retention.service import Retention, RetentionPolicy
 from api.runs import repository
 from api.secrets.store import SecretStore
 from api.tenancy.portal_sessions import SessionLimits, purge_expired
@@ -56,6 +61,7 @@ class TickReport:
     deliveries_resent: int = 0
     alerts_changed: int = 0  # lag alerts raised or cleared
     sessions_purged: int = 0
+    rows_pruned: int = 0  # by retention
     failed: tuple[str, ...] = ()  # the duties that failed this tick (logged; tried again on the next)
 
 
@@ -117,6 +123,15 @@ def purge_portal_sessions(db: Engine, dispatcher: Dispatcher, settings: Settings
         return purge_expired(session=session, limits=SessionLimits.of(settings))
 
 
+# The process's retention passes, one per database: a pass goes on over ticks until it is done.
+RETENTIONS: WeakKeyDictionary[Engine, Retention] = WeakKeyDictionary()
+
+
+def prune_old_rows(db: Engine, dispatcher: Dispatcher, settings: Settings) -> int:
+    """Rows the retention settings no longer keep, deleted in batches within the tick's budget."""
+    return RETENTIONS.setdefault(db, Retention()).tick(db, RetentionPolicy.of(settings))
+
+
 Duty = Callable[[Engine, Dispatcher, Settings], int]
 
 # Each duty by the field of the report that counts what it did, in the order a tick runs them.
@@ -126,6 +141,7 @@ DUTIES: dict[str, Duty] = {
     "deliveries_resent": resend_lost_deliveries,
     "sessions_purged": purge_portal_sessions,
     "alerts_changed": raise_and_clear_lag_alerts,
+    "rows_pruned": prune_old_rows,
 }
 
 

@@ -16,7 +16,9 @@ class AuditEvent(SQLModel, table=True):
     __tablename__ = "audit_events"
     __table_args__ = (
         Index("ix_audit_events_tenant_created", "tenant_id", "created_at"),
-        Index("ix_audit_events_resource", "tenant_id", "resource_type", "resource_id"),
+        # An object's history (the offsets' on the portal), newest first in index order.
+        Index("ix_audit_events_resource_created", "tenant_id", "resource_type", "resource_id", "created_at", "id"),
+        Index("ix_audit_events_created", "created_at"),  # retention's oldest first
     )
 
     id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)

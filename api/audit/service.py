@@ -1,14 +1,17 @@
-"""Recording and listing audit events. Every write in every service calls ``record``."""
+"""Recording, listing and pruning audit events. Every write in every service calls ``record``."""
 
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Any
 
-from sqlmodel import Session
+from sqlalchemy import select as sa_select
+from sqlmodel import Session, col
 
 from api.audit.models import AuditEvent
 from api.core.pagination import PageParams, paginate
+from api.core.pruning import Batch, Resume, prune_batch
 from api.core.scoping import scoped_select
 from api.core.security import TenantContext
 
@@ -55,3 +58,10 @@ def list_events(
     if action:
         stmt = stmt.where(AuditEvent.action == action)
     return paginate(session, stmt, page, AuditEvent)
+
+
+def prune_events(session: Session, *, before: datetime, after: Resume, limit: int) -> Batch:
+    """Delete the next ``limit`` events recorded before ``before``, oldest first (retention,
+    ``api.retention``)."""
+    return prune_batch(session, AuditEvent, col(AuditEvent.created_at), before=before, after=after, limit=limit,
+                       pick=lambda in_window: sa_select(col(AuditEvent.id), col(AuditEvent.tenant_id)).where(in_window))

@@ -8,6 +8,7 @@ environment Inlet reads is the object store's standard one (``AWS_*``, ``AZURE_*
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
 from functools import lru_cache
 from pathlib import Path
@@ -18,6 +19,12 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from api.core.object_storage import storage_options
 from spark_jobs.public import DEFAULT_DENY, OBJECT_STORE_SCHEMES, PRIVATE_RANGES, EgressPolicy, networks, scheme_of
+
+# The retention settings, in days: 0 keeps forever; anything shorter than a day is refused, since runs
+# younger than that still count against a tenant's hourly quota and a client's retries still use its keys.
+RETENTIONS = ("retention_runs_days", "retention_run_logs_days", "retention_audit_days", "retention_webhooks_days",
+              "retention_idempotency_days")
+MIN_RETENTION_DAYS = 1.0
 
 
 class Settings(BaseSettings):
@@ -174,6 +181,31 @@ class Settings(BaseSettings):
         default_factory=lambda: list(PRIVATE_RANGES), description="CIDRs denied to webhooks besides "
         "INLET_EGRESS_DENY; defaults to the private ranges (a webhook's delivery log would map them); empty: none")
 
+    # Retention of Inlet's own data (docs/retention.md): how long each kind of history is kept, in days
+    # (fractions allowed); 0 keeps it forever. Pruned by the scheduler in short batches.
+    retention_runs_days: float = Field(
+        default=90.0, description="Ended runs finished longer ago are deleted with their ranges and logs, except each "
+        "pipeline's newest run and the runs its offsets still point to (docs/retention.md); 0: kept forever")
+    retention_run_logs_days: float = Field(
+        default=14.0, description="Logs of ended runs are deleted this long after the run finished (the run stays); "
+        "0: kept as long as the run")
+    retention_audit_days: float = Field(
+        default=365.0, description="Audit events older than this are deleted (the offsets' history with them); "
+        "0: kept forever")
+    retention_webhooks_days: float = Field(
+        default=30.0, description="Webhook deliveries that succeeded or gave up are deleted this long after they "
+        "ended, and events with no delivery left once this old; a delivery still due is never deleted; 0: kept forever")
+    retention_idempotency_days: float = Field(
+        default=1.0, description="How long an Idempotency-Key replays its first response; after that its record is "
+        "deleted and the same key makes a new request; 0: kept forever")
+    retention_interval_s: float = Field(default=600.0, gt=0, description="How often a pruning pass starts")
+    retention_batch_size: int = Field(
+        default=1000, ge=1, le=50_000, description="Rows deleted per transaction: each batch is short, and skips "
+        "rows another transaction holds")
+    retention_budget_s: float = Field(
+        default=1.0, gt=0, description="Time a scheduler tick may spend pruning; a pass with more to do goes on at "
+        "the next tick")
+
     # Requests.
     max_body_bytes: int = 1_048_576
     page_limit_max: int = 500
@@ -209,6 +241,14 @@ class Settings(BaseSettings):
             return [str(net) for net in networks(entries)]
         except ValueError as exc:
             raise ValueError(f"INLET_{str(info.field_name).upper()}: {exc}") from None
+
+    @field_validator(*RETENTIONS)
+    @classmethod
+    def _retention(cls, days: float, info: ValidationInfo) -> float:
+        if not math.isfinite(days) or not (days == 0 or days >= MIN_RETENTION_DAYS):
+            raise ValueError(f"INLET_{str(info.field_name).upper()}: {days} days is not a retention; give 0 (keep "
+                             f"forever) or at least {MIN_RETENTION_DAYS:g} day")
+        return days
 
     @field_validator("storage_root")
     @classmethod

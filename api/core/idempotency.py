@@ -6,7 +6,10 @@ What is kept of the request is a fingerprint: an HMAC-SHA256, under a key derive
 (``api.core.server_key``), of the method, the path and the JSON body with every credential masked
 (``api.core.redaction.SECRET_FIELDS``). Neither a credential nor the body can be tested against it
 without the server key. Records written before fingerprints were keyed had their digests scrubbed by
-migration 0007: a retry of one is a 422, never a second object."""
+migration 0007: a retry of one is a 422, never a second object.
+
+A key replays for ``INLET_RETENTION_IDEMPOTENCY_DAYS`` (a day by default): then its record is pruned
+(``prune_records``) and the same key makes a new request."""
 
 from __future__ import annotations
 
@@ -16,17 +19,20 @@ import hmac
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Annotated, TypeVar
 
 from fastapi import Depends, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
+from sqlalchemy import select as sa_select
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from api.core.config import Settings
 from api.core.errors import Conflict, ValidationFailed
 from api.core.models import IdempotencyRecord
+from api.core.pruning import Batch, Resume, prune_batch
 from api.core.redaction import SECRET_FIELDS, without_secrets
 from api.core.server_key import derived_key
 
@@ -114,3 +120,11 @@ async def idempotent_request(request: Request) -> IdempotentRequest:
 
 
 IdempotencyDep = Annotated[IdempotentRequest, Depends(idempotent_request)]
+
+
+def prune_records(session: Session, *, before: datetime, after: Resume, limit: int) -> Batch:
+    """Delete the next ``limit`` stored responses made before ``before``: past the replay window a key
+    makes a new request (retention, ``api.retention``). They belong to no tenant's history."""
+    return prune_batch(session, IdempotencyRecord, col(IdempotencyRecord.created_at), before=before, after=after,
+                       limit=limit, pick=lambda in_window: sa_select(
+                           col(IdempotencyRecord.scope), col(IdempotencyRecord.key)).where(in_window))

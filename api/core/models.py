@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, String, Text
+from sqlalchemy import JSON, Column, Index, String, Text
 from sqlmodel import Field, SQLModel
 
 from api.core.db import UTCDateTime, utcnow
@@ -13,6 +13,7 @@ from api.core.db import UTCDateTime, utcnow
 
 class IdempotencyRecord(SQLModel, table=True):
     __tablename__ = "idempotency_records"
+    __table_args__ = (Index("ix_idempotency_records_created", "created_at"),)  # retention's oldest first
 
     scope: str = Field(sa_column=Column(String(64), primary_key=True))
     key: str = Field(sa_column=Column(String(255), primary_key=True))

@@ -15,6 +15,8 @@ from api.core.db import UTCDateTime, utcnow
 
 class PartitionOffset(SQLModel, table=True):
     __tablename__ = "partition_offsets"
+    # Which partitions name a run as their last (the runs retention keeps: api.ledger.retention).
+    __table_args__ = (Index("ix_partition_offsets_last_run", "last_run_id"),)
 
     pipeline_id: uuid.UUID = Field(sa_column=Column(ForeignKey("pipelines.id", ondelete="CASCADE"), primary_key=True))
     topic: str = Field(sa_column=Column(String(249), primary_key=True))

@@ -1,7 +1,7 @@
 """Prometheus metrics read from the database at scrape time: usage counters per tenant (and, with
 ``INLET_METRICS_PIPELINE_LABELS``, per pipeline) and attempt durations, both from the usage ledger's
 totals; runs waiting or executing now; each pipeline's consumer lag as last observed; webhook
-deliveries by outcome.
+deliveries by outcome (those retention deleted included, from their totals).
 
 The usage counters are the ledger's totals (``api.usage``), which only ever grow: they never go down
 when runs are pruned, every API replica reports the same figures, and a restart loses nothing. The
@@ -24,6 +24,7 @@ from api.runs.models import Run
 from api.runs.states import ACTIVE_STATES
 from api.usage import service as usage
 from api.usage.models import DURATION_BUCKETS, DURATION_COLUMNS, UsageTotal
+from api.webhooks import retention as webhook_retention
 from api.webhooks.models import WebhookDelivery
 
 # name, help, the ledger column, its scale to the metric's unit
@@ -110,13 +111,17 @@ class InletCollector(Collector):
                                     "event type", labels=["event_type"])
         rows = session.exec(select(WebhookDelivery.state, WebhookDelivery.event_type, func.count())
                             .group_by(WebhookDelivery.state, WebhookDelivery.event_type)).all()
+        # Deliveries retention deleted still count (api.webhooks.retention keeps their totals).
+        ended_counts, pruned_attempts = webhook_retention.pruned_totals(session)
         for state, event_type, count in rows:
             if state == "pending":
                 pending.add_metric([event_type], count)
             else:
-                ended.add_metric([state, event_type], count)
+                ended_counts[(state, event_type)] = ended_counts.get((state, event_type), 0) + count
+        for (state, event_type), count in sorted(ended_counts.items()):
+            ended.add_metric([state, event_type], count)
         attempts = CounterMetricFamily("inlet_webhook_delivery_attempts",
                                        "Webhook delivery attempts (retries included)")
         total = session.exec(select(func.coalesce(func.sum(WebhookDelivery.attempts), 0))).one()
-        attempts.add_metric([], float(total))
+        attempts.add_metric([], float(total + pruned_attempts))
         yield from (ended, pending, attempts)

@@ -27,15 +27,22 @@ class Run(SQLModel, table=True):
               postgresql_where=text(_ACTIVE_SQL), sqlite_where=text(_ACTIVE_SQL)),
         Index("uq_runs_slot", "pipeline_id", "scheduled_for", unique=True,
               postgresql_where=text("scheduled_for IS NOT NULL"), sqlite_where=text("scheduled_for IS NOT NULL")),
-        Index("ix_runs_pipeline_created", "pipeline_id", "created_at"),
+        # A pipeline's runs page by page, newest first or by state, each in index order (the id breaks ties,
+        # the tenant scopes the query), and counted from the index alone.
+        Index("ix_runs_tenant_pipeline_created", "tenant_id", "pipeline_id", "created_at", "id"),
+        Index("ix_runs_tenant_pipeline_state", "tenant_id", "pipeline_id", "state", "id"),
         Index("ix_runs_state_lease", "state", "lease_expires_at"),
         # A tenant's runs of the last hour (its runs_per_hour quota) and its latest claim (the fair share).
         Index("ix_runs_tenant_created", "tenant_id", "created_at"),
         Index("ix_runs_tenant_claimed", "tenant_id", "claimed_at"),
+        # Retention's oldest ended runs first (api.runs.retention).
+        Index("ix_runs_finished", "finished_at"),
     )
 
     id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
-    tenant_id: uuid.UUID = Field(sa_column=Column(ForeignKey("tenants.id", ondelete="CASCADE"), nullable=False, index=True))
+    # No index of its own: ix_runs_tenant_created leads with it (one on tenant_id alone misled the planner
+    # into combining it with the pipeline's, reading every run of the tenant).
+    tenant_id: uuid.UUID = Field(sa_column=Column(ForeignKey("tenants.id", ondelete="CASCADE"), nullable=False))
     pipeline_id: uuid.UUID = Field(sa_column=Column(ForeignKey("pipelines.id", ondelete="CASCADE"), nullable=False))
     seq: int = Field(description="The pipeline's run sequence: the Delta transaction version of this run")
     state: RunState = Field(sa_column=Column(String(16), nullable=False))
@@ -68,6 +75,7 @@ class RunLogChunk(SQLModel, table=True):
     """A run's log, appended in chunks by the worker (secrets already redacted)."""
 
     __tablename__ = "run_log_chunks"
+    __table_args__ = (Index("ix_run_log_chunks_created", "created_at"),)  # retention's oldest first
 
     run_id: uuid.UUID = Field(sa_column=Column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True))
     chunk: int = Field(sa_column=Column(BigInteger, primary_key=True, autoincrement=False))

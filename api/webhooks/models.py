@@ -1,5 +1,6 @@
-"""The webhooks tables: a tenant's endpoints, the outbox of events raised for them, and one delivery
-per event and subscribed endpoint (its state, attempts and the receiver's last answer).
+"""The webhooks tables: a tenant's endpoints, the outbox of events raised for them, one delivery per
+event and subscribed endpoint (its state, attempts and the receiver's last answer), and the counts of
+the deliveries retention deleted.
 
 An endpoint's signing secret is never stored here: only the path of its secret and the versions to
 sign with."""
@@ -10,7 +11,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, Float, ForeignKey, Index, String, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Column, Float, ForeignKey, Index, String, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from api.core.db import UTCDateTime, utcnow
@@ -43,7 +44,10 @@ class WebhookEvent(SQLModel, table=True):
     ``webhook-id`` every attempt of every delivery carries, so a receiver can drop a repeat."""
 
     __tablename__ = "webhook_events"
-    __table_args__ = (Index("ix_webhook_events_tenant_created", "tenant_id", "created_at"),)
+    __table_args__ = (
+        Index("ix_webhook_events_tenant_created", "tenant_id", "created_at"),
+        Index("ix_webhook_events_created", "created_at"),  # retention's oldest first
+    )
 
     id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
     tenant_id: uuid.UUID = Field(sa_column=Column(ForeignKey("tenants.id", ondelete="CASCADE"), nullable=False))
@@ -62,6 +66,7 @@ class WebhookDelivery(SQLModel, table=True):
         UniqueConstraint("webhook_id", "event_id", name="uq_webhook_deliveries_webhook_event"),
         Index("ix_webhook_deliveries_webhook_created", "webhook_id", "created_at"),
         Index("ix_webhook_deliveries_due", "state", "next_attempt_at"),
+        Index("ix_webhook_deliveries_finished", "finished_at"),  # retention's oldest ended first
     )
 
     id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
@@ -83,3 +88,15 @@ class WebhookDelivery(SQLModel, table=True):
     last_error: str | None = Field(default=None, sa_column=Column(String(500)))
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
     finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+
+
+class WebhookDeliveryTotal(SQLModel, table=True):
+    """The ended deliveries retention deleted, by outcome and event type: ``/metrics`` adds them to the
+    deliveries still kept, so its counters never go down when old deliveries are pruned."""
+
+    __tablename__ = "webhook_delivery_totals"
+
+    state: str = Field(sa_column=Column(String(16), primary_key=True))
+    event_type: str = Field(sa_column=Column(String(64), primary_key=True))
+    deliveries: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
+    attempts: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from sqlalchemy import Engine
 
 from api.core.db import unit_of_work
@@ -25,6 +26,14 @@ RETRY_ONCE = RetryPolicy(max_attempts=2, backoff_s=0.0)
 @dataclass
 class Clock:
     now: datetime = T0
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    """The run lifecycle's idea of now, which the test moves."""
+    clock = Clock()
+    monkeypatch.setattr(lifecycle, "utcnow", lambda: clock.now)
+    return clock
 
 
 def job_result(run_id: uuid.UUID, *, records: int, written: int, quarantined: int = 0, bytes_read: int = 0,
