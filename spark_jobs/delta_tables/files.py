@@ -15,8 +15,6 @@ import re
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
-from datetime import time as time_of_day
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -27,11 +25,11 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from spark_jobs.columns import CARRIED, QUARANTINE_REASON, RAW_KEY, RAW_VALUE
+from spark_jobs.delta_log import STATS_COLUMNS, partition_string
 from spark_jobs.plans import DataFile, TableRole, TaskReport, collect_read_stats, read_plan, task_reports, write_reports
 from spark_jobs.storage import Store
 
 INTERNAL = {QUARANTINE_REASON, RAW_KEY, RAW_VALUE, CARRIED}  # columns of the writer's rows that no table gets
-STATS_COLUMNS = ("topic", "partition", "offset")  # with Delta statistics per file: replace mode finds its files by them
 
 
 @dataclass
@@ -220,11 +218,3 @@ def delete_run_files(store: Store, root: str, token: str) -> int:
 
 def _path_safe(value: object) -> str:
     return "__HIVE_DEFAULT_PARTITION__" if value is None else re.sub(r"[^A-Za-z0-9._-]", "_", str(value))[:100]
-
-
-def partition_string(value: object) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, (datetime, time_of_day)):
-        return value.strftime("%Y-%m-%d %H:%M:%S.%f")  # Delta's timestamp partition format
-    return str(value).lower() if isinstance(value, bool) else str(value)

@@ -5,6 +5,8 @@ pyproject.toml, run by tests/core/test_layering.py).
 - The contract between the worker and the job: one ``RunSpec`` in, one ``RunResult`` out
   (``spark_jobs.spec``), and ``redact`` for the secrets a spec carries.
 - Where the job's tables live and how every process reaches them (``spark_jobs.storage``).
+- Delta table maintenance, run by the maintenance worker (``spark_jobs.maintenance``): a table's
+  health, what maintenance would do, and doing it.
 - The failures a job reports (``spark_jobs.errors``) and the columns it writes beside a record's
   decoded fields (``spark_jobs.columns``).
 - What the control plane shares with the job to reach a tenant's systems: the egress policy
@@ -19,6 +21,19 @@ from spark_jobs.columns import RESERVED as RESERVED_COLUMNS
 from spark_jobs.egress import DEFAULT_DENY, PRIVATE_RANGES, EgressPolicy, EgressRefused, http_client, networks, open_tcp
 from spark_jobs.errors import JobError
 from spark_jobs.kafka_errors import is_auth_error
+from spark_jobs.maintenance import (
+    CheckpointResult,
+    CompactionResult,
+    MaintenancePreview,
+    MaintenanceReport,
+    MaintenanceSteps,
+    TableHealth,
+    TablePolicy,
+    VacuumResult,
+)
+from spark_jobs.maintenance import inspect as inspect_table
+from spark_jobs.maintenance import maintain as maintain_table
+from spark_jobs.maintenance import preview as preview_maintenance
 from spark_jobs.oauth import TokenRefused, TokenSource, parse_extensions, with_token_source
 from spark_jobs.registry import RegistryClient, RegistryConfig, RegistryUnavailable
 from spark_jobs.spec import (
@@ -41,6 +56,17 @@ from spark_jobs.storage import AZURE_SCHEMES, GCS_SCHEMES, OBJECT_STORE_SCHEMES,
 
 __all__ = [
     "AZURE_SCHEMES",
+    "CheckpointResult",
+    "CompactionResult",
+    "MaintenancePreview",
+    "MaintenanceReport",
+    "MaintenanceSteps",
+    "TableHealth",
+    "TablePolicy",
+    "VacuumResult",
+    "inspect_table",
+    "maintain_table",
+    "preview_maintenance",
     "DEFAULT_DENY",
     "GCS_SCHEMES",
     "OBJECT_STORE_SCHEMES",
