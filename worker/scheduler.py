@@ -10,7 +10,9 @@ The duties of a tick, in batches:
 - lag alerts: pipelines with a lag alert are evaluated against their observed lag
   (``api.pipelines.alerts``), each change raising its event once;
 - portal sessions: timed-out ones are deleted (``api.tenancy.portal_sessions``), so their table holds
-  live sessions only.
+  live sessions only;
+- table maintenance: Delta tables whose vacuum is due, whose failed step waits for its retry, or whose
+  request's message may be lost get a ``maintain_table`` task (``api.maintenance.triggers.send_due``).
 
 Each duty is its own failure boundary (Prefect's ``late_runs`` service): one that fails (a table
 locked, a database restarting) is logged and tried again next tick, and the others still run. Where
@@ -38,6 +40,7 @@ from api.core.config import Settings
 from api.core.db import unit_of_work, utcnow
 from api.core.dispatch import Dispatcher
 from api.core.enqueue import bind
+from api.maintenance.triggers import send_due
 from api.pipelines.alerts import evaluate_lag_alerts
 from api.pipelines.scheduling import claim_due
 from api.runs import repository
@@ -56,6 +59,7 @@ class TickReport:
     deliveries_resent: int = 0
     alerts_changed: int = 0  # lag alerts raised or cleared
     sessions_purged: int = 0
+    maintenance_sent: int = 0  # table maintenance tasks sent
     failed: tuple[str, ...] = ()  # the duties that failed this tick (logged; tried again on the next)
 
 
@@ -117,6 +121,12 @@ def purge_portal_sessions(db: Engine, dispatcher: Dispatcher, settings: Settings
         return purge_expired(session=session, limits=SessionLimits.of(settings))
 
 
+def send_due_maintenance(db: Engine, dispatcher: Dispatcher, settings: Settings) -> int:
+    """Tables whose maintenance is due sent to the maintenance queue (once the batch committed)."""
+    with unit_of_work(db) as session:
+        return send_due(session, now=utcnow(), limit=settings.scheduler_batch_size)
+
+
 Duty = Callable[[Engine, Dispatcher, Settings], int]
 
 # Each duty by the field of the report that counts what it did, in the order a tick runs them.
@@ -126,6 +136,7 @@ DUTIES: dict[str, Duty] = {
     "deliveries_resent": resend_lost_deliveries,
     "sessions_purged": purge_portal_sessions,
     "alerts_changed": raise_and_clear_lag_alerts,
+    "maintenance_sent": send_due_maintenance,
 }
 
 
