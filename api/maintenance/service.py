@@ -26,7 +26,7 @@ from api.maintenance.schemas import (
     MaintenanceStatus,
     TableHealthRead,
 )
-from api.maintenance.tables import STEPS, MaintainedTable, ensure_row, maintained_table, steps_of
+from api.maintenance.tables import STEPS, MaintainedTable, Step, ensure_row, maintained_table, steps_of
 from api.maintenance.triggers import request
 from api.pipelines.as_written import in_full
 from api.pipelines.maintenance_policy import RetentionFloor
@@ -93,10 +93,9 @@ def _health(row: TableMaintenance) -> TableHealthRead:
                            commits_since_compaction=row.commits_since_compaction)
 
 
-def _preview(table: MaintainedTable, steps: list[str]) -> MaintenancePreviewRead:
+def _preview(table: MaintainedTable, steps: list[Step]) -> MaintenancePreviewRead:
     try:
-        found: MaintenancePreview = preview_maintenance(table.store, table.uri, table.job_policy,
-                                                        steps_of(steps))  # type: ignore[arg-type]
+        found: MaintenancePreview = preview_maintenance(table.store, table.uri, table.job_policy, steps_of(steps))
     except Exception as exc:  # storage down or refusing: the caller can try again
         log.warning("dry run of pipeline %s's maintenance could not read its table (%s)", table.pipeline_id,
                     type(exc).__name__)
