@@ -1,4 +1,5 @@
-"""Table maintenance racing runs, on local disk, with delta-rs as the job commits (no Spark): a run's
+"""Table maintenance racing runs, on local disk and on S3 (moto's emulator: tests/fixtures/object_storage.py),
+with delta-rs as the job commits (no Spark): a run's
 append committed during a compaction; a compaction committed during a replace-mode replay's rewrite,
 and the other way round; two compactions at once. Whichever commits first, every record is in the
 table exactly once afterwards, and the loser is refused (``target_conflict`` for a replay, which is
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -36,32 +38,59 @@ def _rows(partition: int, start: int, end: int, tag: str = "v1") -> pa.Table:
                      "value": [f"{tag}-{partition}-{o}" for o in range(start, end)]}, schema=SCHEMA)
 
 
-def _file(root: Path, rows: pa.Table) -> DataFile:
+@dataclass(frozen=True)
+class Where:
+    """A table's folder: on local disk, or in a bucket of the S3 emulator."""
+
+    store: Store
+    uri: str
+
+    def __str__(self) -> str:
+        return self.uri
+
+    def parquet_files(self) -> list[str]:
+        from pyarrow import fs as pafs
+
+        filesystem, root = self.store.filesystem(self.uri)
+        found = filesystem.get_file_info(pafs.FileSelector(root, recursive=False))
+        return [f.base_name for f in found if f.base_name.endswith(".parquet")]
+
+
+@pytest.fixture(params=["local", "s3"])
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> Where:
+    if request.param == "local":
+        (tmp_path / "table").mkdir()
+        return Where(Store({}), str(tmp_path / "table"))
+    bucket = request.getfixturevalue("s3_bucket")
+    return Where(Store(bucket.environment), f"{bucket.root}/table")
+
+
+def _file(root: Where, rows: pa.Table) -> DataFile:
     name = f"part-{uuid.uuid4().hex}.parquet"
-    pq.write_table(rows, root / name)
-    return DataFile("main", name, (root / name).stat().st_size, {}, rows.num_rows, compaction._stats(rows))
+    filesystem, base = root.store.filesystem(root.uri)
+    pq.write_table(rows, f"{base}/{name}", filesystem=filesystem)
+    size = filesystem.get_file_info(f"{base}/{name}").size
+    return DataFile("main", name, size, {}, rows.num_rows, compaction._stats(rows))
 
 
-def _run(table: Table, root: Path, seq: int, pieces: list[pa.Table]) -> int | None:
+def _run(table: Table, root: Where, seq: int, pieces: list[pa.Table]) -> int | None:
     """A run as the job commits it: one file per Kafka partition read, one append, its txn."""
     return commit_files(table, Txn(app_id=APP, version=seq), [_file(root, p) for p in pieces], SCHEMA)
 
 
-def _records(root: Path) -> Counter[tuple[int, int]]:
-    rows = DeltaTable(str(root)).to_pyarrow_table(columns=["partition", "offset"]).to_pylist()
+def _records(root: Where) -> Counter[tuple[int, int]]:
+    rows = root.store.delta_table(root.uri).to_pyarrow_table(columns=["partition", "offset"]).to_pylist()
     return Counter((r["partition"], r["offset"]) for r in rows)
 
 
-def _values(root: Path) -> dict[tuple[int, int], str]:
-    rows = DeltaTable(str(root)).to_pyarrow_table(columns=["partition", "offset", "value"]).to_pylist()
+def _values(root: Where) -> dict[tuple[int, int], str]:
+    rows = root.store.delta_table(root.uri).to_pyarrow_table(columns=["partition", "offset", "value"]).to_pylist()
     return {(r["partition"], r["offset"]): r["value"] for r in rows}
 
 
-def _table(tmp_path: Path, runs: int = 6) -> tuple[Table, Path]:
+def _table(root: Where, runs: int = 6) -> tuple[Table, Where]:
     """A table of ``runs`` small runs over two Kafka partitions, 10 records each per partition."""
-    root = tmp_path / "table"
-    root.mkdir()
-    table = Table(Store({}), str(root))
+    table = Table(root.store, root.uri)
     for seq in range(1, runs + 1):
         _run(table, root, seq, [_rows(p, (seq - 1) * 10, seq * 10) for p in (0, 1)])
     return table, root
@@ -71,14 +100,14 @@ def _expected(runs: int) -> Counter[tuple[int, int]]:
     return Counter((p, o) for p in (0, 1) for o in range(runs * 10))
 
 
-def _replay(table: Table, root: Path, seq: int, ranges: dict[str, dict[str, tuple[int, int]]]) -> ReplacePlan:
+def _replay(table: Table, root: Where, seq: int, ranges: dict[str, dict[str, tuple[int, int]]]) -> ReplacePlan:
     """Replace mode's plan, as the job makes it before writing: the files holding the ranges."""
     plan = ReplacePlan()
     plan_replace(table, "main", ranges, plan)
     return plan
 
 
-def _commit_replay(table: Table, root: Path, seq: int, plan: ReplacePlan,
+def _commit_replay(table: Table, root: Where, seq: int, plan: ReplacePlan,
                    ranges: dict[str, dict[str, tuple[int, int]]]) -> int | None:
     """The replay's write and commit: the rewritten files' other rows, plus the ranges read again."""
     carried = [carried_rows(table.store, f, ranges, SCHEMA) for f in plan.rewrite]
@@ -87,7 +116,7 @@ def _commit_replay(table: Table, root: Path, seq: int, plan: ReplacePlan,
     return commit_files(table, Txn(app_id=APP, version=seq), files, SCHEMA, removes=plan.remove["main"])
 
 
-def _started(table: Table, root: Path, token: str, delta: DeltaTable | None = None) -> tuple[
+def _started(table: Table, root: Where, token: str, delta: DeltaTable | None = None) -> tuple[
         DeltaTable, compaction.CompactionPlan, list[compaction.Rewritten]]:
     """A compaction planned on the table as it is now and its files written, not yet committed."""
     delta = delta or table.delta()
@@ -96,12 +125,12 @@ def _started(table: Table, root: Path, token: str, delta: DeltaTable | None = No
                                            token=token)
 
 
-def _compact(table: Table, root: Path) -> int:
+def _compact(table: Table, root: Where) -> int:
     return compaction.commit(*_started(table, root, "now"), {})
 
 
-def test_a_compaction_merges_small_files_and_keeps_every_record(tmp_path: Path) -> None:
-    table, root = _table(tmp_path)
+def test_a_compaction_merges_small_files_and_keeps_every_record(where: Where) -> None:
+    table, root = _table(where)
     before = preview(table.store, str(root), POLICY, MaintenanceSteps())
     assert (before.files_to_compact, before.bins) == (12, 1)
     assert before.health is not None and before.health.files == before.health.small_files == 12
@@ -113,25 +142,25 @@ def test_a_compaction_merges_small_files_and_keeps_every_record(tmp_path: Path) 
     assert report.health is not None and report.health.files == 1
     assert _records(root) == _expected(6)
     assert report.properties_set["delta.checkpointInterval"] == "10"
-    assert DeltaTable(str(root)).metadata().configuration["delta.logRetentionDuration"] == "interval 30 days"
+    assert root.store.delta_table(root.uri).metadata().configuration["delta.logRetentionDuration"] == "interval 30 days"
     assert report.checkpoint is not None and report.checkpoint.outcome == "done"
     assert report.health.checkpoint_version == report.health.version
 
 
-def test_a_run_appending_during_a_compaction_lands_once_and_the_compaction_too(tmp_path: Path) -> None:
-    table, root = _table(tmp_path)
+def test_a_run_appending_during_a_compaction_lands_once_and_the_compaction_too(where: Where) -> None:
+    table, root = _table(where)
     delta, plan, written = _started(table, root, "race")
 
     assert _run(table, root, 7, [_rows(p, 60, 70) for p in (0, 1)]) is not None  # the run commits meanwhile
     compaction.commit(delta, plan, written, {})  # then the compaction, from its older snapshot
 
     assert _records(root) == _expected(7)
-    assert len(DeltaTable(str(root)).file_uris()) == 1 + 2  # the compacted file and the run's two
+    assert len(root.store.delta_table(root.uri).file_uris()) == 1 + 2  # the compacted file and the run's two
     assert _run(table, root, 7, [_rows(p, 60, 70) for p in (0, 1)]) is None  # a retried run still commits nothing
 
 
-def test_a_compaction_during_a_replays_rewrite_makes_the_replay_plan_again(tmp_path: Path) -> None:
-    table, root = _table(tmp_path)
+def test_a_compaction_during_a_replays_rewrite_makes_the_replay_plan_again(where: Where) -> None:
+    table, root = _table(where)
     ranges = {"t": {"0": (15, 25)}}
     plan = _replay(table, root, 7, ranges)  # the replay planned on the small files…
     assert plan.remove["main"]
@@ -151,8 +180,8 @@ def test_a_compaction_during_a_replays_rewrite_makes_the_replay_plan_again(tmp_p
     assert {k for k, v in values.items() if v.startswith("v2")} == {(0, o) for o in range(15, 25)}
 
 
-def test_a_replay_committing_during_a_compaction_makes_the_compaction_give_up(tmp_path: Path) -> None:
-    table, root = _table(tmp_path)
+def test_a_replay_committing_during_a_compaction_makes_the_compaction_give_up(where: Where) -> None:
+    table, root = _table(where)
     delta, plan, written = _started(table, root, "race")
     ranges = {"t": {"1": (0, 30)}}
     assert _commit_replay(table, root, 7, _replay(table, root, 7, ranges), ranges) is not None
@@ -170,8 +199,8 @@ def test_a_replay_committing_during_a_compaction_makes_the_compaction_give_up(tm
     assert sum(v.startswith("v2") for v in _values(root).values()) == 30
 
 
-def test_two_compactions_at_once_commit_once(tmp_path: Path) -> None:
-    table, root = _table(tmp_path)
+def test_two_compactions_at_once_commit_once(where: Where) -> None:
+    table, root = _table(where)
     first = _started(table, root, "one")
     second = _started(table, root, "two", delta=table.delta())  # planned on the same snapshot, before either commits
 
@@ -181,11 +210,11 @@ def test_two_compactions_at_once_commit_once(tmp_path: Path) -> None:
         compaction.commit(*second, {})
 
     assert _records(root) == _expected(6)
-    assert len(DeltaTable(str(root)).file_uris()) == 1
+    assert len(root.store.delta_table(root.uri).file_uris()) == 1
 
 
-def test_vacuum_reclaims_compacted_files_and_a_checkpoint_keeps_runs_recognised(tmp_path: Path) -> None:
-    table, root = _table(tmp_path)
+def test_vacuum_reclaims_compacted_files_and_a_checkpoint_keeps_runs_recognised(where: Where) -> None:
+    table, root = _table(where)
     maintain(table.store, str(root), POLICY, MaintenanceSteps(vacuum=False, checkpoint=False))
     dry = preview(table.store, str(root), POLICY, MaintenanceSteps())
     assert len(dry.files_to_vacuum) == 12 and dry.files_to_compact == 0
@@ -193,20 +222,20 @@ def test_vacuum_reclaims_compacted_files_and_a_checkpoint_keeps_runs_recognised(
     report = maintain(table.store, str(root), POLICY, MaintenanceSteps())
 
     assert report.vacuum is not None and (report.vacuum.outcome, report.vacuum.files_deleted) == ("done", 12)
-    assert len(list(root.glob("*.parquet"))) == 1
+    assert len(root.parquet_files()) == 1
     assert _records(root) == _expected(6)
     assert _run(table, root, 6, [_rows(0, 50, 60)]) is None  # the txn survives in the checkpoint
 
 
 def test_a_compaction_committing_between_a_replays_check_and_its_commit_is_caught_by_the_fence(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    where: Where, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The narrowest window: the replay loaded the table and found its files live, then a compaction of
     those files committed. delta-rs alone lets the replay commit (a compaction's removes change no data);
     the rewrite fence refuses it."""
     from spark_jobs.delta_tables import commit as commit_module
 
-    table, root = _table(tmp_path)
+    table, root = _table(where)
     ranges = {"t": {"0": (15, 25)}}
     plan = _replay(table, root, 7, ranges)
     still_live = commit_module.check_still_live
