@@ -72,8 +72,11 @@ def figures(root: Path) -> dict[str, float]:
         began = time.perf_counter()
         rows = DeltaTable(str(root)).to_pyarrow_table().num_rows
         best = min(best, time.perf_counter() - began)
-    out = {"files": len(delta.file_uris()), "log": len(list((root / "_delta_log").glob("*.json"))),
-           "mib": sum(f.stat().st_size for f in root.rglob("*") if f.is_file()) / (1 << 20),
+    log = root / "_delta_log"
+    out = {"files": len(delta.file_uris()), "log": len(list(log.glob("*.json"))),
+           "live_mib": sum(a["size_bytes"] for a in pa.table(delta.get_add_actions()).to_pylist()) / (1 << 20),
+           "data_mib": sum(f.stat().st_size for f in root.glob("*.parquet")) / (1 << 20),
+           "log_mib": sum(f.stat().st_size for f in log.iterdir() if f.is_file()) / (1 << 20),
            "read_s": best, "rows": rows}
     out["duckdb_s"] = duckdb_read(root)
     return out
@@ -124,7 +127,10 @@ def main() -> int:
     small = commits = tasks = 0
     spent = {"off": 0.0, "on": 0.0}
     print(f"{args.runs} runs x {args.partitions} partitions x {args.rows} rows; tables in {work}")
-    print(f"{'runs':>5} {'table':>8} {'files':>6} {'log':>5} {'MiB':>8} {'read s':>8} {'duckdb s':>9} {'rows':>8}")
+    print("data MiB: every Parquet file on storage (live or not yet vacuumed); live MiB: the live ones; log MiB:\n"
+          "_delta_log (its entries are cleaned after delta.logRetentionDuration, 30 days: never within a bench)")
+    print(f"{'runs':>5} {'table':>8} {'files':>6} {'log':>5} {'data MiB':>9} {'live MiB':>9} {'log MiB':>8} "
+          f"{'read s':>8} {'duckdb s':>9} {'rows':>8}")
     for seq in range(1, args.runs + 1):
         for name, table in tables.items():
             began = time.perf_counter()
@@ -140,8 +146,9 @@ def main() -> int:
         if seq in checkpoints:
             rows = {"off": figures(off), "on": figures(on), "by hand": figures(by_hand(off, work / "hand"))}
             for name, f in rows.items():
-                print(f"{seq:>5} {name:>8} {f['files']:>6.0f} {f['log']:>5.0f} {f['mib']:>8.2f} {f['read_s']:>8.4f} "
-                      f"{f['duckdb_s']:>9.4f} {f['rows']:>8.0f}")
+                print(f"{seq:>5} {name:>8} {f['files']:>6.0f} {f['log']:>5.0f} {f['data_mib']:>9.2f} "
+                      f"{f['live_mib']:>9.2f} {f['log_mib']:>8.2f} {f['read_s']:>8.4f} {f['duckdb_s']:>9.4f} "
+                      f"{f['rows']:>8.0f}")
     print(f"runs per minute (commit, plus maintenance where on): off {60 * args.runs / spent['off']:.0f}, "
           f"on {60 * args.runs / spent['on']:.0f} ({tasks} maintenance tasks, run inline here; Inlet runs them on "
           "their own queue, beside the runs)")
