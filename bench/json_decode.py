@@ -25,7 +25,7 @@ from pathlib import Path
 import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.registry_formats import ORDER_DDL, order  # noqa: E402
+from bench.registry_formats import ORDER_DDL, order
 
 BATCH = 20_000
 ROUNDS = 2  # the best of each: JIT and caches warm

@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -46,7 +46,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def wait_for(check, what: str, timeout_s: float = 60) -> None:  # type: ignore[no-untyped-def]
+def wait_for(check: Callable[[], object], what: str, timeout_s: float = 60) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if check():
@@ -93,7 +93,7 @@ def spark_cluster(workdir: Path, cores: int) -> Iterator[str]:
             if name == "master":
                 wait_for(lambda: listening(port), "the Spark master")
             else:
-                wait_for(lambda: "Successfully registered with master" in log.read_text(errors="replace"), "the Spark worker")
+                wait_for(lambda: "Successfully registered with master" in log.read_text(errors="replace"), "the Spark worker")  # noqa: B023 - waited for here
         yield f"spark://127.0.0.1:{port}"
     finally:
         for process in reversed(processes):

@@ -30,11 +30,11 @@ import fastavro
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from sandbox.cluster import SandboxCluster  # noqa: E402
-from spark_jobs.spec import RunResult, RunSpec  # noqa: E402
-from tests.fixtures.kafka_broker import RealKafka, kafka_home  # noqa: E402
-from tests.fixtures.schema_registry import RealRegistry  # noqa: E402
-from worker.launch import SparkSubmitSettings, WarmLauncher  # noqa: E402
+from sandbox.cluster import SandboxCluster
+from spark_jobs.spec import RunResult, RunSpec
+from tests.fixtures.kafka_broker import RealKafka, kafka_home
+from tests.fixtures.schema_registry import RealRegistry
+from worker.launch import SparkSubmitSettings, WarmLauncher
 
 ORDER = {"type": "record", "name": "Order", "namespace": "bench", "fields": [
     {"name": "id", "type": "long"}, {"name": "customer", "type": "string"}, {"name": "amount", "type": "double"},

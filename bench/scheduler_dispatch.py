@@ -17,15 +17,16 @@ import argparse
 import tempfile
 import time
 import uuid
-from datetime import timedelta
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 
-from sqlalchemy import insert, update
+from sqlalchemy import Engine, insert, update
 
 from api.core.config import Settings
 from api.core.db import make_engine, unit_of_work, utcnow
+from api.core.dispatch import FIRE_SCHEDULE, CeleryDispatcher
 from api.core.migrate import upgrade_to_head
 from api.models import Connection, Pipeline, Tenant
-from api.core.dispatch import FIRE_SCHEDULE, CeleryDispatcher
 from worker.scheduler import tick
 
 
@@ -45,18 +46,18 @@ class CountingDispatcher:
 class OneMessageEach(CeleryDispatcher):
     """The reference: a ``send_task`` (a connection from the pool, a round trip) per slot."""
 
-    def send_schedules(self, slots):  # type: ignore[no-untyped-def]
+    def send_schedules(self, slots: Sequence[tuple[uuid.UUID, datetime]]) -> int:
         for pipeline_id, slot in slots:
             self._send(FIRE_SCHEDULE, [str(pipeline_id), slot.isoformat()])
         return len(slots)
 
 
-def make_due(engine) -> None:  # type: ignore[no-untyped-def]
+def make_due(engine: Engine) -> None:
     with unit_of_work(engine) as session:
         session.execute(update(Pipeline).values(next_run_at=utcnow() - timedelta(minutes=1)))
 
 
-def seed(engine, pipelines: int, tenants: int) -> None:  # type: ignore[no-untyped-def]
+def seed(engine: Engine, pipelines: int, tenants: int) -> None:
     due = utcnow() - timedelta(minutes=1)
     now = utcnow()
     tenant_ids = [uuid.uuid4() for _ in range(tenants)]

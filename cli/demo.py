@@ -176,7 +176,7 @@ def run_now(api: httpx.Client, pipeline_id: str) -> dict[str, Any]:
             return wait_run(api, response.json()["id"])
         if response.status_code != 409:
             raise RuntimeError(f"run now: {response.status_code} {response.text[:300]}")
-        wait_until(lambda: api.get(f"/runs/{response.json()['run_id']}").json()["state"] in TERMINAL, 300, "the active run")
+        wait_until(lambda: api.get(f"/runs/{response.json()['run_id']}").json()["state"] in TERMINAL, 300, "the active run")  # noqa: B023 - waited for here
 
 
 def _follow_runs(api: httpx.Client, pipeline_id: str, seen: set[str], *, count: int) -> None:

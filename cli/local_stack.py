@@ -46,9 +46,9 @@ class LocalStack:
         data_dir.mkdir(parents=True, exist_ok=True)
 
     def start(self, name: str, cmd: list[str]) -> subprocess.Popen[bytes]:
-        log = open(self.data_dir / f"{name}.log", "ab")
-        process = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
+        with open(self.data_dir / f"{name}.log", "ab") as log:  # the child keeps its own copy of the descriptor
+            process = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL, start_new_session=True)
         self.children.append((name, process))
         return process
 

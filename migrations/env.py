@@ -5,7 +5,7 @@ from __future__ import annotations
 from logging.config import fileConfig
 
 from alembic import context
-from sqlalchemy import engine_from_config, pool
+from sqlalchemy import Connection, engine_from_config, pool
 
 from api.core.config import Settings
 from api.core.db import UTCDateTime
@@ -43,7 +43,7 @@ def run_migrations_online() -> None:
         _run(connectable)
 
 
-def _run(connection) -> None:  # type: ignore[no-untyped-def]
+def _run(connection: Connection) -> None:
     context.configure(connection=connection, target_metadata=metadata, render_as_batch=True, compare_type=True,
                       render_item=render_item)
     with context.begin_transaction():

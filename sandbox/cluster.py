@@ -20,6 +20,7 @@ import os
 import threading
 from collections.abc import Sequence
 from types import TracebackType
+from typing import Self
 
 # Kafka protocol API keys used most with push_request_errors; any other key may be passed as an int.
 API_KEYS: dict[str, int] = {
@@ -52,7 +53,7 @@ def _error_code(error: int | str) -> int:
 
     code = getattr(KafkaError, error, None)
     if not isinstance(code, int):
-        raise ValueError(f"unknown Kafka error name {error!r} (see confluent_kafka.KafkaError)")
+        raise ValueError(f"unknown Kafka error name {error!r} (see confluent_kafka.KafkaError)")  # noqa: TRY004 - a name
     return code
 
 
@@ -133,7 +134,7 @@ class SandboxCluster:
 
     # Lifecycle.
 
-    def start(self) -> SandboxCluster:
+    def start(self) -> Self:
         with self._lock:
             if self._mc is not None:
                 return self
@@ -166,7 +167,7 @@ class SandboxCluster:
             self._rk = self._mc = None
             self._bootstrap = None
 
-    def __enter__(self) -> SandboxCluster:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# make test: start what the suite needs (PostgreSQL, Redis, an S3 emulator, a Spark standalone
+# make test: the lint first (scripts/lint.sh: its findings fail the run before anything starts), then
+# start what the suite needs (PostgreSQL, Redis, an S3 emulator, a Spark standalone
 # cluster) on loopback, run the whole suite on PostgreSQL, then the database-backed fast suite on
 # SQLite; stop what was started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+bash scripts/lint.sh
+
 source scripts/services.sh
 trap stop_started EXIT
 

@@ -111,7 +111,7 @@ def decode_arrow(batch: pa.RecordBatch, value_format: str, run_id: str, schema: 
 def json_schema(ddl: str) -> StructType:
     try:
         schema = _parse_datatype_string(ddl)
-    except Exception as exc:  # Spark's parser raises several exception types
+    except Exception as exc:  # noqa: BLE001 - Spark's parser raises several exception types
         raise JobError("invalid_spec", f"schema is not valid Spark DDL: {str(exc).splitlines()[0]}") from None
     if not isinstance(schema, StructType):
         raise JobError("invalid_spec", "schema must describe a struct (column list)")
@@ -175,7 +175,7 @@ def decode_framed(batch: pa.RecordBatch, framed: Framed, run_id: str, schema: pa
             continue
         array, why = framed.decoder(subject).decode(batch.column(subject.part).to_pylist())
         decoded[subject.part] = array
-        reasons = [mine or theirs for mine, theirs in zip(reasons, why)]
+        reasons = [mine or theirs for mine, theirs in zip(reasons, why, strict=True)]
     run = pa.repeat(pa.scalar(run_id, pa.string()), n)
     columns = []
     for f in schema:

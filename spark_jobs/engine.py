@@ -118,7 +118,7 @@ class Engine:
                 # without an active session in the JVM, through which a Python data source's writer is found.
                 spark.sparkContext.setJobGroup(spec.run_id, f"inlet run {spec.run_id}", interruptOnCancel=True)
                 SparkSession._get_j_spark_session_class(spark._jvm).setActiveSession(spark._jsparkSession)
-            except Exception as exc:  # noqa: BLE001 - a JVM that cannot take a job: the run fails, the worker is told
+            except Exception as exc:  # a JVM that cannot take a job: the run fails, the worker is told
                 log.exception("run %s could not start on this engine", spec.run_id)
                 result = failed_before_start(spec, exc)
             else:

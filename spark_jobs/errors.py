@@ -42,14 +42,14 @@ _STORAGE_TYPES = frozenset({"OSError", "IOError", "PermissionError", "FileNotFou
                             "TimeoutError", "ArrowIOError", "DeltaError", "CommitFailedError"})
 # First match wins: a message naming a refused credential is storage_denied even if it was retried.
 _STORAGE_KINDS: tuple[tuple[JobErrorKind, re.Pattern[str]], ...] = (
-    ("storage_not_found", re.compile(r"NoSuchBucket|bucket does not exist|ContainerNotFound", re.I)),
+    ("storage_not_found", re.compile(r"NoSuchBucket|bucket does not exist|ContainerNotFound", re.IGNORECASE)),
     ("storage_denied", re.compile(
         r"AccessDenied|Access Denied|InvalidAccessKeyId|SignatureDoesNotMatch|ExpiredToken|InvalidToken|"
         r"AuthorizationPermissionMismatch|AuthenticationFailed|\bForbidden\b|\b403\b|ACCESS_DENIED|"
-        r"No credentials|Unable to load credentials|missing credentials|Permission denied", re.I)),
+        r"No credentials|Unable to load credentials|missing credentials|Permission denied", re.IGNORECASE)),
     ("storage_unreachable", re.compile(
         r"resolve host|NETWORK_CONNECTION|Connection refused|Failed to connect|connect error|dns error|"
-        r"error sending request|timed out|Timeout was reached|Connection reset|service unavailable|\b503\b", re.I)),
+        r"error sending request|timed out|Timeout was reached|Connection reset|service unavailable|\b503\b", re.IGNORECASE)),
 )
 
 
@@ -88,7 +88,7 @@ def root_cause(text: str) -> tuple[str, str] | None:
             raised = (match.group(1).rsplit(".", 1)[-1], [match.group(2)]) if match else None
             in_traceback = False
         elif raised is not None and not in_traceback:
-            if not line.strip() or line.startswith("\tat ") or line.startswith("During handling"):
+            if not line.strip() or line.startswith(("\tat ", "During handling")):
                 break  # the message ends where Spark's (Java) frames or the next exception begin
             raised[1].append(line)
     return (raised[0], "\n".join(raised[1])) if raised else None

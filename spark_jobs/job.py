@@ -16,12 +16,12 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Protocol
 
 from spark_jobs.errors import classify
 from spark_jobs.run import run
-from spark_jobs.spec import KafkaTargetSpec, JobFailure, RunResult, RunSpec, Timings, redact, redacted_config
+from spark_jobs.spec import JobFailure, KafkaTargetSpec, RunResult, RunSpec, Timings, redact, redacted_config
 from spark_jobs.tally import Tally
 
 if TYPE_CHECKING:
@@ -109,8 +109,8 @@ def parse_spec(raw: bytes) -> RunSpec | RunResult:
         except (ValueError, AttributeError):
             run_id = "unknown"
         # pydantic's message quotes input values; only the locations and reasons are safe to keep.
-        reasons = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in getattr(exc, "errors", lambda: [])()) or "not JSON"
-        now = datetime.now(timezone.utc)
+        reasons = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in getattr(exc, "errors", list)()) or "not JSON"
+        now = datetime.now(UTC)
         return RunResult(run_id=run_id, status="failed", timings=Timings(started_at=now, finished_at=now),
                          error=JobFailure(kind="invalid_spec", message=f"invalid spec: {reasons}"))
 

@@ -21,7 +21,7 @@ import base64
 import ssl
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Self
 from urllib.parse import quote, urlsplit
 
 import httpx
@@ -109,7 +109,7 @@ class RegistryClient:
     def close(self) -> None:
         self._http.close()
 
-    def __enter__(self) -> RegistryClient:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

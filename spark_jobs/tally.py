@@ -7,12 +7,12 @@ The run (``spark_jobs.run``) keeps it; targets never touch it, they return what 
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from spark_jobs.errors import JobError
 from spark_jobs.plans import PartitionKey, PartitionStats, TaskReport
-from spark_jobs.spec import OffsetRange, PartitionResult, JobFailure, RunResult, RunSpec, Timings, redact
+from spark_jobs.spec import JobFailure, OffsetRange, PartitionResult, RunResult, RunSpec, Timings, redact
 
 if TYPE_CHECKING:
     from spark_jobs.kafka_source import Gap
@@ -24,7 +24,7 @@ class Tally:
 
     def __init__(self, cancelled: threading.Event | None = None):
         self.cancelled = cancelled or threading.Event()
-        self.started_at = datetime.now(timezone.utc)
+        self.started_at = datetime.now(UTC)
         self.stats: dict[PartitionKey, PartitionStats] = {}
         self.gaps: dict[PartitionKey, OffsetRange] = {}
         self.rows_written = self.rows_quarantined = 0
@@ -90,7 +90,7 @@ class Tally:
             already_committed=self.already_committed,
             timings=Timings(
                 started_at=self.started_at,
-                finished_at=datetime.now(timezone.utc),
+                finished_at=datetime.now(UTC),
                 session_start_s=round(self.session_start_s, 3),
                 process_s=round(self.process_s, 3),
                 commit_s=round(self.commit_s, 3),

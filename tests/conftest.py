@@ -27,13 +27,12 @@ from sqlalchemy import create_engine, text
 from api.core.config import Settings
 from api.core.migrate import upgrade_to_head
 from api.main import create_app
+from tests.factories import ADMIN_TOKEN, Tenant
 from tests.fixtures.database import truncate_all
 
 pytest_plugins = ["tests.fixtures.kafka", "tests.fixtures.object_storage", "tests.fixtures.azure_storage",
                   "tests.fixtures.gcs_storage", "tests.fixtures.oidc", "tests.fixtures.schema_registry",
                   "tests.fixtures.spark_cluster", "tests.fixtures.stack", "tests.fixtures.terraform", "tests.fixtures.vault"]
-
-from tests.factories import ADMIN_TOKEN
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -90,14 +89,14 @@ def client(app: object) -> Iterator[TestClient]:
 
 
 @pytest.fixture
-def tenant(client: TestClient):  # type: ignore[no-untyped-def]
+def tenant(client: TestClient) -> Tenant:
     from tests.factories import make_tenant
 
     return make_tenant(client)
 
 
 @pytest.fixture
-def other_tenant(client: TestClient):  # type: ignore[no-untyped-def]
+def other_tenant(client: TestClient) -> Tenant:
     from tests.factories import make_tenant
 
     return make_tenant(client)

@@ -20,8 +20,8 @@ import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from api.connections.models import Connection
 from api.connections.client_configs import client_config
+from api.connections.models import Connection
 from api.kafka.client import KafkaClient
 from api.secrets.store import SecretStore
 from spark_jobs.public import EgressPolicy

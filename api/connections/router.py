@@ -9,10 +9,10 @@ from fastapi import APIRouter, Body, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from api.connections import probe, service
-from api.connections.secret_payloads import credentials_statuses
 from api.connections.clients import KafkaClientCache
 from api.connections.models import Connection
 from api.connections.schemas import ConnectionRead, ConnectionSpec, ConnectionTestResult
+from api.connections.secret_payloads import credentials_statuses
 from api.core.deps import Editor, IfMatch, SessionDep, SettingsDep, Viewer
 from api.core.http import resource_headers
 from api.core.idempotency import IdempotencyDep
@@ -20,7 +20,6 @@ from api.core.pagination import Page, PageParams, page_params
 from api.secrets.deps import SecretsDep
 from api.secrets.store import SecretStore
 from api.tenancy.quotas import QuotaLimits
-
 
 router = APIRouter(prefix="/connections", tags=["connections"])
 

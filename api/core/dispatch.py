@@ -63,7 +63,7 @@ class CeleryDispatcher:
     def _send(self, name: str, args: list[str], queue: str = QUEUE) -> bool:
         try:
             self._celery.send_task(name, args=args, queue=queue)
-        except Exception as exc:  # the broker being down must not fail the request; redispatch covers it
+        except Exception as exc:  # noqa: BLE001 (the broker being down must not fail the request; redispatch covers it)
             log.warning("could not send %s%s to the broker (%s); it will be sent again", name, args, type(exc).__name__)
             return False
         return True
@@ -78,7 +78,7 @@ class CeleryDispatcher:
             with self._celery.producer_or_acquire() as producer, producer.batch(max_size=_BATCH):
                 for one in args:
                     self._celery.send_task(name, args=one, queue=queue, producer=producer)
-        except Exception as exc:  # the broker being down must not stop the caller; the scheduler sends again
+        except Exception as exc:  # noqa: BLE001 (the broker being down must not stop the caller; the scheduler sends again)
             log.warning("could not send %d %s message(s) to the broker (%s)", len(args), name, type(exc).__name__)
             return 0
         return len(args)

@@ -66,7 +66,7 @@ def _check_azure(root: str, options: Mapping[str, str]) -> None:
         raise ValueError(f"{where}: az:// needs the account's name in AZURE_STORAGE_ACCOUNT_NAME")
     if _given(options, _AZURE["account_key"]) or _given(options, _AZURE["sas"]):
         return
-    principal = [name for name, role in zip(_SERVICE_PRINCIPAL, ("client_id", "client_secret", "tenant_id"))
+    principal = [name for name, role in zip(_SERVICE_PRINCIPAL, ("client_id", "client_secret", "tenant_id"), strict=True)
                  if _given(options, _AZURE[role])]
     if len(principal) == len(_SERVICE_PRINCIPAL):
         return

@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Protocol
+from typing import Protocol, Self
 
 from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
@@ -124,7 +124,7 @@ class KafkaClient:
         # AdminClient has no close(); dropping the last reference destroys the handle.
         self._admin = None
 
-    def __enter__(self) -> KafkaClient:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(

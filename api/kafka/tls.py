@@ -49,13 +49,15 @@ def diagnose(config: KafkaClientConfig, *, timeout_s: float, egress: EgressPolic
                 pem.write(tls["key_pem"] + "\n" + tls["certificate_pem"])
                 pem.flush()
                 context.load_cert_chain(pem.name, password=tls.get("key_password"))
-        with open_tcp(egress, host, int(port), timeout_s=timeout_s) as raw:
-            with context.wrap_socket(raw, server_hostname=host) as conn:
-                conn.settimeout(min(timeout_s, 1.0))
-                try:
-                    conn.recv(1)  # TLS 1.3 refuses a client certificate only after the handshake
-                except TimeoutError:
-                    pass  # nothing to read: the broker took the connection
+        with (
+            open_tcp(egress, host, int(port), timeout_s=timeout_s) as raw,
+            context.wrap_socket(raw, server_hostname=host) as conn,
+        ):
+            conn.settimeout(min(timeout_s, 1.0))
+            try:
+                conn.recv(1)  # TLS 1.3 refuses a client certificate only after the handshake
+            except TimeoutError:
+                pass  # nothing to read: the broker took the connection
 
     try:
         handshake(check_hostname=False, client_cert=True)

@@ -18,7 +18,6 @@ from api.pipelines.models import Pipeline
 from api.pipelines.schemas import LagAlertRead, LagAlertSpec, PipelineRead, PipelineSpec, PipelineState
 from api.tenancy.quotas import QuotaLimits
 
-
 router = APIRouter(prefix="/pipelines", tags=["pipelines"])
 
 PipelinePage = Annotated[PageParams, Depends(page_params(("created_at", "updated_at", "name", "state")))]

@@ -21,7 +21,6 @@ from api.portal.views import FormErrors
 from api.tenancy import service as tenancy
 from api.tenancy.quotas import QuotaExceeded, QuotaLimits
 
-
 router = portal_router()
 
 KEYS_SHOWN = 500

@@ -34,7 +34,6 @@ from api.portal.forms import ConnectionForm, DeleteForm, RotationForm
 from api.portal.views import FormErrors
 from api.tenancy.quotas import QuotaExceeded, QuotaLimits
 
-
 router = portal_router()
 
 CHOICES_SHOWN = 500

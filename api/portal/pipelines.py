@@ -33,7 +33,6 @@ from api.runs.schemas import RunRead
 from api.runs.states import TERMINAL_STATES
 from api.tenancy.quotas import QuotaExceeded, QuotaLimits
 
-
 router = portal_router()
 
 PAGE_SIZE = 20

@@ -13,7 +13,17 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from api.portal import (
-    api_keys, assets, auth, connections, offsets, pipelines, quotas, replay, runs, usage, webhooks,
+    api_keys,
+    assets,
+    auth,
+    connections,
+    offsets,
+    pipelines,
+    quotas,
+    replay,
+    runs,
+    usage,
+    webhooks,
 )
 
 router = APIRouter(include_in_schema=False)

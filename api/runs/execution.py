@@ -110,7 +110,7 @@ def plan_claimed_run(*, session: Session, run_id: uuid.UUID, services: Services)
     run, pipeline = _load(session, run_id)
     try:
         planned = services.plan_now(session, pipeline)
-    except Exception as exc:  # every planning failure is recorded on the run
+    except Exception as exc:  # noqa: BLE001 (every planning failure is recorded on the run)
         return _failed(session, run, failure_of(exc), services.retry)
     if planned.total == 0:
         lifecycle.skip(session, run, planned, "no new records in any partition")
@@ -145,7 +145,7 @@ def prepare_launch(*, session: Session, run_id: uuid.UUID, services: Services) -
     try:
         _ensure_kafka_target(session, pipeline, services)
         return build_spec(session, run, pipeline, settings=services.settings, secrets=services.secrets)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 (every failure to build the spec is recorded on the run)
         return _failed(session, run, failure_of(exc), services.retry)
 
 
@@ -184,7 +184,7 @@ def fire_schedule(*, session: Session, pipeline_id: uuid.UUID, slot: datetime, s
         return over  # known before asking Kafka anything
     try:
         planned = services.plan_now(session, pipeline)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 (logged; the next slot tries again)
         log.warning("schedule of pipeline %s: planning failed: %s", pipeline_id, failure_of(exc).message)
         return Outcome("plan-failed")
     if planned.total == 0:

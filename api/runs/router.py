@@ -15,7 +15,6 @@ from api.runs import service
 from api.runs.schemas import RunRead, RunState
 from api.tenancy.quotas import QuotaLimits
 
-
 router = APIRouter(tags=["runs"])
 
 RunPage = Annotated[PageParams, Depends(page_params(("created_at", "seq", "state"), default="-created_at"))]

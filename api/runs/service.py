@@ -24,7 +24,6 @@ from api.runs.schemas import RunPartition, RunRead
 from api.runs.states import TERMINAL_STATES
 from api.tenancy.quotas import QuotaLimits
 
-
 LOG_TAIL_LINES = 50
 
 

@@ -163,7 +163,7 @@ class VaultSecretStore:
             full = self._full(folder)
             try:
                 keys = self._call("list", folder, lambda: self._kv.list_secrets(
-                    path=full, mount_point=self.mount,
+                    path=full, mount_point=self.mount,  # noqa: B023 (called at once, in this iteration)
                 ))["data"]["keys"]
             except SecretNotFound:
                 continue  # an empty folder does not exist in KV

@@ -18,7 +18,6 @@ from sqlmodel import Session, col, select
 
 from api.core.config import Settings
 from api.core.errors import DomainError
-
 from api.tenancy.models import Tenant, TenantQuota
 
 QuotaName = Literal["pipelines", "connections", "api_keys", "webhooks", "runs_per_hour", "concurrent_runs"]

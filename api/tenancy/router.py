@@ -15,7 +15,6 @@ from api.core.pagination import Page, PageParams, page_params
 from api.tenancy import service
 from api.tenancy.models import ApiKey, Tenant
 from api.tenancy.quotas import QuotaLimits
-
 from api.tenancy.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyRead, CallerRead, TenantCreate, TenantRead
 
 router = APIRouter()

@@ -7,7 +7,6 @@ from collections.abc import Iterable
 
 from sqlalchemy import func
 from sqlalchemy.exc import IntegrityError
-
 from sqlmodel import Session, col, select
 
 from api.audit.service import record, record_by
@@ -18,8 +17,8 @@ from api.core.pagination import PageParams, paginate
 from api.core.scoping import get_scoped, scoped_select
 from api.core.security import Operator, Role, TenantContext, new_api_key
 from api.tenancy.models import ApiKey, Tenant
-from api.tenancy.quotas import QuotaLimits, enforce
 from api.tenancy.portal_sessions import end_sessions_of_key
+from api.tenancy.quotas import QuotaLimits, enforce
 
 
 def tenant_etag(tenant: Tenant) -> str:

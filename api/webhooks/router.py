@@ -16,7 +16,6 @@ from api.core.security import TenantContext
 from api.secrets.deps import SecretsDep
 from api.tenancy.quotas import QuotaLimits
 from api.webhooks import service
-
 from api.webhooks.models import Webhook
 from api.webhooks.schemas import DeliveryRead, DeliveryState, WebhookRead, WebhookSpec, WebhookWithSecret
 

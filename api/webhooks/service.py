@@ -22,22 +22,21 @@ from sqlmodel import Session, select
 
 from api.audit.service import record_by
 from api.core.db import utcnow
-from api.core.errors import ValidationFailed
-
 from api.core.egress import Checks
+from api.core.errors import ValidationFailed
 from api.core.etag import check_if_match, etag_for
 from api.core.merge_patch import merge_patch
 from api.core.pagination import PageParams, paginate
-from api.core.scoping import get_scoped, scoped_select
 from api.core.redaction import masked_url
+from api.core.scoping import get_scoped, scoped_select
 from api.core.security import Role, TenantContext
 from api.secrets.lifecycle import delete_with_secret, write_new
 from api.secrets.store import SecretStore, webhook_secret_path
+from api.tenancy.quotas import QuotaLimits, enforce
 from api.webhooks import signing
 from api.webhooks.destinations import host_allowed
 from api.webhooks.events import add_deliveries
 from api.webhooks.models import Webhook, WebhookDelivery, WebhookEvent
-from api.tenancy.quotas import QuotaLimits, enforce
 from api.webhooks.schemas import TEST_EVENT, DeliveryRead, DeliveryState, WebhookRead, WebhookSpec
 from spark_jobs.public import EgressPolicy
 

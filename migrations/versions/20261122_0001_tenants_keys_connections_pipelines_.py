@@ -1,7 +1,7 @@
 """tenants, keys, connections, pipelines, audit, idempotency
 
 Revision ID: 0001
-Revises: 
+Revises:
 Create Date: 2026-11-22 03:17:42.241224
 """
 from __future__ import annotations
@@ -10,7 +10,6 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
-
 
 revision: str = '0001'
 down_revision: str | None = None

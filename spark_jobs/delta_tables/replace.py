@@ -76,7 +76,7 @@ def plan_replace(table: Table, role: TableRole, ranges: Ranges, plan: ReplacePla
             bounds[column] = (fixed, fixed) if fixed is not None else (action.get(f"min.{column}"), action.get(f"max.{column}"))
 
         def within(column: str, low: object, high: object) -> bool:
-            lo, hi = bounds[column]
+            lo, hi = bounds[column]  # noqa: B023 - called only within this iteration
             return lo is None or hi is None or (lo < high and hi >= low if column == "offset" else lo <= low <= hi)
 
         overlapping = [r for r in wanted if within("topic", r[0], r[0]) and within("partition", r[1], r[1]) and within("offset", r[2], r[3])]

@@ -342,7 +342,7 @@ def render(v: Any) -> str:
     return "[" + ",".join(render(e) for e in v) + "]"
 
 
-def render_scalar(v: int | float | bool) -> str:
+def render_scalar(v: float | bool) -> str:
     """A number or boolean msgspec decoded, as ``render`` writes its JSON literal."""
     if type(v) is float:
         return java_double(v)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from typing import Any
 
 import pyarrow as pa
@@ -179,7 +179,7 @@ def _parsing(where: str, what: str, parse: Callable[[str], Any]) -> Callable[[An
 
 
 def _aware(moment: datetime) -> datetime:
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def decoder(reader_type: pa.DataType) -> Callable[[bytes], Any]:

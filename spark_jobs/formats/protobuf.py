@@ -31,7 +31,7 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -248,7 +248,7 @@ def _field_reader(field: FieldDescriptor) -> Callable[[Any], Any]:
 def _value_reader(field: FieldDescriptor) -> Callable[[Any], Any]:
     if field.type in (FieldDescriptor.TYPE_MESSAGE, FieldDescriptor.TYPE_GROUP):
         if _message_of(field).full_name == _TIMESTAMP:
-            return lambda ts: datetime.fromtimestamp(ts.seconds, timezone.utc).replace(microsecond=ts.nanos // 1000)
+            return lambda ts: datetime.fromtimestamp(ts.seconds, UTC).replace(microsecond=ts.nanos // 1000)
         return converter(_message_of(field))
     if field.type == FieldDescriptor.TYPE_ENUM:
         assert field.enum_type is not None  # an enum field has its type

@@ -166,7 +166,7 @@ class WireDecoder:
                                                  "the next attempt reads it")
 
     def _build(self, writer: RegisteredSchema) -> Codec:
-        from spark_jobs.formats import avro, json_schema, protobuf
+        from spark_jobs.formats import avro, json_schema
 
         reader = self.reader
         if reader.format == "json_schema":

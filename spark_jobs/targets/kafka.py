@@ -25,7 +25,15 @@ from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterComm
 from pyspark.sql.types import StructType
 
 from spark_jobs.errors import JobError, JobErrorKind
-from spark_jobs.plans import ClientConfig, TaskReport, collect_read_stats, read_plan, read_reports, write_plan, write_reports
+from spark_jobs.plans import (
+    ClientConfig,
+    TaskReport,
+    collect_read_stats,
+    read_plan,
+    read_reports,
+    write_plan,
+    write_reports,
+)
 from spark_jobs.targets import Committed, Reading
 
 if TYPE_CHECKING:
@@ -107,18 +115,29 @@ class _ProduceWriter(DataSourceArrowWriter):
         report = TaskReport()
         failures: list[KafkaError] = []
         refused: list[KafkaError] = []
+        late_refusals: list[KafkaError] = []
+        acknowledged = 0
 
         def on_error(err: KafkaError) -> None:
             # Auth errors reach only error_cb, while the messages wait out message.timeout.ms: without
-            # this a bad password costs the whole flush timeout.
-            if is_auth_error(err) or err.fatal():
+            # this a bad password costs the whole flush timeout. Once the cluster has acknowledged a
+            # record, the credentials worked: an auth error then is a re-authentication the broker
+            # judged late (an OAuth token that expired while the broker stalled), which librdkafka
+            # cures by reconnecting with the token oauth_cb has since refreshed; records it cannot
+            # deliver still fail the write at the flush deadline, named by that error.
+            if err.fatal() or (is_auth_error(err) and not acknowledged):
                 refused.append(err)
+            elif is_auth_error(err):
+                late_refusals.append(err)
 
         producer = Producer({**producer_config(self.plan.kafka_config), "error_cb": on_error})
         topic, run_id = self.plan.topic, self.plan.run_id.encode()
 
         def delivered(err: KafkaError | None, _msg: Message) -> None:
-            if err is not None:
+            nonlocal acknowledged
+            if err is None:
+                acknowledged += 1
+            else:
                 failures.append(err)
 
         try:
@@ -127,7 +146,8 @@ class _ProduceWriter(DataSourceArrowWriter):
                 columns = batch.to_pydict()
                 source_headers = columns.get("headers") or [None] * batch.num_rows
                 for key, value, src_topic, partition, offset, headers in zip(
-                    columns["key"], columns["value"], columns["topic"], columns["partition"], columns["offset"], source_headers
+                    columns["key"], columns["value"], columns["topic"], columns["partition"], columns["offset"], source_headers,
+                    strict=True,
                 ):
                     out = [(h["key"], h["value"]) for h in headers or ()]
                     out += [
@@ -155,7 +175,10 @@ class _ProduceWriter(DataSourceArrowWriter):
             kind: JobErrorKind = "kafka_auth" if is_auth_error(refused[0]) else "target_write"
             raise JobError(kind, f"produce to {topic} refused: {refused[0].str()}")
         if remaining:
-            raise JobError("target_write", f"{remaining} records to {topic} unacknowledged after {_FLUSH_TIMEOUT_S:.0f}s")
+            unacknowledged = f"{remaining} records to {topic} unacknowledged after {_FLUSH_TIMEOUT_S:.0f}s"
+            if late_refusals:
+                raise JobError("kafka_auth", f"{unacknowledged}, refused: {late_refusals[-1].str()}")
+            raise JobError("target_write", unacknowledged)
         if failures:
             kind = "kafka_auth" if is_auth_error(failures[0]) else "target_write"
             raise JobError(kind, f"{len(failures)} deliveries to {topic} failed, first: {failures[0].str()}")

@@ -7,6 +7,7 @@ from fastapi.testclient import TestClient
 
 from tests.factories import (
     PASSWORD,
+    Tenant,
     assert_auth_refused,
     assert_problem,
     connection_body,
@@ -16,13 +17,13 @@ from tests.factories import (
 )
 
 
-def _trail(client: TestClient, tenant, **params: object) -> list[dict]:  # type: ignore[no-untyped-def]
+def _trail(client: TestClient, tenant: Tenant, **params: object) -> list[dict]:
     response = client.get("/audit-events", params={"sort": "created_at", "limit": 500, **params}, headers=tenant.viewer)
     assert response.status_code == 200, response.text
     return response.json()["items"]
 
 
-def test_every_write_is_recorded(client: TestClient, tenant, other_tenant) -> None:  # type: ignore[no-untyped-def]
+def test_every_write_is_recorded(client: TestClient, tenant: Tenant, other_tenant: Tenant) -> None:
     me = {role: client.get("/me", headers=tenant.as_(role)).json()["key_id"] for role in ("admin", "editor")}
     conn = create_connection(client, tenant)
     client.patch(f"/connections/{conn['id']}", json={"options": {"client.id": None}}, headers=tenant.editor)
@@ -70,7 +71,7 @@ def test_every_write_is_recorded(client: TestClient, tenant, other_tenant) -> No
     assert PASSWORD not in response_text and key["key"] not in response_text
 
 
-def test_refused_and_no_op_writes_leave_no_event(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_refused_and_no_op_writes_leave_no_event(client: TestClient, tenant: Tenant) -> None:
     conn = create_connection(client, tenant)
     before = len(_trail(client, tenant))
     client.put(f"/connections/{conn['id']}", json=connection_body(name=conn["name"]), headers=tenant.editor)
@@ -82,7 +83,7 @@ def test_refused_and_no_op_writes_leave_no_event(client: TestClient, tenant) -> 
     assert len(_trail(client, tenant)) == before
 
 
-def test_filters_sort_and_pages(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_filters_sort_and_pages(client: TestClient, tenant: Tenant) -> None:
     conn = create_connection(client, tenant)
     pipe = create_pipeline(client, tenant, conn["id"])
     client.post(f"/pipelines/{pipe['id']}/pause", headers=tenant.editor)
@@ -97,7 +98,7 @@ def test_filters_sort_and_pages(client: TestClient, tenant) -> None:  # type: ig
     assert [(e["resource_type"], e["action"]) for e in oldest_last] == [("tenant", "create")]
 
 
-def test_other_tenants_events_are_invisible(client: TestClient, tenant, other_tenant) -> None:  # type: ignore[no-untyped-def]
+def test_other_tenants_events_are_invisible(client: TestClient, tenant: Tenant, other_tenant: Tenant) -> None:
     theirs = create_connection(client, other_tenant)
     assert _trail(client, tenant, resource_id=theirs["id"]) == []
     assert {e["resource_id"] for e in _trail(client, tenant)}.isdisjoint({theirs["id"], other_tenant.id})
@@ -110,10 +111,10 @@ def test_other_tenants_events_are_invisible(client: TestClient, tenant, other_te
     ({"offset": -1}, "query.offset"),
     ({"resource_type": "x" * 33}, "query.resource_type"),
 ])
-def test_list_validates(client: TestClient, tenant, params: dict, field: str) -> None:  # type: ignore[no-untyped-def]
+def test_list_validates(client: TestClient, tenant: Tenant, params: dict, field: str) -> None:
     assert_problem(client.get("/audit-events", params=params, headers=tenant.viewer), 422, fields={field})
 
 
-def test_refuses_callers(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_refuses_callers(client: TestClient, tenant: Tenant) -> None:
     assert_auth_refused(client, "GET", "/audit-events", tenant, "viewer")
     assert_problem(client.get("/audit-events", headers=operator()), 403)

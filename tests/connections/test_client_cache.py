@@ -9,6 +9,7 @@ import pytest
 
 from api.connections.clients import KafkaClientCache
 from api.connections.models import Connection
+from api.kafka.client import KafkaClient
 from tests.factories import LOOPBACK_ALLOWED, create_sandbox_pipeline, make_tenant, plaintext_connection_body
 
 
@@ -17,7 +18,7 @@ def _conn(revision: int = 1, conn_id: uuid.UUID | None = None) -> Connection:
                       security_protocol="PLAINTEXT", options={}, revision=revision)
 
 
-def _opened(cache: KafkaClientCache, conn: Connection):  # type: ignore[no-untyped-def]
+def _opened(cache: KafkaClientCache, conn: Connection) -> KafkaClient:
     client = cache.client(conn)
     client._handle()  # a librdkafka handle, as the first lookup would open
     return client

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from api.connections.probe import ConnectionTestFailed
+from api.core.config import Settings
 from api.kafka import KafkaAuthError, KafkaClient, KafkaClientConfig
 from tests.factories import LOOPBACK_ALLOWED, PASSWORD, connection_body, create_connection, plaintext_connection_body
 
@@ -22,7 +23,7 @@ TIMEOUT_S = 2.0
 
 
 @pytest.fixture
-def settings(settings):  # type: ignore[no-untyped-def]
+def settings(settings: Settings) -> Settings:
     """A short Kafka lookup bound keeps the failure cases quick."""
     return settings.model_copy(update={"kafka_timeout_s": TIMEOUT_S})
 

@@ -11,10 +11,11 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlmodel import Session
 
-from api.connections.models import Connection
 from api.connections.client_configs import registry_config
+from api.connections.models import Connection
 from tests.factories import (
     PASSWORD,
+    Tenant,
     assert_auth_refused,
     assert_problem,
     connection_body,
@@ -56,7 +57,7 @@ def _events(client: TestClient, tenant: Any, connection_id: str) -> list[dict[st
                       headers=tenant.admin).json()["items"]
 
 
-def test_create_reads_the_registry_back_without_its_credentials(client: TestClient, app, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_create_reads_the_registry_back_without_its_credentials(client: TestClient, app: Any, tenant: Tenant) -> None:
     sent = connection_body(schema_registry=registry(ca_pem=CA, endpoint_identification="none"))
     created = client.post("/connections", json=sent, headers=tenant.editor)
     assert created.status_code == 201, created.text
@@ -84,7 +85,7 @@ def test_create_reads_the_registry_back_without_its_credentials(client: TestClie
         URL, "inlet", REGISTRY_PASSWORD, None, CA, False)
 
 
-def test_a_bearer_token_or_no_credentials_at_all(client: TestClient, app, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_a_bearer_token_or_no_credentials_at_all(client: TestClient, app: Any, tenant: Tenant) -> None:
     bearer = create_connection(client, tenant, schema_registry=registry(credentials={"token": TOKEN}))
     assert bearer["schema_registry"] == shown("bearer")
     assert _secret(app, bearer["id"])["registry_credentials"] == {"token": TOKEN}
@@ -106,7 +107,7 @@ def test_a_bearer_token_or_no_credentials_at_all(client: TestClient, app, tenant
     assert without["schema_registry"] is None and registry_config(_row(app, without["id"]), app.state.secrets) is None
 
 
-def test_registry_credentials_are_kept_rotated_and_removed(client: TestClient, app, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_registry_credentials_are_kept_rotated_and_removed(client: TestClient, app: Any, tenant: Tenant) -> None:
     conn = create_connection(client, tenant, schema_registry=registry())
     url = f"/connections/{conn['id']}"
     etag = client.get(url, headers=tenant.viewer).headers["etag"]
@@ -157,7 +158,7 @@ def test_registry_credentials_are_kept_rotated_and_removed(client: TestClient, a
         assert REGISTRY_PASSWORD not in text and TOKEN not in text
 
 
-def test_removing_the_registry_of_a_connection_without_other_secrets_destroys_the_secret(client: TestClient, app, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_removing_the_registry_of_a_connection_without_other_secrets_destroys_the_secret(client: TestClient, app: Any, tenant: Tenant) -> None:
     created = client.post("/connections", json=plaintext_connection_body("b1.example.com:9092", schema_registry=registry()),
                           headers=tenant.editor)
     conn = created.json()
@@ -173,7 +174,7 @@ def test_removing_the_registry_of_a_connection_without_other_secrets_destroys_th
     assert app.state.secrets.describe(path) is None and _row(app, conn["id"]).secret_path is None
 
 
-def test_a_lost_secret_version_asks_for_the_registry_credentials_again(client: TestClient, app, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_a_lost_secret_version_asks_for_the_registry_credentials_again(client: TestClient, app: Any, tenant: Tenant) -> None:
     conn = create_connection(client, tenant, schema_registry=registry())
     url = f"/connections/{conn['id']}"
     app.state.secrets.destroy(_row(app, conn["id"]).secret_path)  # as if the store lost it
@@ -213,7 +214,7 @@ def test_a_lost_secret_version_asks_for_the_registry_credentials_again(client: T
     ({"url": URL, "colour": "blue"}, "schema_registry.colour"),
     ({}, "schema_registry.url"),
 ])
-def test_an_invalid_registry_is_422_and_never_echoed(client: TestClient, tenant, registry_body: dict, field: str) -> None:  # type: ignore[no-untyped-def]
+def test_an_invalid_registry_is_422_and_never_echoed(client: TestClient, tenant: Tenant, registry_body: dict, field: str) -> None:
     created = client.post("/connections", json=connection_body(schema_registry=registry_body), headers=tenant.editor)
     body = assert_problem(created, 422)
     assert any(e["field"] == field or e["field"].startswith(field + ".") for e in body["errors"]), body["errors"]
@@ -227,7 +228,7 @@ def test_an_invalid_registry_is_422_and_never_echoed(client: TestClient, tenant,
     assert client.get("/connections", headers=tenant.viewer).json()["total"] == 1
 
 
-def test_userinfo_and_both_kinds_of_credentials_say_what_to_do(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_userinfo_and_both_kinds_of_credentials_say_what_to_do(client: TestClient, tenant: Tenant) -> None:
     userinfo = client.post("/connections", headers=tenant.editor, json=connection_body(
         schema_registry={"url": f"https://inlet:{REGISTRY_PASSWORD}@registry.example.com"}))
     assert assert_problem(userinfo, 422)["errors"] == [{
@@ -243,7 +244,7 @@ def test_userinfo_and_both_kinds_of_credentials_say_what_to_do(client: TestClien
 
 @pytest.mark.parametrize(("method", "min_role"), [("POST", "editor"), ("PUT", "editor"), ("PATCH", "editor"),
                                                  ("GET", "viewer")])
-def test_registry_changes_refuse_callers_and_other_tenants(client: TestClient, tenant, other_tenant, method: str,  # type: ignore[no-untyped-def]
+def test_registry_changes_refuse_callers_and_other_tenants(client: TestClient, tenant: Tenant, other_tenant: Tenant, method: str,
                                                            min_role: str) -> None:
     conn = create_connection(client, tenant, schema_registry=registry())
     theirs = create_connection(client, other_tenant, schema_registry=registry())

@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.factories import plaintext_connection_body
+from api.core.config import Settings
+from tests.factories import Tenant, plaintext_connection_body
+from tests.fixtures.kafka import SandboxKafka
 from tests.fixtures.kafka_broker import RealKafka
 from tests.fixtures.schema_registry import AUTH_PASSWORD, AUTH_USER, RealRegistry, unique_subject
 
@@ -25,7 +27,7 @@ AVRO = '{"type": "record", "name": "Order", "fields": [{"name": "id", "type": "l
 
 
 @pytest.fixture
-def settings(settings):  # type: ignore[no-untyped-def]
+def settings(settings: Settings) -> Settings:
     """A short lookup bound keeps the failure cases quick."""
     return settings.model_copy(update={"kafka_timeout_s": TIMEOUT_S})
 
@@ -64,7 +66,7 @@ def _registry_problem(response: Any, *, status: int, kind: str, title: str, inst
             "detail": body["detail"], "instance": instance, "kind": kind}
 
 
-def test_the_test_lists_a_real_registrys_subjects(client: TestClient, tenant, real_kafka: RealKafka,  # type: ignore[no-untyped-def]
+def test_the_test_lists_a_real_registrys_subjects(client: TestClient, tenant: Tenant, real_kafka: RealKafka,
                                                    real_registry: RealRegistry) -> None:
     real_registry.register(unique_subject("probe"), AVRO)
     subjects = len(real_registry.request("GET", "/subjects"))
@@ -77,8 +79,8 @@ def test_the_test_lists_a_real_registrys_subjects(client: TestClient, tenant, re
         assert 0 < result["schema_registry"]["latency_ms"] < TIMEOUT_S * 1000
 
 
-def test_basic_auth_is_sent_and_a_refusal_is_a_502_that_echoes_nothing(  # type: ignore[no-untyped-def]
-        client: TestClient, tenant, real_kafka: RealKafka, real_registry_with_auth: RealRegistry, caplog) -> None:
+def test_basic_auth_is_sent_and_a_refusal_is_a_502_that_echoes_nothing(
+        client: TestClient, tenant: Tenant, real_kafka: RealKafka, real_registry_with_auth: RealRegistry, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     registry = real_registry_with_auth
     good = {"url": registry.url, "credentials": {"username": AUTH_USER, "password": AUTH_PASSWORD}}
@@ -103,7 +105,7 @@ def test_basic_auth_is_sent_and_a_refusal_is_a_502_that_echoes_nothing(  # type:
         assert secret not in caplog.text
 
 
-def test_a_url_that_serves_no_registry_is_a_502_error(client: TestClient, tenant, real_kafka: RealKafka,  # type: ignore[no-untyped-def]
+def test_a_url_that_serves_no_registry_is_a_502_error(client: TestClient, tenant: Tenant, real_kafka: RealKafka,
                                                       real_registry: RealRegistry) -> None:
     body = plaintext_connection_body(real_kafka.bootstrap_servers,
                                      schema_registry={"url": f"{real_registry.url}/no-registry-here"})
@@ -113,7 +115,7 @@ def test_a_url_that_serves_no_registry_is_a_502_error(client: TestClient, tenant
         assert response.json() == problem
 
 
-def test_tls_trust_and_host_names_are_checked(client: TestClient, tenant, real_kafka: RealKafka) -> None:  # type: ignore[no-untyped-def]
+def test_tls_trust_and_host_names_are_checked(client: TestClient, tenant: Tenant, real_kafka: RealKafka) -> None:
     """The broker's TLS listener is a TLS server whose certificate names 127.0.0.1 only: a handshake
     Inlet refuses unless told to trust its CA (and, through localhost, not to check the host name).
     Past the handshake the broker, no registry, hangs up: unreachable, but no longer a TLS failure."""
@@ -140,7 +142,7 @@ def test_tls_trust_and_host_names_are_checked(client: TestClient, tenant, real_k
     assert unchecked["title"] == "The schema registry cannot be reached"
 
 
-def test_a_closed_port_is_unreachable_and_a_silent_one_a_504(client: TestClient, tenant, sandbox_kafka,  # type: ignore[no-untyped-def]
+def test_a_closed_port_is_unreachable_and_a_silent_one_a_504(client: TestClient, tenant: Tenant, sandbox_kafka: SandboxKafka,
                                                              closed_port: int, silent_port: int) -> None:
     refused = plaintext_connection_body(sandbox_kafka.bootstrap_servers, schema_registry={
         "url": f"http://127.0.0.1:{closed_port}", "credentials": {"token": TOKEN}})
@@ -160,7 +162,7 @@ def test_a_closed_port_is_unreachable_and_a_silent_one_a_504(client: TestClient,
         assert "did not answer /subjects in time" in problem["detail"]
 
 
-def test_the_cluster_is_tested_first(client: TestClient, tenant, closed_port: int, silent_port: int) -> None:  # type: ignore[no-untyped-def]
+def test_the_cluster_is_tested_first(client: TestClient, tenant: Tenant, closed_port: int, silent_port: int) -> None:
     body = plaintext_connection_body(f"127.0.0.1:{closed_port}",
                                      schema_registry={"url": f"http://127.0.0.1:{silent_port}"})
     for response, _ in _both_tests(client, tenant, body):
@@ -168,7 +170,7 @@ def test_the_cluster_is_tested_first(client: TestClient, tenant, closed_port: in
         assert response.json()["type"] == "https://inlet.dev/problems/kafka-refused"
 
 
-def test_a_ca_that_is_no_pem_is_a_422(client: TestClient, tenant, sandbox_kafka) -> None:  # type: ignore[no-untyped-def]
+def test_a_ca_that_is_no_pem_is_a_422(client: TestClient, tenant: Tenant, sandbox_kafka: SandboxKafka) -> None:
     body = plaintext_connection_body(sandbox_kafka.bootstrap_servers, schema_registry={
         "url": "https://127.0.0.1:1", "ca_pem": "-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n"})
     response = client.post("/connections:test", json=body, headers=tenant.editor)

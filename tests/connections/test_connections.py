@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 from tests.factories import (
     PASSWORD,
+    Tenant,
     assert_auth_refused,
     assert_problem,
     connection_body,
@@ -23,7 +25,7 @@ def _public(body: dict) -> dict:
     return {k: v for k, v in body.items() if k != "credentials"}
 
 
-def test_create_reads_back_without_credentials(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_create_reads_back_without_credentials(client: TestClient, tenant: Tenant) -> None:
     sent = connection_body()
     created = client.post("/connections", json=sent, headers=tenant.editor)
     assert created.status_code == 201, created.text
@@ -39,7 +41,7 @@ def test_create_reads_back_without_credentials(client: TestClient, tenant) -> No
     assert PASSWORD not in created.text + read.text
 
 
-def test_plaintext_connection_has_no_credentials(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_plaintext_connection_has_no_credentials(client: TestClient, tenant: Tenant) -> None:
     created = client.post("/connections", json=plaintext_connection_body("127.0.0.1:9092,[::1]:9093"),
                           headers=tenant.editor)
     assert created.status_code == 201, created.text
@@ -48,7 +50,7 @@ def test_plaintext_connection_has_no_credentials(client: TestClient, tenant) -> 
         == ("PLAINTEXT", None, False, None)
 
 
-def test_list_connections(client: TestClient, tenant, other_tenant) -> None:  # type: ignore[no-untyped-def]
+def test_list_connections(client: TestClient, tenant: Tenant, other_tenant: Tenant) -> None:
     made = [create_connection(client, tenant, name=n) for n in ("b-conn", "a-conn", "c-conn")]
     create_connection(client, other_tenant, name="a-conn")
     page = client.get("/connections", params={"sort": "name", "limit": 2}, headers=tenant.viewer).json()
@@ -57,7 +59,7 @@ def test_list_connections(client: TestClient, tenant, other_tenant) -> None:  # 
     assert named["items"] == [made[2]] and named["total"] == 1
 
 
-def test_put_replaces_and_same_body_twice_changes_nothing(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_put_replaces_and_same_body_twice_changes_nothing(client: TestClient, tenant: Tenant) -> None:
     conn = create_connection(client, tenant)
     new = connection_body(name=conn["name"], bootstrap_servers="broker-9.example.com:9094", options={})
     first = client.put(f"/connections/{conn['id']}", json=new, headers=tenant.editor)
@@ -71,7 +73,7 @@ def test_put_replaces_and_same_body_twice_changes_nothing(client: TestClient, te
     assert client.get("/audit-events", params={"resource_id": conn["id"]}, headers=tenant.viewer).json()["total"] == events
 
 
-def test_put_with_new_password_rotates_credentials(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_put_with_new_password_rotates_credentials(client: TestClient, tenant: Tenant) -> None:
     conn = create_connection(client, tenant)
     body = connection_body(name=conn["name"], credentials={"username": "ingest", "password": PASSWORD + "-rotated"})
     rotated = client.put(f"/connections/{conn['id']}", json=body, headers=tenant.editor)
@@ -82,7 +84,7 @@ def test_put_with_new_password_rotates_credentials(client: TestClient, tenant) -
     assert kept.json() == rotated.json()
 
 
-def test_patch_changes_only_what_it_names(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_patch_changes_only_what_it_names(client: TestClient, tenant: Tenant) -> None:
     conn = create_connection(client, tenant)
     etag = client.get(f"/connections/{conn['id']}", headers=tenant.viewer).headers["etag"]
     patched = client.patch(f"/connections/{conn['id']}", json={"bootstrap_servers": "other.example.com:9092"},
@@ -95,7 +97,7 @@ def test_patch_changes_only_what_it_names(client: TestClient, tenant) -> None:  
     assert client.get(f"/connections/{conn['id']}", headers=tenant.viewer).json() == patched.json()
 
 
-def test_patch_to_plaintext_removes_credentials(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_patch_to_plaintext_removes_credentials(client: TestClient, tenant: Tenant) -> None:
     conn = create_connection(client, tenant)
     patched = client.patch(f"/connections/{conn['id']}", headers=tenant.editor, json={
         "security_protocol": "PLAINTEXT", "sasl_mechanism": None, "credentials": None})
@@ -105,13 +107,13 @@ def test_patch_to_plaintext_removes_credentials(client: TestClient, tenant) -> N
 
 
 @pytest.mark.parametrize("patch", [{"name": "bad name!"}, {"color": "blue"}, {"security_protocol": "PLAINTEXT"}])
-def test_invalid_patch_is_422_and_changes_nothing(client: TestClient, tenant, patch: dict) -> None:  # type: ignore[no-untyped-def]
+def test_invalid_patch_is_422_and_changes_nothing(client: TestClient, tenant: Tenant, patch: dict) -> None:
     conn = create_connection(client, tenant)
     assert_problem(client.patch(f"/connections/{conn['id']}", json=patch, headers=tenant.editor), 422)
     assert client.get(f"/connections/{conn['id']}", headers=tenant.viewer).json() == conn
 
 
-def test_delete(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_delete(client: TestClient, tenant: Tenant) -> None:
     conn = create_connection(client, tenant)
     deleted = client.delete(f"/connections/{conn['id']}", headers=tenant.editor)
     assert deleted.status_code == 204 and deleted.content == b""
@@ -120,7 +122,7 @@ def test_delete(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-
 
 
 @pytest.mark.parametrize("role", ["source", "target"])
-def test_connection_used_by_a_pipeline_cannot_be_deleted(client: TestClient, tenant, role: str) -> None:  # type: ignore[no-untyped-def]
+def test_connection_used_by_a_pipeline_cannot_be_deleted(client: TestClient, tenant: Tenant, role: str) -> None:
     conn = create_connection(client, tenant)
     if role == "source":
         pipeline = create_pipeline(client, tenant, conn["id"])
@@ -135,7 +137,7 @@ def test_connection_used_by_a_pipeline_cannot_be_deleted(client: TestClient, ten
     assert client.delete(f"/connections/{conn['id']}", headers=tenant.editor).status_code == 204
 
 
-def test_duplicate_name_is_409(client: TestClient, tenant, other_tenant) -> None:  # type: ignore[no-untyped-def]
+def test_duplicate_name_is_409(client: TestClient, tenant: Tenant, other_tenant: Tenant) -> None:
     conn = create_connection(client, tenant)
     body = assert_problem(client.post("/connections", json=connection_body(name=conn["name"]), headers=tenant.editor), 409)
     assert body["conflicting_id"] == conn["id"]
@@ -164,7 +166,7 @@ def test_duplicate_name_is_409(client: TestClient, tenant, other_tenant) -> None
     ({"options": {"client.id": "x" * 1025}}, "options"),
     ({"colour": "blue"}, "colour"),
 ])
-def test_create_validates(client: TestClient, tenant, overrides: dict, field: str) -> None:  # type: ignore[no-untyped-def]
+def test_create_validates(client: TestClient, tenant: Tenant, overrides: dict, field: str) -> None:
     response = client.post("/connections", json=connection_body(**overrides), headers=tenant.editor)
     body = assert_problem(response, 422)
     assert any(e["field"] == field or e["field"].startswith(field + ".") or e["field"].startswith(field + "[")
@@ -178,13 +180,13 @@ def test_create_validates(client: TestClient, tenant, overrides: dict, field: st
     {"sasl_mechanism": "OAUTHBEARER"},
     {"credentials": None},
 ])
-def test_inconsistent_security_is_422(client: TestClient, tenant, overrides: dict) -> None:  # type: ignore[no-untyped-def]
+def test_inconsistent_security_is_422(client: TestClient, tenant: Tenant, overrides: dict) -> None:
     assert_problem(client.post("/connections", json=connection_body(**overrides), headers=tenant.editor), 422)
 
 
 @pytest.mark.parametrize(("method", "json"), [
     ("GET", None), ("PUT", "body"), ("PATCH", {"options": {}}), ("DELETE", None)])
-def test_other_tenants_connection_is_404(client: TestClient, tenant, other_tenant, method: str, json) -> None:  # type: ignore[no-untyped-def]
+def test_other_tenants_connection_is_404(client: TestClient, tenant: Tenant, other_tenant: Tenant, method: str, json: Any) -> None:
     theirs = create_connection(client, other_tenant)
     send = {"json": connection_body(name=theirs["name"]) if json == "body" else json} if json else {}
     for ident in (theirs["id"], str(uuid.uuid4())):
@@ -193,7 +195,7 @@ def test_other_tenants_connection_is_404(client: TestClient, tenant, other_tenan
     assert client.get("/connections", headers=tenant.viewer).json()["total"] == 0
 
 
-def test_bad_id_is_422(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_bad_id_is_422(client: TestClient, tenant: Tenant) -> None:
     assert_problem(client.get("/connections/42", headers=tenant.viewer), 422, fields={"path.connection_id"})
 
 
@@ -205,7 +207,7 @@ def test_bad_id_is_422(client: TestClient, tenant) -> None:  # type: ignore[no-u
     ("PATCH", "/connections/{id}", "editor"),
     ("DELETE", "/connections/{id}", "editor"),
 ])
-def test_routes_refuse_callers(client: TestClient, tenant, method: str, path: str, min_role: str) -> None:  # type: ignore[no-untyped-def]
+def test_routes_refuse_callers(client: TestClient, tenant: Tenant, method: str, path: str, min_role: str) -> None:
     conn = create_connection(client, tenant)
     json = {"PATCH": {"options": {}}, "PUT": connection_body(name=conn["name"]),
             "POST": connection_body()}.get(method)
@@ -217,7 +219,7 @@ _OAUTH = {"sasl_mechanism": "OAUTHBEARER", "credentials": {
     "client_id": "inlet", "client_secret": "oauth-secret", "token_endpoint_url": "https://idp.example.com/oauth2/token"}}
 
 
-def test_sasl_extensions_are_stored_and_shown_with_the_options(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_sasl_extensions_are_stored_and_shown_with_the_options(client: TestClient, tenant: Tenant) -> None:
     # Confluent Cloud names the cluster and identity pool as SASL extensions beside the token (KIP-342).
     options = {"sasl.oauthbearer.extensions": "logicalCluster=lkc-8x2q1,identityPoolId=pool-Ab3d"}
     created = client.post("/connections", json=connection_body(**_OAUTH, options=options), headers=tenant.editor)
@@ -234,7 +236,7 @@ def test_sasl_extensions_are_stored_and_shown_with_the_options(client: TestClien
     ({"options": {"sasl.oauthbearer.extensions": "logicalCluster=lkc-1"}},
      "sasl.oauthbearer.extensions is only used with sasl_mechanism OAUTHBEARER"),
 ])
-def test_sasl_extensions_are_checked_at_definition(client: TestClient, tenant, overrides: dict, message: str) -> None:  # type: ignore[no-untyped-def]
+def test_sasl_extensions_are_checked_at_definition(client: TestClient, tenant: Tenant, overrides: dict, message: str) -> None:
     response = client.post("/connections", json=connection_body(**overrides), headers=tenant.editor)
     assert (response.status_code, response.json()) == (422, {
         "type": "https://inlet.dev/problems/validation-failed", "title": "Invalid request", "status": 422,

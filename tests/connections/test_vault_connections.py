@@ -18,8 +18,9 @@ from pydantic import SecretStr
 from sqlalchemy import event, select
 from sqlmodel import Session
 
-from api.connections.models import Connection
 from api.connections.client_configs import client_config, registry_config
+from api.connections.models import Connection
+from api.core.config import Settings
 from api.main import create_app
 from api.models import metadata
 from tests.factories import PASSWORD, connection_body, create_connection
@@ -30,7 +31,7 @@ ROTATED = "r0tated-" + PASSWORD
 
 
 @pytest.fixture
-def settings(settings, vault):  # type: ignore[no-untyped-def]
+def settings(settings: Settings, vault: TestVault) -> Settings:
     """Every app of this module keeps its secrets in Vault."""
     return vault_backed(settings, vault)
 

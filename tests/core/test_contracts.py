@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -11,6 +12,7 @@ from fastapi.testclient import TestClient
 from api.core.config import Settings
 from api.main import create_app
 from tests.factories import (
+    Tenant,
     assert_problem,
     connection_body,
     create_connection,
@@ -22,21 +24,21 @@ from tests.factories import (
 # --- problem+json outside the routes -------------------------------------------------------------
 
 
-def test_unknown_route_is_404(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_unknown_route_is_404(client: TestClient, tenant: Tenant) -> None:
     body = assert_problem(client.get("/no/such/route", headers=tenant.viewer), 404)
     assert body == {"type": "https://inlet.dev/problems/not-found", "title": "Not Found", "status": 404,
                     "detail": "No route matches /no/such/route", "instance": "/no/such/route"}
 
 
 @pytest.mark.parametrize(("method", "path"), [("DELETE", "/tenants"), ("PUT", "/pipelines"), ("POST", "/healthz")])
-def test_wrong_method_is_405(client: TestClient, tenant, method: str, path: str) -> None:  # type: ignore[no-untyped-def]
+def test_wrong_method_is_405(client: TestClient, tenant: Tenant, method: str, path: str) -> None:
     response = client.request(method, path, headers=tenant.admin)
     body = assert_problem(response, 405)
     assert body["detail"] == f"{method} is not allowed on {path}"
     assert "allow" in response.headers
 
 
-def test_body_over_the_limit_is_413(client: TestClient, tenant, settings) -> None:  # type: ignore[no-untyped-def]
+def test_body_over_the_limit_is_413(client: TestClient, tenant: Tenant, settings: Settings) -> None:
     conn = create_connection(client, tenant)
     huge = pipeline_body(conn["id"], name="x", description="y" * (settings.max_body_bytes + 1))
     body = assert_problem(client.post("/pipelines", json=huge, headers=tenant.editor), 413)
@@ -53,7 +55,7 @@ def test_body_over_the_limit_is_413(client: TestClient, tenant, settings) -> Non
     assert client.get("/pipelines", headers=tenant.viewer).json()["total"] == 0
 
 
-def test_small_streamed_body_still_works(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_small_streamed_body_still_works(client: TestClient, tenant: Tenant) -> None:
     import json
 
     conn = create_connection(client, tenant)
@@ -64,14 +66,14 @@ def test_small_streamed_body_still_works(client: TestClient, tenant) -> None:  #
 
 
 @pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", "application/xml", None])
-def test_non_json_body_is_415(client: TestClient, tenant, content_type: str | None) -> None:  # type: ignore[no-untyped-def]
+def test_non_json_body_is_415(client: TestClient, tenant: Tenant, content_type: str | None) -> None:
     headers = {**tenant.editor, **({"Content-Type": content_type} if content_type else {})}
     response = client.post("/connections", content=b'{"name": "x"}', headers=headers)
     assert_problem(response, 415)
 
 
 @pytest.mark.parametrize("content_type", ["application/json; charset=utf-8", "application/merge-patch+json"])
-def test_json_media_types_are_accepted(client: TestClient, tenant, content_type: str) -> None:  # type: ignore[no-untyped-def]
+def test_json_media_types_are_accepted(client: TestClient, tenant: Tenant, content_type: str) -> None:
     conn = create_connection(client, tenant)
     patched = client.patch(f"/connections/{conn['id']}", content=b'{"options": {"client.id": "new"}}',
                            headers={**tenant.editor, "Content-Type": content_type})
@@ -79,7 +81,7 @@ def test_json_media_types_are_accepted(client: TestClient, tenant, content_type:
     assert patched.json()["options"] == {"client.id": "new"}
 
 
-def test_unexpected_error_is_a_bare_500(client: TestClient, tenant, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_unexpected_error_is_a_bare_500(client: TestClient, tenant: Tenant, monkeypatch: pytest.MonkeyPatch) -> None:
     from api.pipelines import service
 
     def boom(**_: object) -> None:
@@ -92,7 +94,7 @@ def test_unexpected_error_is_a_bare_500(client: TestClient, tenant, monkeypatch:
     assert body["type"] == "https://inlet.dev/problems/internal-error"
 
 
-def test_a_database_out_of_reach_is_a_503_problem_not_a_500(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_database_out_of_reach_is_a_503_problem_not_a_500(tmp_path: Path) -> None:
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
@@ -108,12 +110,12 @@ def test_a_database_out_of_reach_is_a_503_problem_not_a_500(tmp_path) -> None:  
 
 # --- ETag and If-Match -----------------------------------------------------------------------------
 
-def _connection(client: TestClient, tenant) -> tuple[str, str]:  # type: ignore[no-untyped-def]
+def _connection(client: TestClient, tenant: Tenant) -> tuple[str, str]:
     conn = create_connection(client, tenant)
     return f"/connections/{conn['id']}", conn["name"]
 
 
-def _pipeline(client: TestClient, tenant) -> tuple[str, str]:  # type: ignore[no-untyped-def]
+def _pipeline(client: TestClient, tenant: Tenant) -> tuple[str, str]:
     pipe = create_pipeline(client, tenant)
     return f"/pipelines/{pipe['id']}", pipe["name"]
 
@@ -121,7 +123,7 @@ def _pipeline(client: TestClient, tenant) -> tuple[str, str]:  # type: ignore[no
 KINDS = {"connection": _connection, "pipeline": _pipeline}
 
 
-def _writes(client: TestClient, tenant, kind: str, name: str) -> dict:  # type: ignore[no-untyped-def]
+def _writes(client: TestClient, tenant: Tenant, kind: str, name: str) -> dict:
     if kind == "connection":
         return {"PUT": connection_body(name=name, options={"client.id": "put"}), "PATCH": {"options": {"client.id": "p"}}}
     conn = create_connection(client, tenant)
@@ -130,7 +132,7 @@ def _writes(client: TestClient, tenant, kind: str, name: str) -> dict:  # type: 
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("method", ["PUT", "PATCH", "DELETE"])
-def test_if_match(client: TestClient, tenant, kind: str, method: str) -> None:  # type: ignore[no-untyped-def]
+def test_if_match(client: TestClient, tenant: Tenant, kind: str, method: str) -> None:
     path, name = KINDS[kind](client, tenant)
     json = _writes(client, tenant, kind, name).get(method)
     send = {"json": json} if json is not None else {}
@@ -154,7 +156,7 @@ def test_if_match(client: TestClient, tenant, kind: str, method: str) -> None:  
         assert after.json() == ok.json()
 
 
-def test_etag_on_every_single_object_read_and_write(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_etag_on_every_single_object_read_and_write(client: TestClient, tenant: Tenant) -> None:
     conn = client.post("/connections", json=connection_body(), headers=tenant.editor)
     pipe = client.post("/pipelines", json=pipeline_body(conn.json()["id"]), headers=tenant.editor)
     key = client.post("/api-keys", json={"name": "k", "role": "viewer"}, headers=tenant.admin)
@@ -174,7 +176,7 @@ def test_etag_on_every_single_object_read_and_write(client: TestClient, tenant) 
 
 # --- Idempotency-Key -------------------------------------------------------------------------------
 
-def test_idempotent_create_replays(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_idempotent_create_replays(client: TestClient, tenant: Tenant) -> None:
     body = connection_body()
     headers = {**tenant.editor, "Idempotency-Key": "create-conn-1"}
     first = client.post("/connections", json=body, headers=headers)
@@ -197,7 +199,7 @@ def test_idempotent_create_replays(client: TestClient, tenant) -> None:  # type:
 
 
 @pytest.mark.parametrize("route", ["tenant", "operator-key", "tenant-key", "pipeline"])
-def test_every_create_honours_idempotency(client: TestClient, tenant, route: str) -> None:  # type: ignore[no-untyped-def]
+def test_every_create_honours_idempotency(client: TestClient, tenant: Tenant, route: str) -> None:
     conn_id = create_connection(client, tenant)["id"]
     path, json, headers, count = {
         "tenant": ("/tenants", {"name": "idem-tenant"}, operator(),
@@ -222,7 +224,7 @@ def test_every_create_honours_idempotency(client: TestClient, tenant, route: str
     assert count() == before + 1
 
 
-def test_idempotency_keys_are_per_tenant(client: TestClient, tenant, other_tenant) -> None:  # type: ignore[no-untyped-def]
+def test_idempotency_keys_are_per_tenant(client: TestClient, tenant: Tenant, other_tenant: Tenant) -> None:
     body = connection_body()
     mine = client.post("/connections", json=body, headers={**tenant.editor, "Idempotency-Key": "shared"})
     theirs = client.post("/connections", json=body, headers={**other_tenant.editor, "Idempotency-Key": "shared"})
@@ -230,7 +232,7 @@ def test_idempotency_keys_are_per_tenant(client: TestClient, tenant, other_tenan
     assert "idempotent-replayed" not in theirs.headers and theirs.json()["id"] != mine.json()["id"]
 
 
-def test_failed_request_is_not_remembered(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_failed_request_is_not_remembered(client: TestClient, tenant: Tenant) -> None:
     headers = {**tenant.editor, "Idempotency-Key": "retry-me"}
     bad = connection_body(bootstrap_servers="nope")
     assert_problem(client.post("/connections", json=bad, headers=headers), 422)
@@ -239,7 +241,7 @@ def test_failed_request_is_not_remembered(client: TestClient, tenant) -> None:  
 
 
 @pytest.mark.parametrize("key", ["", "x" * 256])
-def test_bad_idempotency_key_is_422(client: TestClient, tenant, key: str) -> None:  # type: ignore[no-untyped-def]
+def test_bad_idempotency_key_is_422(client: TestClient, tenant: Tenant, key: str) -> None:
     response = client.post("/connections", json=connection_body(), headers={**tenant.editor, "Idempotency-Key": key})
     assert_problem(response, 422, fields={"header.Idempotency-Key"})
 
@@ -251,7 +253,7 @@ LISTS = {"/connections": "viewer", "/pipelines": "viewer", "/api-keys": "admin",
 
 
 @pytest.mark.parametrize("path", LISTS)
-def test_list_shape_and_limits(client: TestClient, tenant, settings, path: str) -> None:  # type: ignore[no-untyped-def]
+def test_list_shape_and_limits(client: TestClient, tenant: Tenant, settings: Settings, path: str) -> None:
     headers = operator() if LISTS[path] == "operator" else tenant.as_(LISTS[path])
     default = client.get(path, headers=headers)
     assert default.status_code == 200, default.text
@@ -265,7 +267,7 @@ def test_list_shape_and_limits(client: TestClient, tenant, settings, path: str) 
         assert_problem(client.get(path, params=params, headers=headers), 422, fields={field})
 
 
-def test_sort_ties_break_on_id_and_pages_cover_everything(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_sort_ties_break_on_id_and_pages_cover_everything(client: TestClient, tenant: Tenant) -> None:
     conn = create_connection(client, tenant)
     made = {create_pipeline(client, tenant, conn["id"], state="paused")["id"] for _ in range(5)}
     for sort in ("state", "-state"):

@@ -10,8 +10,9 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 
+from api.core.config import Settings
 from api.models import metadata
-from tests.factories import PASSWORD, assert_problem, connection_body, pipeline_body
+from tests.factories import PASSWORD, Tenant, assert_problem, connection_body, pipeline_body
 
 ROTATED = PASSWORD + "-rotated"
 REGISTRY_PASSWORD = "sr-Pa55word-never-shown-5e2a"
@@ -30,7 +31,7 @@ def _dump_database(url: str) -> str:
         engine.dispose()
 
 
-def _exercise(client: TestClient, tenant, other_tenant) -> list:  # type: ignore[no-untyped-def]
+def _exercise(client: TestClient, tenant: Tenant, other_tenant: Tenant) -> list:
     """Every kind of call that touches the connection, its password or an API key."""
     r = []
     created = client.post("/connections", json=connection_body(),
@@ -85,7 +86,7 @@ def _exercise(client: TestClient, tenant, other_tenant) -> list:  # type: ignore
     return r
 
 
-def test_password_and_keys_never_leak(client: TestClient, tenant, other_tenant, settings,  # type: ignore[no-untyped-def]
+def test_password_and_keys_never_leak(client: TestClient, tenant: Tenant, other_tenant: Tenant, settings: Settings,
                                       caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     responses = _exercise(client, tenant, other_tenant)
@@ -113,7 +114,7 @@ def test_password_and_keys_never_leak(client: TestClient, tenant, other_tenant, 
         assert secret not in logs
 
 
-def test_local_secret_store_is_encrypted_and_private(client: TestClient, tenant, settings) -> None:  # type: ignore[no-untyped-def]
+def test_local_secret_store_is_encrypted_and_private(client: TestClient, tenant: Tenant, settings: Settings) -> None:
     created = client.post("/connections", json=connection_body(), headers=tenant.editor)
     assert created.status_code == 201
     client.put(f"/connections/{created.json()['id']}", headers=tenant.editor, json=connection_body(
@@ -129,13 +130,13 @@ def test_local_secret_store_is_encrypted_and_private(client: TestClient, tenant,
     assert stat.S_IMODE((settings.data_dir / "secrets").stat().st_mode) == 0o700
 
 
-def test_a_password_pasted_into_bootstrap_servers_is_not_echoed(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_a_password_pasted_into_bootstrap_servers_is_not_echoed(client: TestClient, tenant: Tenant) -> None:
     response = client.post("/connections", json=connection_body(bootstrap_servers=PASSWORD), headers=tenant.editor)
     assert_problem(response, 422, fields={"bootstrap_servers"})
     assert PASSWORD not in response.text
 
 
-def test_schema_registry_credentials_never_leak(client: TestClient, tenant, other_tenant, settings,  # type: ignore[no-untyped-def]
+def test_schema_registry_credentials_never_leak(client: TestClient, tenant: Tenant, other_tenant: Tenant, settings: Settings,
                                                 caplog: pytest.LogCaptureFixture) -> None:
     """The registry's password and token: not in any response (a 422 of any shape included), not in
     the database or the audit log, not in a log line."""

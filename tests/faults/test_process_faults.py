@@ -25,6 +25,7 @@ from tests.faults.helpers import (
     trigger,
 )
 from tests.fixtures.kafka import produce_keyed
+from tests.fixtures.stack import Stack
 from tests.runs.helpers import committed_offsets, spark_job_pgids, wait_for_run
 
 pytestmark = pytest.mark.slow
@@ -35,7 +36,7 @@ SEED = int(os.environ.get("INLET_TEST_FAULT_SEED", "20250609"))
 KILLS = 3
 
 
-def _leftovers(stack) -> list[Path]:  # type: ignore[no-untyped-def]
+def _leftovers(stack: Stack) -> list[Path]:
     return sorted(Path(stack.env["INLET_WORK_DIR"]).rglob("spec-*.json"))
 
 

@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, text
 
-from tests.factories import PASSWORD, connection_body, create_pipeline, make_tenant
-from tests.fixtures.vault import vault_backed, vault_env
+from api.core.config import Settings
+from tests.factories import PASSWORD, Tenant, connection_body, create_pipeline, make_tenant
+from tests.fixtures.kafka import SandboxKafka
+from tests.fixtures.stack import Stack
+from tests.fixtures.vault import TestVault, vault_backed, vault_env
 from tests.runs.helpers import committed_offsets, wait_for_run
 
 pytestmark = pytest.mark.slow
@@ -29,16 +33,16 @@ ATTEMPTS = 4
 
 
 @pytest.fixture
-def settings(settings, vault):  # type: ignore[no-untyped-def]
+def settings(settings: Settings, vault: TestVault) -> Settings:
     """The API and (through ``stack.env``) the worker keep credentials in the test's Vault."""
     return vault_backed(settings, vault)
 
 
-def _vault_env(stack, vault, **overrides: str) -> None:  # type: ignore[no-untyped-def]
+def _vault_env(stack: Stack, vault: TestVault, **overrides: str) -> None:
     stack.env.update(vault_env(vault, INLET_RUN_MAX_ATTEMPTS=str(ATTEMPTS), **overrides))
 
 
-def _sasl_pipeline(stack, tenant, sandbox_kafka, topic: str):  # type: ignore[no-untyped-def]
+def _sasl_pipeline(stack: Stack, tenant: Tenant, sandbox_kafka: SandboxKafka, topic: str) -> dict[str, Any]:
     conn = stack.client.post("/connections", headers=tenant.editor, json=connection_body(
         bootstrap_servers=sandbox_kafka.bootstrap_servers, security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
         credentials={"username": "ingest", "password": PASSWORD}, options={}))
@@ -48,7 +52,7 @@ def _sasl_pipeline(stack, tenant, sandbox_kafka, topic: str):  # type: ignore[no
                            target={"type": "delta", "path": f"faults/{topic}"})
 
 
-def _retry_state(stack, run_id: str) -> tuple[str, int, datetime | None, str | None]:  # type: ignore[no-untyped-def]
+def _retry_state(stack: Stack, run_id: str) -> tuple[str, int, datetime | None, str | None]:
     url = stack.settings.resolved_database_url
     engine = create_engine(url)
     with engine.connect() as conn:

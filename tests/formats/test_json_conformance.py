@@ -118,15 +118,15 @@ def _spark_results(spark: Any, time_zone: str, groups: list[tuple[str, list[Case
 
     from spark_jobs.decode import decode
     from spark_jobs.kafka_source import kafka_struct
-    from spark_jobs.spec import KafkaSource
+    from spark_jobs.spec import SourceSpec
 
     spark.conf.set("spark.sql.session.timeZone", time_zone)
     frames, names = [], []
     for k, (schema, cases) in enumerate(groups):
         records = spark.createDataFrame([(None, c.value, "t", 0, i, None, 0) for i, c in enumerate(cases)],
                                         kafka_struct(False))
-        source = KafkaSource.model_validate({"kafka_config": {"bootstrap.servers": "unused:9092"}, "ranges": {},
-                                             "value_format": "json", "schema": schema})
+        source = SourceSpec.model_validate({"kafka_config": {"bootstrap.servers": "unused:9092"}, "ranges": {},
+                                            "value_format": "json", "schema": schema})
         decoded = decode(records, source, "run")
         payload = [n for n in decoded.columns if n not in _NOT_PAYLOAD]
         names.append(payload)
@@ -163,7 +163,7 @@ def test_json_values_read_like_spark_from_json(spark: Any) -> None:
         by_zone[time_zone].append((schema, group))
     mismatches, seen_deliberate = [], set()
     for time_zone, groups in by_zone.items():
-        for (schema, group), spark_result in zip(groups, _spark_results(spark, time_zone, groups)):
+        for (schema, group), spark_result in zip(groups, _spark_results(spark, time_zone, groups), strict=True):
             spark_reasons, spark_rows, spark_types = spark_result
             reasons, rows, decoder = _inlet_results(schema, time_zone, group)
             assert [f.type for f in decoder.arrow_schema] == spark_types, schema

@@ -22,7 +22,7 @@ ORDER = T.StructType([
 
 def _decode(decoder: JsonValues, *values: bytes | None) -> list[tuple[str | None, dict[str, object]]]:
     columns, reasons = decoder.decode(pa.array(values, pa.binary()))
-    return list(zip(reasons.to_pylist(), columns.to_pylist()))
+    return list(zip(reasons.to_pylist(), columns.to_pylist(), strict=True))
 
 
 def _row(**values: object) -> dict[str, object]:

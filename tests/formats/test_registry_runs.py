@@ -235,7 +235,7 @@ def test_a_compatible_evolution_adds_columns_and_an_incompatible_one_fails_namin
             "attrs": {}, **extra})) for i in ids], partition=0)
 
     v1 = real_registry.register(subject, json.dumps(ORDER_V1))
-    produce(ORDER_V1, v1, range(0, 4))
+    produce(ORDER_V1, v1, range(4))
     pipeline = _pipeline(client, tenant, conn, topic, "avro", "evolving")
     pinned = _pipeline(client, tenant, conn, topic, "avro", "pinned", value_schema={"version": 1})
     uri = pipeline["status"]["target_uri"]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
-from decimal import Decimal
 
 import fastavro
 import pyarrow as pa

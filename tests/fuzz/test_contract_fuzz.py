@@ -17,8 +17,8 @@ import pytest
 
 from api.core.config import Settings
 from api.main import create_app
-from tests.fixtures.database import truncate_all
 from tests.factories import ADMIN_TOKEN
+from tests.fixtures.database import truncate_all
 from tests.fuzz import harness
 
 SEED = 20260922

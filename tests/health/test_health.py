@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from fastapi.testclient import TestClient
 
+from api.core.config import Settings
 from api.core.db import make_engine
 from tests.factories import assert_problem
 
@@ -13,7 +16,7 @@ def test_healthz(client: TestClient) -> None:
     assert (response.status_code, response.json()) == (200, {"status": "ok"})
 
 
-def test_readyz_reports_each_dependency(client: TestClient, settings) -> None:  # type: ignore[no-untyped-def]
+def test_readyz_reports_each_dependency(client: TestClient, settings: Settings) -> None:
     # The test settings point Redis at a closed port: the database and secrets answer, Redis does not.
     response = client.get("/readyz")
     assert response.status_code == 503
@@ -25,7 +28,7 @@ def test_readyz_reports_each_dependency(client: TestClient, settings) -> None:  
     }}
 
 
-def test_readyz_reports_a_dead_database(client: TestClient, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_readyz_reports_a_dead_database(client: TestClient, tmp_path: Path) -> None:
     live, dead = client.app.state.engine, make_engine(f"sqlite:///{tmp_path}/missing/dir/inlet.db")
     client.app.state.engine = dead
     try:

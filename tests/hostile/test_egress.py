@@ -81,9 +81,9 @@ class InternalService:
                 self.end_headers()
                 self.wfile.write(payload)
 
-            do_GET = do_POST = _answer  # noqa: N815 (http.server's naming)
+            do_GET = do_POST = _answer
 
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base class's name)
+            def log_message(self, format: str, *args: object) -> None:
                 pass
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -295,8 +295,8 @@ def test_a_webhook_whose_name_later_resolves_to_loopback_gets_nothing(
     assert outcome.state == "pending" and internal.requests == []
     log = deliveries(denied, hostile, created.json()["id"])[0]
     assert (log["attempts"], log["response_status"], log["latency_ms"], log["last_error"]) == (
-        1, None, None, f"the receiver's address is refused by the egress policy: the host resolves to an address "
-                       f"{LOOPBACK}")
+        1, None, None, (f"the receiver's address is refused by the egress policy: the host resolves to an address "
+                        f"{LOOPBACK}"))
 
 
 def test_a_token_endpoint_and_bootstrap_whose_names_later_resolve_to_loopback_are_refused_at_the_test(
@@ -330,8 +330,8 @@ def test_a_registry_whose_name_later_resolves_to_loopback_gets_nothing(internal:
         registry.subjects()
 
     assert (caught.value.kind, caught.value.how, caught.value.message) == (
-        "registry_unavailable", "denied", f"schema registry http://registry.tenant.example:{internal.port} is refused "
-                                          f"by the egress policy: the host resolves to an address {LOOPBACK}")
+        "registry_unavailable", "denied", (f"schema registry http://registry.tenant.example:{internal.port} is refused "
+                                           f"by the egress policy: the host resolves to an address {LOOPBACK}"))
     assert internal.requests == []
 
 
@@ -347,8 +347,8 @@ def test_a_cluster_advertising_a_broker_at_a_denied_address_is_refused_before_it
         client.cluster_metadata()
 
     assert (caught.value.kind, caught.value.message) == (
-        "broker_denied", "the cluster advertises broker 3 at an address Inlet may not connect to: the host is "
-                         "169.254.169.254, which is in a denied range (link-local, cloud metadata included)")
+        "broker_denied", ("the cluster advertises broker 3 at an address Inlet may not connect to: the host is "
+                          "169.254.169.254, which is in a denied range (link-local, cloud metadata included)"))
 
 
 # No upstream body ever reaches the tenant (loopback allowed: the suite's own policy).
@@ -521,6 +521,6 @@ def test_a_token_source_names_a_refused_endpoint_without_asking_it(internal: Int
         source.token()
 
     assert (caught.value.kind, caught.value.message) == (
-        "token_endpoint_refused", f"the token endpoint is refused by the egress policy: the host is 127.0.0.1, which "
-                                  f"is {LOOPBACK}")
+        "token_endpoint_refused", (f"the token endpoint is refused by the egress policy: the host is 127.0.0.1, which "
+                                   f"is {LOOPBACK}"))
     assert internal.requests == []

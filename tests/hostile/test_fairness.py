@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -24,7 +25,8 @@ from api.runs.retry import RunFailure
 from tests.factories import Tenant, create_connection, create_pipeline, make_tenant, operator
 from tests.faults.helpers import sandbox_pipeline, trigger
 from tests.fixtures.dispatch import RecordingDispatcher
-from tests.fixtures.kafka import produce_keyed
+from tests.fixtures.kafka import SandboxFaults, SandboxKafka, produce_keyed
+from tests.fixtures.stack import Stack
 from tests.runs.helpers import spark_job_pgids, wait_for_run
 
 
@@ -193,8 +195,8 @@ def test_a_run_that_ends_passes_a_message_on_while_runs_wait(client: TestClient,
 
 
 @pytest.mark.slow
-def test_on_a_real_worker_another_tenants_run_overtakes_the_backlog(  # type: ignore[no-untyped-def]
-    stack, sandbox_kafka, kafka_faults, kafka_topic,
+def test_on_a_real_worker_another_tenants_run_overtakes_the_backlog(
+    stack: Stack, sandbox_kafka: SandboxKafka, kafka_faults: SandboxFaults, kafka_topic: Callable[..., str],
 ) -> None:
     """One worker (concurrency 1). A's first run is held in its Spark job while A queues three more and
     B one; once A's first run ends, B's is the next the worker runs."""

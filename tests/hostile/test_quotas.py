@@ -216,8 +216,8 @@ def test_a_schedule_slot_over_the_hourly_runs_is_skipped_with_its_reason_logged(
     assert fired == execution.Outcome("over-quota")
     assert [r.getMessage() for r in caplog.records if r.name == "api.runs.execution"] == [
 
-        f"schedule of pipeline {ids[1]}: slot {slot.isoformat()} skipped: The tenant's quota of 1 runs started in an "
-        "hour is reached (1 used): try again later, or ask the operator to raise it"]
+        (f"schedule of pipeline {ids[1]}: slot {slot.isoformat()} skipped: The tenant's quota of 1 runs started in an "
+         "hour is reached (1 used): try again later, or ask the operator to raise it")]
     with Session(app.state.engine) as session:
         assert session.exec(select(Run).where(Run.pipeline_id == uuid.UUID(ids[1]))).all() == []
 

@@ -19,7 +19,7 @@ from api.kafka import (
 )
 from api.ledger.positions import partitions_to_read
 from tests.factories import LOOPBACK_ALLOWED, kafka_source
-from tests.fixtures.kafka import produce_keyed
+from tests.fixtures.kafka import SandboxKafka, produce_keyed
 
 CA = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"
 KEY = "-----BEGIN PRIVATE KEY-----\nMIIEsecretkey\n-----END PRIVATE KEY-----\n"
@@ -211,7 +211,7 @@ def test_errors_never_carry_credentials() -> None:
     assert kafka._scrub("auth failed for password hunter2-very-secret") == "auth failed for password [redacted]"
 
 
-def test_a_cluster_refusing_sasl_is_an_auth_error_at_once_not_after_the_timeout(sandbox_kafka) -> None:  # type: ignore[no-untyped-def]
+def test_a_cluster_refusing_sasl_is_an_auth_error_at_once_not_after_the_timeout(sandbox_kafka: SandboxKafka) -> None:
     # librdkafka retries a refused authentication and tells only error_cb (the sandbox serves no SASL
     # handshake at all, an OAUTHBEARER broker refuses a token alike): the client watches error_cb.
     config = KafkaClientConfig(sandbox_kafka.bootstrap_servers, security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
@@ -223,5 +223,5 @@ def test_a_cluster_refusing_sasl_is_an_auth_error_at_once_not_after_the_timeout(
     host = re.search(r"sasl_plaintext://([^/]+)/", caught.value.message)
     assert host is not None and host.group(1) in sandbox_kafka.bootstrap_servers.split(","), caught.value.message
     assert (caught.value.kind, re.sub(r"after \d+ms", "after Nms", caught.value.message)) == (
-        "auth", f"metadata request: sasl_plaintext://{host.group(1)}/bootstrap: Failed to initialize SASL authentication: SASL "
-                "Handshake not supported by broker (required by mechanism PLAIN) (after Nms in state AUTH_LEGACY)")
+        "auth", (f"metadata request: sasl_plaintext://{host.group(1)}/bootstrap: Failed to initialize SASL authentication: SASL "
+                 "Handshake not supported by broker (required by mechanism PLAIN) (after Nms in state AUTH_LEGACY)"))

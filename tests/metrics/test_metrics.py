@@ -6,13 +6,14 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
+from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from api.core.db import unit_of_work, utcnow
 from api.pipelines.models import Pipeline
 from api.runs import lifecycle
 from api.runs.retry import RunFailure
-from tests.factories import create_pipeline, operator
+from tests.factories import Tenant, create_pipeline, operator
 
 
 def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -20,7 +21,7 @@ def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
             for family in text_string_to_metric_families(text) for s in family.samples}
 
 
-def test_metrics_report_runs_durations_volumes_and_lag(client, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_metrics_report_runs_durations_volumes_and_lag(client: TestClient, tenant: Tenant) -> None:
     engine = client.app.state.engine
     finished = []
     for i, state in enumerate(("succeeded", "succeeded", "failed")):
@@ -60,7 +61,7 @@ def test_metrics_report_runs_durations_volumes_and_lag(client, tenant) -> None: 
     assert lag == {str(p): 10.0 * (i + 1) for i, p in enumerate(finished)}
 
 
-def test_metrics_need_the_operator_token(client, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_metrics_need_the_operator_token(client: TestClient, tenant: Tenant) -> None:
     assert client.get("/metrics").status_code == 401
     refused = client.get("/metrics", headers=tenant.admin)
     assert refused.status_code == 403 and refused.headers["content-type"] == "application/problem+json"

@@ -98,7 +98,7 @@ def test_kafka_consumer_groups_shows_inlets_offsets_and_lag(stack, real_kafka, r
                    what="the group to be deleted with its pipeline")
 
 
-def test_only_committed_changes_of_mirrored_pipelines_send_a_copy(client, tenant, dispatcher, sandbox_kafka,
+def test_only_committed_changes_of_mirrored_pipelines_send_a_copy(client, tenant, dispatcher, sandbox_kafka,  # noqa: F811 (the fixture imported above)
                                                                   kafka_topic) -> None:
     topic = kafka_topic(partitions=2)
     produce_keyed(sandbox_kafka.bootstrap_servers, topic, 20)

@@ -4,23 +4,27 @@ and applied), the rules (paused, no active run, If-Match, ranges, scope), audit 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
 from tests.factories import (
+    Tenant,
     assert_auth_refused,
     assert_problem,
     create_sandbox_pipeline,
 )
+from tests.fixtures.kafka import SandboxKafka
 from tests.offsets.helpers import replay_windows, run_without_spark
 
 PER_PARTITION = {0: 10, 1: 6, 2: 0}
 
 
 @pytest.fixture
-def topic(sandbox_kafka, kafka_topic) -> str:  # type: ignore[no-untyped-def]
+def topic(sandbox_kafka: SandboxKafka, kafka_topic: Callable[..., str]) -> str:
     """A 3-partition topic holding 10, 6 and 0 records."""
     name = kafka_topic(partitions=3)
     for partition, n in PER_PARTITION.items():
@@ -39,7 +43,7 @@ def _produce_to(bootstrap: str, topic: str, partition: int, n: int) -> None:
 
 
 @pytest.fixture
-def pipe(client: TestClient, tenant, sandbox_kafka, topic) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def pipe(client: TestClient, tenant: Tenant, sandbox_kafka: SandboxKafka, topic: str) -> dict[str, Any]:
     return create_sandbox_pipeline(client, tenant, sandbox_kafka.bootstrap_servers, [topic])
 
 
@@ -47,25 +51,25 @@ def _path(pipe: dict[str, Any], suffix: str = "") -> str:
     return f"/pipelines/{pipe['id']}/offsets{suffix}"
 
 
-def _get(client: TestClient, tenant, pipe) -> tuple[dict[str, Any], str]:  # type: ignore[no-untyped-def]
+def _get(client: TestClient, tenant: Tenant, pipe: dict[str, Any]) -> tuple[dict[str, Any], str]:
     response = client.get(_path(pipe), headers=tenant.viewer)
     assert response.status_code == 200, response.text
     return response.json(), response.headers["etag"]
 
 
-def _committed(client: TestClient, tenant, pipe) -> dict[int, int | None]:  # type: ignore[no-untyped-def]
+def _committed(client: TestClient, tenant: Tenant, pipe: dict[str, Any]) -> dict[int, int | None]:
     return {p["partition"]: p["committed"] for p in _get(client, tenant, pipe)[0]["partitions"]}
 
 
-def _patch(client: TestClient, tenant, pipe, body: dict[str, Any], **headers: str):  # type: ignore[no-untyped-def]
+def _patch(client: TestClient, tenant: Tenant, pipe: dict[str, Any], body: dict[str, Any], **headers: str) -> httpx.Response:
     return client.patch(_path(pipe), json=body, headers={**tenant.editor, **headers})
 
 
-def _rows(response) -> list[tuple[int, int | None, int, bool]]:  # type: ignore[no-untyped-def]
+def _rows(response: httpx.Response) -> list[tuple[int, int | None, int, bool]]:
     return [(r["partition"], r["before"], r["after"], r["clamped"]) for r in response.json()["rows"]]
 
 
-def test_inspect_before_any_run_then_after_setting_offsets(client: TestClient, tenant, pipe, topic) -> None:  # type: ignore[no-untyped-def]
+def test_inspect_before_any_run_then_after_setting_offsets(client: TestClient, tenant: Tenant, pipe: dict[str, Any], topic: str) -> None:
     body, etag = _get(client, tenant, pipe)
     assert body["cluster"] == {"status": "ok", "kind": None, "detail": None}
     assert body["pipeline_id"] == pipe["id"] and body["observed_at"]
@@ -87,7 +91,7 @@ def test_inspect_before_any_run_then_after_setting_offsets(client: TestClient, t
     assert after["total_lag"] == 9 and after["partitions"][0]["updated_at"] is not None
 
 
-def test_lag_counts_from_the_starting_position_of_never_read_partitions(client: TestClient, tenant, sandbox_kafka, topic) -> None:  # type: ignore[no-untyped-def]
+def test_lag_counts_from_the_starting_position_of_never_read_partitions(client: TestClient, tenant: Tenant, sandbox_kafka: SandboxKafka, topic: str) -> None:
     pipe = create_sandbox_pipeline(client, tenant, sandbox_kafka.bootstrap_servers, [topic],
                                    source={"starting_offsets": "latest"})
     body, _ = _get(client, tenant, pipe)
@@ -100,7 +104,7 @@ def test_lag_counts_from_the_starting_position_of_never_read_partitions(client: 
     ({"shift_by": 3, "partitions": [0, 1]}, [(0, 4, 7, False), (1, None, 3, False)], "shift_by"),
     ({"reset": "latest", "partitions": [1]}, [(1, None, 6, False)], "latest"),
 ])
-def test_modes_dry_run_then_applied(client: TestClient, tenant, pipe, topic, body, expected, mode) -> None:  # type: ignore[no-untyped-def]
+def test_modes_dry_run_then_applied(client: TestClient, tenant: Tenant, pipe: dict[str, Any], topic: str, body: Any, expected: Any, mode: str) -> None:
     assert _patch(client, tenant, pipe, {"offsets": [{"topic": topic, "partition": 0, "offset": 4}]}).status_code == 200
     _, etag = _get(client, tenant, pipe)
 
@@ -119,7 +123,7 @@ def test_modes_dry_run_then_applied(client: TestClient, tenant, pipe, topic, bod
     assert applied.headers["etag"] == _get(client, tenant, pipe)[1]
 
 
-def test_explicit_offsets_null_means_the_starting_offsets(client: TestClient, tenant, sandbox_kafka, topic) -> None:  # type: ignore[no-untyped-def]
+def test_explicit_offsets_null_means_the_starting_offsets(client: TestClient, tenant: Tenant, sandbox_kafka: SandboxKafka, topic: str) -> None:
     pipe = create_sandbox_pipeline(client, tenant, sandbox_kafka.bootstrap_servers, [topic],
                                    source={"starting_offsets": {topic: {"0": 2, "1": -1}}})
     response = _patch(client, tenant, pipe, {"offsets": [{"topic": topic, "partition": p, "offset": None} for p in range(3)]})
@@ -127,7 +131,7 @@ def test_explicit_offsets_null_means_the_starting_offsets(client: TestClient, te
     assert _rows(response) == [(0, None, 2, False), (1, None, 6, False), (2, None, 0, False)]
 
 
-def test_kafka_connect_body_is_accepted(client: TestClient, tenant, pipe, topic) -> None:  # type: ignore[no-untyped-def]
+def test_kafka_connect_body_is_accepted(client: TestClient, tenant: Tenant, pipe: dict[str, Any], topic: str) -> None:
     body = {"offsets": [
         {"partition": {"kafka_topic": topic, "kafka_partition": 1}, "offset": {"kafka_offset": 5}},
         {"partition": {"kafka_topic": topic, "kafka_partition": 0}, "offset": None},
@@ -138,7 +142,7 @@ def test_kafka_connect_body_is_accepted(client: TestClient, tenant, pipe, topic)
     assert _committed(client, tenant, pipe) == {0: 0, 1: 5, 2: None}
 
 
-def test_delete_resets_every_partition_to_the_starting_offsets(client: TestClient, tenant, pipe, topic) -> None:  # type: ignore[no-untyped-def]
+def test_delete_resets_every_partition_to_the_starting_offsets(client: TestClient, tenant: Tenant, pipe: dict[str, Any], topic: str) -> None:
     _patch(client, tenant, pipe, {"reset": "latest"})
     dry = client.delete(_path(pipe), params={"dry_run": "true"}, headers=tenant.editor)
     assert dry.status_code == 200, dry.text
@@ -152,7 +156,7 @@ def test_delete_resets_every_partition_to_the_starting_offsets(client: TestClien
     assert [e["action"] for e in history] == ["reset", "patch"]
 
 
-def test_refused_while_active_or_with_a_queued_run(client: TestClient, tenant, pipe, topic) -> None:  # type: ignore[no-untyped-def]
+def test_refused_while_active_or_with_a_queued_run(client: TestClient, tenant: Tenant, pipe: dict[str, Any], topic: str) -> None:
     client.post(f"/pipelines/{pipe['id']}/resume", headers=tenant.editor)
     for response in (_patch(client, tenant, pipe, {"reset": "latest", "dry_run": True}),
                      client.delete(_path(pipe), headers=tenant.editor)):
@@ -171,7 +175,7 @@ def test_refused_while_active_or_with_a_queued_run(client: TestClient, tenant, p
     assert _patch(client, tenant, pipe, {"reset": "latest"}).status_code == 200
 
 
-def test_stale_etag_is_412_for_changes_and_dry_runs(client: TestClient, tenant, pipe, topic) -> None:  # type: ignore[no-untyped-def]
+def test_stale_etag_is_412_for_changes_and_dry_runs(client: TestClient, tenant: Tenant, pipe: dict[str, Any], topic: str) -> None:
     _, etag = _get(client, tenant, pipe)
     assert _patch(client, tenant, pipe, {"reset": "latest"}, **{"If-Match": etag}).status_code == 200
     for response in (_patch(client, tenant, pipe, {"reset": "earliest"}, **{"If-Match": etag}),
@@ -183,7 +187,7 @@ def test_stale_etag_is_412_for_changes_and_dry_runs(client: TestClient, tenant, 
     assert _patch(client, tenant, pipe, {"reset": "earliest"}, **{"If-Match": "*"}).status_code == 200
 
 
-def test_out_of_range_is_422_naming_each_partition_or_clamped(client: TestClient, tenant, pipe, topic) -> None:  # type: ignore[no-untyped-def]
+def test_out_of_range_is_422_naming_each_partition_or_clamped(client: TestClient, tenant: Tenant, pipe: dict[str, Any], topic: str) -> None:
     body = {"offsets": [{"topic": topic, "partition": 0, "offset": 11}, {"topic": topic, "partition": 1, "offset": 3},
                         {"topic": topic, "partition": 2, "offset": 5}]}
     refused = assert_problem(_patch(client, tenant, pipe, body), 422, fields={f"offsets.{topic}[0]", f"offsets.{topic}[2]"})
@@ -201,7 +205,7 @@ def test_out_of_range_is_422_naming_each_partition_or_clamped(client: TestClient
     assert assert_problem(_patch(client, tenant, pipe, {"shift_by": -6}), 422)["partitions"][0]["offset"] == -1
 
 
-def test_unknown_topics_or_partitions_are_422(client: TestClient, tenant, pipe, topic) -> None:  # type: ignore[no-untyped-def]
+def test_unknown_topics_or_partitions_are_422(client: TestClient, tenant: Tenant, pipe: dict[str, Any], topic: str) -> None:
     cases = [
         ({"offsets": [{"topic": topic, "partition": 3, "offset": 0}]}, [f"{topic}[3]"]),
         ({"offsets": [{"topic": "not-read-here", "partition": 0, "offset": 0}]}, ["not-read-here[0]"]),
@@ -214,7 +218,7 @@ def test_unknown_topics_or_partitions_are_422(client: TestClient, tenant, pipe, 
     assert _committed(client, tenant, pipe) == {0: None, 1: None, 2: None}
 
 
-def test_invalid_bodies_are_422(client: TestClient, tenant, pipe, topic) -> None:  # type: ignore[no-untyped-def]
+def test_invalid_bodies_are_422(client: TestClient, tenant: Tenant, pipe: dict[str, Any], topic: str) -> None:
     bad = [
         ({}, None),
         ({"reset": "earliest", "shift_by": 1}, None),
@@ -234,7 +238,7 @@ def test_invalid_bodies_are_422(client: TestClient, tenant, pipe, topic) -> None
     assert_problem(missing, 422, fields={"query.offset"})
 
 
-def test_timestamp_modes_answer_a_clear_error_when_the_cluster_cannot_resolve(client: TestClient, tenant, pipe, topic) -> None:  # type: ignore[no-untyped-def]
+def test_timestamp_modes_answer_a_clear_error_when_the_cluster_cannot_resolve(client: TestClient, tenant: Tenant, pipe: dict[str, Any], topic: str) -> None:
     """The sandbox cannot serve timestamp lookups (ListOffsets by time answers -1): the API must say so
     with a 422 naming the partitions and change nothing. The resolution itself, as a real broker answers
     it, is covered with a stand-in client in test_resolution.py."""
@@ -248,7 +252,7 @@ def test_timestamp_modes_answer_a_clear_error_when_the_cluster_cannot_resolve(cl
     assert _committed(client, tenant, pipe) == {0: None, 1: None, 2: None}
 
 
-def test_replace_needs_a_delta_target(client: TestClient, tenant, sandbox_kafka, topic) -> None:  # type: ignore[no-untyped-def]
+def test_replace_needs_a_delta_target(client: TestClient, tenant: Tenant, sandbox_kafka: SandboxKafka, topic: str) -> None:
     conn = client.post("/connections", json={"name": f"c-{uuid.uuid4().hex[:6]}", "security_protocol": "PLAINTEXT",
                                              "bootstrap_servers": sandbox_kafka.bootstrap_servers}, headers=tenant.editor).json()
     pipe = create_sandbox_pipeline(client, tenant, sandbox_kafka.bootstrap_servers, [topic],
@@ -257,7 +261,7 @@ def test_replace_needs_a_delta_target(client: TestClient, tenant, sandbox_kafka,
     assert _patch(client, tenant, pipe, {"reset": "earliest", "replay_mode": "append"}).status_code == 200
 
 
-def test_every_change_is_audited_and_listed_in_history(client: TestClient, tenant, pipe, topic) -> None:  # type: ignore[no-untyped-def]
+def test_every_change_is_audited_and_listed_in_history(client: TestClient, tenant: Tenant, pipe: dict[str, Any], topic: str) -> None:
     key_id = client.get("/me", headers=tenant.editor).json()["key_id"]
     _patch(client, tenant, pipe, {"reset": "latest"})
     _patch(client, tenant, pipe, {"reset": "earliest", "dry_run": True})  # not a change
@@ -286,7 +290,7 @@ def test_every_change_is_audited_and_listed_in_history(client: TestClient, tenan
     assert trail["total"] == 3
 
 
-def test_another_tenants_pipeline_is_404(client: TestClient, tenant, other_tenant, pipe, topic) -> None:  # type: ignore[no-untyped-def]
+def test_another_tenants_pipeline_is_404(client: TestClient, tenant: Tenant, other_tenant: Tenant, pipe: dict[str, Any], topic: str) -> None:
     for method, suffix, kwargs in (
         ("GET", "", {}), ("PATCH", "", {"json": {"reset": "latest"}}), ("DELETE", "", {}),
         ("GET", "/history", {}), ("GET", "/lookup", {"params": {"topic": topic, "partition": 0, "offset": 0}}),
@@ -298,7 +302,7 @@ def test_another_tenants_pipeline_is_404(client: TestClient, tenant, other_tenan
     assert _committed(client, tenant, pipe) == {0: None, 1: None, 2: None}
 
 
-def test_roles(client: TestClient, tenant, pipe, topic) -> None:  # type: ignore[no-untyped-def]
+def test_roles(client: TestClient, tenant: Tenant, pipe: dict[str, Any], topic: str) -> None:
     assert_auth_refused(client, "GET", _path(pipe), tenant, "viewer")
     assert_auth_refused(client, "GET", _path(pipe, "/history"), tenant, "viewer")
     assert_auth_refused(client, "GET", _path(pipe, f"/lookup?topic={topic}&partition=0&offset=0"), tenant, "viewer")
@@ -307,7 +311,7 @@ def test_roles(client: TestClient, tenant, pipe, topic) -> None:  # type: ignore
     assert _committed(client, tenant, pipe) == {0: None, 1: None, 2: None}
 
 
-def test_unreachable_cluster_still_shows_the_committed_offsets(client: TestClient, app, tenant, pipe, topic) -> None:  # type: ignore[no-untyped-def]
+def test_unreachable_cluster_still_shows_the_committed_offsets(client: TestClient, app: Any, tenant: Tenant, pipe: dict[str, Any], topic: str) -> None:
     _patch(client, tenant, pipe, {"reset": "latest", "partitions": [0]})
     _, etag = _get(client, tenant, pipe)
     app.state.settings = app.state.settings.model_copy(update={"kafka_timeout_s": 1.0})
@@ -328,7 +332,7 @@ def test_unreachable_cluster_still_shows_the_committed_offsets(client: TestClien
     assert "nothing was changed" in problem["detail"]
 
 
-def test_lookup_names_the_runs_that_wrote_an_offset(client: TestClient, tenant, pipe, topic) -> None:  # type: ignore[no-untyped-def]
+def test_lookup_names_the_runs_that_wrote_an_offset(client: TestClient, tenant: Tenant, pipe: dict[str, Any], topic: str) -> None:
     first = run_without_spark(client, tenant, pipe["id"])
     _patch(client, tenant, pipe, {"offsets": [{"topic": topic, "partition": 0, "offset": 4}]})
     second = run_without_spark(client, tenant, pipe["id"])
@@ -349,7 +353,7 @@ def test_lookup_names_the_runs_that_wrote_an_offset(client: TestClient, tenant, 
     assert lookup(1, 6)["runs"] == [] and lookup(2, 0)["runs"] == []
 
 
-def test_replace_mode_leaves_windows_the_next_runs_replace_and_consume(client: TestClient, tenant, pipe, topic) -> None:  # type: ignore[no-untyped-def]
+def test_replace_mode_leaves_windows_the_next_runs_replace_and_consume(client: TestClient, tenant: Tenant, pipe: dict[str, Any], topic: str) -> None:
     run_without_spark(client, tenant, pipe["id"])  # 0..10, 0..6
     response = _patch(client, tenant, pipe, {"offsets": [{"topic": topic, "partition": 0, "offset": 2},
                                                          {"topic": topic, "partition": 1, "offset": 4}],
@@ -367,7 +371,7 @@ def test_replace_mode_leaves_windows_the_next_runs_replace_and_consume(client: T
     assert replay_windows(client, pipe["id"]) == {}
 
 
-def test_a_capped_run_consumes_only_the_part_of_a_window_it_read(client: TestClient, tenant, sandbox_kafka, topic) -> None:  # type: ignore[no-untyped-def]
+def test_a_capped_run_consumes_only_the_part_of_a_window_it_read(client: TestClient, tenant: Tenant, sandbox_kafka: SandboxKafka, topic: str) -> None:
     pipe = create_sandbox_pipeline(client, tenant, sandbox_kafka.bootstrap_servers, [topic],
                                    source={"max_offsets_per_run": 4})
     _patch(client, tenant, pipe, {"reset": "latest"})

@@ -6,17 +6,19 @@ over the same offsets leaves the table holding each record exactly once. Sandbox
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 
 import pytest
 
 from tests.factories import create_sandbox_pipeline, make_tenant
-from tests.fixtures.kafka import produce_keyed
+from tests.fixtures.kafka import SandboxKafka, produce_keyed
+from tests.fixtures.stack import Stack
 from tests.runs.helpers import delta_coordinates, wait_for_run
 
 pytestmark = pytest.mark.slow
 
 
-def test_append_replay_duplicates_and_replace_replay_restores_exactly_once(stack, sandbox_kafka, kafka_topic) -> None:  # type: ignore[no-untyped-def]
+def test_append_replay_duplicates_and_replace_replay_restores_exactly_once(stack: Stack, sandbox_kafka: SandboxKafka, kafka_topic: Callable[..., str]) -> None:
     topic = kafka_topic(partitions=3)
     produced = produce_keyed(sandbox_kafka.bootstrap_servers, topic, 30)
     client = stack.client

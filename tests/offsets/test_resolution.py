@@ -61,7 +61,7 @@ class TimestampBroker:
         return out
 
 
-def _resolve(body: dict, committed: dict[Partition, int] | None = None, broker: TimestampBroker | None = None):  # type: ignore[no-untyped-def]
+def _resolve(body: dict, committed: dict[Partition, int] | None = None, broker: TimestampBroker | None = None) -> list[WantedOffset]:
     return resolve_targets(OffsetsPatch.model_validate(body),
                            source=kafka_source(topics=["orders"], starting_offsets="earliest"),
                            watermarks=WATERMARKS, committed=committed or {}, client=broker or TimestampBroker(), now=NOW)

@@ -8,7 +8,9 @@ from datetime import datetime
 import pytest
 from fastapi.testclient import TestClient
 
+from api.core.config import Settings
 from tests.factories import (
+    Tenant,
     assert_auth_refused,
     assert_problem,
     create_connection,
@@ -17,14 +19,13 @@ from tests.factories import (
 )
 
 
-
-def _events(client: TestClient, tenant, resource_id: str) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
+def _events(client: TestClient, tenant: Tenant, resource_id: str) -> list[tuple[str, str]]:
     items = client.get("/audit-events", params={"resource_id": resource_id, "sort": "created_at"},
                        headers=tenant.viewer).json()["items"]
     return [(e["resource_type"], e["action"]) for e in items]
 
 
-def test_create_reads_back_as_written(client: TestClient, tenant, settings) -> None:  # type: ignore[no-untyped-def]
+def test_create_reads_back_as_written(client: TestClient, tenant: Tenant, settings: Settings) -> None:
     conn = create_connection(client, tenant)
     sent = pipeline_body(conn["id"])
     created = client.post("/pipelines", json=sent, headers=tenant.editor)
@@ -48,7 +49,7 @@ def test_create_reads_back_as_written(client: TestClient, tenant, settings) -> N
     {"schedule": {"interval_seconds": 300}},
     {"target": {"type": "kafka", "connection_id": "{conn}", "topic": "orders.copy"}},
 ])
-def test_other_shapes_read_back_as_written(client: TestClient, tenant, overrides: dict) -> None:  # type: ignore[no-untyped-def]
+def test_other_shapes_read_back_as_written(client: TestClient, tenant: Tenant, overrides: dict) -> None:
     conn = create_connection(client, tenant)
     if "target" in overrides:
         overrides = {"target": {**overrides["target"], "connection_id": conn["id"]}}
@@ -63,7 +64,7 @@ def test_other_shapes_read_back_as_written(client: TestClient, tenant, overrides
         assert body["status"]["target_uri"] is None
 
 
-def test_list_filters_and_paginates(client: TestClient, tenant, other_tenant) -> None:  # type: ignore[no-untyped-def]
+def test_list_filters_and_paginates(client: TestClient, tenant: Tenant, other_tenant: Tenant) -> None:
     a, b = create_connection(client, tenant), create_connection(client, tenant)
     p1 = create_pipeline(client, tenant, a["id"], name="orders-eu")
     p2 = create_pipeline(client, tenant, a["id"], name="orders-us", state="paused")
@@ -98,11 +99,11 @@ def test_list_filters_and_paginates(client: TestClient, tenant, other_tenant) ->
     ({"name_contains": "x" * 101}, "query.name_contains"),
     ({"sort": "source"}, "query.sort"),
 ])
-def test_list_validates(client: TestClient, tenant, params: dict, field: str) -> None:  # type: ignore[no-untyped-def]
+def test_list_validates(client: TestClient, tenant: Tenant, params: dict, field: str) -> None:
     assert_problem(client.get("/pipelines", params=params, headers=tenant.viewer), 422, fields={field})
 
 
-def test_put_is_a_full_idempotent_replace(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_put_is_a_full_idempotent_replace(client: TestClient, tenant: Tenant) -> None:
     pipe = create_pipeline(client, tenant)
     original_etag = client.get(f"/pipelines/{pipe['id']}", headers=tenant.viewer).headers["etag"]
     new = pipeline_body(pipe["source"]["connection_id"], name=pipe["name"], schedule={"interval_seconds": 60},
@@ -119,14 +120,14 @@ def test_put_is_a_full_idempotent_replace(client: TestClient, tenant) -> None:  
     assert _events(client, tenant, pipe["id"]) == [("pipeline", "create"), ("pipeline", "update")]
 
 
-def test_put_can_pause(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_put_can_pause(client: TestClient, tenant: Tenant) -> None:
     pipe = create_pipeline(client, tenant)
     body = {k: v for k, v in pipe.items() if k not in {"id", "status", "created_at", "updated_at"}}
     paused = client.put(f"/pipelines/{pipe['id']}", json={**body, "state": "paused"}, headers=tenant.editor).json()
     assert (paused["state"], paused["status"]["next_run_at"]) == ("paused", None)
 
 
-def test_patch_merges(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_patch_merges(client: TestClient, tenant: Tenant) -> None:
     pipe = create_pipeline(client, tenant)
     etag = client.get(f"/pipelines/{pipe['id']}", headers=tenant.viewer).headers["etag"]
     patched = client.patch(f"/pipelines/{pipe['id']}", json={"source": {"topics": ["orders", "refunds"]},
@@ -149,18 +150,18 @@ def test_patch_merges(client: TestClient, tenant) -> None:  # type: ignore[no-un
     ({"target": {"path": "../escape"}}, "target.path"),
     ({"state": "running"}, "state"),
 ])
-def test_invalid_patch_is_422_and_changes_nothing(client: TestClient, tenant, patch: dict, field: str) -> None:  # type: ignore[no-untyped-def]
+def test_invalid_patch_is_422_and_changes_nothing(client: TestClient, tenant: Tenant, patch: dict, field: str) -> None:
     pipe = create_pipeline(client, tenant)
     assert_problem(client.patch(f"/pipelines/{pipe['id']}", json=patch, headers=tenant.editor), 422, fields={field})
     assert client.get(f"/pipelines/{pipe['id']}", headers=tenant.viewer).json() == pipe
 
 
-def test_patch_body_must_be_an_object(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_patch_body_must_be_an_object(client: TestClient, tenant: Tenant) -> None:
     pipe = create_pipeline(client, tenant)
     assert_problem(client.patch(f"/pipelines/{pipe['id']}", json=["name"], headers=tenant.editor), 422)
 
 
-def test_pause_and_resume(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_pause_and_resume(client: TestClient, tenant: Tenant) -> None:
     pipe = create_pipeline(client, tenant)
     paused = client.post(f"/pipelines/{pipe['id']}/pause", headers=tenant.editor)
     assert paused.status_code == 200, paused.text
@@ -177,7 +178,7 @@ def test_pause_and_resume(client: TestClient, tenant) -> None:  # type: ignore[n
     assert_problem(client.post(f"/pipelines/{pipe['id']}/pause", headers={**tenant.editor, "If-Match": paused.headers["etag"]}), 412)
 
 
-def test_delete(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_delete(client: TestClient, tenant: Tenant) -> None:
     pipe = create_pipeline(client, tenant)
     deleted = client.delete(f"/pipelines/{pipe['id']}", headers=tenant.editor)
     assert deleted.status_code == 204 and deleted.content == b""
@@ -186,7 +187,7 @@ def test_delete(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-
     assert _events(client, tenant, pipe["id"])[-1] == ("pipeline", "delete")
 
 
-def test_duplicate_name_is_409(client: TestClient, tenant, other_tenant) -> None:  # type: ignore[no-untyped-def]
+def test_duplicate_name_is_409(client: TestClient, tenant: Tenant, other_tenant: Tenant) -> None:
     pipe = create_pipeline(client, tenant)
     conn_id = pipe["source"]["connection_id"]
     body = assert_problem(client.post("/pipelines", json=pipeline_body(conn_id, name=pipe["name"]),
@@ -197,7 +198,7 @@ def test_duplicate_name_is_409(client: TestClient, tenant, other_tenant) -> None
     assert create_pipeline(client, other_tenant, name=pipe["name"])["name"] == pipe["name"]
 
 
-def test_other_tenants_connection_is_refused(client: TestClient, tenant, other_tenant) -> None:  # type: ignore[no-untyped-def]
+def test_other_tenants_connection_is_refused(client: TestClient, tenant: Tenant, other_tenant: Tenant) -> None:
     theirs = create_connection(client, other_tenant)
     response = client.post("/pipelines", json=pipeline_body(theirs["id"]), headers=tenant.editor)
     body = assert_problem(response, 422, fields={"source.connection_id"})
@@ -214,7 +215,7 @@ ONE = [("GET", ""), ("PUT", ""), ("PATCH", ""), ("DELETE", ""), ("POST", "/pause
 
 
 @pytest.mark.parametrize(("method", "suffix"), ONE)
-def test_other_tenants_pipeline_is_404(client: TestClient, tenant, other_tenant, method: str, suffix: str) -> None:  # type: ignore[no-untyped-def]
+def test_other_tenants_pipeline_is_404(client: TestClient, tenant: Tenant, other_tenant: Tenant, method: str, suffix: str) -> None:
     theirs = create_pipeline(client, other_tenant)
     mine = create_connection(client, tenant)
     json = {"PUT": pipeline_body(mine["id"], name=theirs["name"]), "PATCH": {"state": "paused"}}.get(method)
@@ -228,7 +229,7 @@ def test_other_tenants_pipeline_is_404(client: TestClient, tenant, other_tenant,
     ("POST", "", "editor"), ("GET", "", "viewer"),
     *[(m, "/{id}" + s, "viewer" if m == "GET" else "editor") for m, s in ONE],
 ])
-def test_routes_refuse_callers(client: TestClient, tenant, method: str, suffix: str, min_role: str) -> None:  # type: ignore[no-untyped-def]
+def test_routes_refuse_callers(client: TestClient, tenant: Tenant, method: str, suffix: str, min_role: str) -> None:
     pipe = create_pipeline(client, tenant)
     conn_id = pipe["source"]["connection_id"]
     json = None

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.factories import assert_problem, create_connection, pipeline_body
+from api.core.config import Settings
+from tests.factories import Tenant, assert_problem, create_connection, pipeline_body
 
 SRC = "source"
 
@@ -52,7 +53,7 @@ ACCEPTED = [
 
 
 @pytest.mark.parametrize("overrides", ACCEPTED)
-def test_accepted(client: TestClient, tenant, settings, overrides: dict) -> None:  # type: ignore[no-untyped-def]
+def test_accepted(client: TestClient, tenant: Tenant, settings: Settings, overrides: dict) -> None:
     conn = create_connection(client, tenant)
     body = _fill(pipeline_body(conn["id"], **overrides), conn["id"])
     if body["target"].get("path", "").startswith("file://"):
@@ -166,7 +167,7 @@ REFUSED = [
 
 
 @pytest.mark.parametrize(("overrides", "field"), REFUSED)
-def test_refused(client: TestClient, tenant, settings, request: pytest.FixtureRequest, overrides: dict,  # type: ignore[no-untyped-def]
+def test_refused(client: TestClient, tenant: Tenant, settings: Settings, request: pytest.FixtureRequest, overrides: dict,
                  field: str) -> None:
     conn = create_connection(client, tenant)
     body = _fill(pipeline_body(conn["id"], **overrides), conn["id"])
@@ -189,7 +190,7 @@ def test_refused(client: TestClient, tenant, settings, request: pytest.FixtureRe
             assert value not in response.text, f"{value!r} echoed: {response.text}"
 
 
-def test_same_field_names_from_post_and_patch(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_same_field_names_from_post_and_patch(client: TestClient, tenant: Tenant) -> None:
     conn = create_connection(client, tenant)
     bad = {"schedule": {"cron": "61 * * * *", "timezone": "UTC"}, "source": {**pipeline_body(conn["id"])["source"], "topics": ["a b"]}}
     posted = assert_problem(client.post("/pipelines", json=pipeline_body(conn["id"], **bad), headers=tenant.editor), 422)
@@ -202,16 +203,16 @@ def test_same_field_names_from_post_and_patch(client: TestClient, tenant) -> Non
 
 
 @pytest.mark.parametrize("body", [None, [], "pipeline", {"name": "p"}])
-def test_malformed_bodies(client: TestClient, tenant, body: Any) -> None:  # type: ignore[no-untyped-def]
+def test_malformed_bodies(client: TestClient, tenant: Tenant, body: Any) -> None:
     assert_problem(client.post("/pipelines", json=body, headers=tenant.editor), 422)
 
 
-def test_not_json_is_422(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_not_json_is_422(client: TestClient, tenant: Tenant) -> None:
     response = client.post("/pipelines", content=b"{not json", headers={**tenant.editor, "Content-Type": "application/json"})
     assert_problem(response, 422)
 
 
-def test_a_schema_reusing_inlet_columns_is_refused(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_a_schema_reusing_inlet_columns_is_refused(client: TestClient, tenant: Tenant) -> None:
     """The job would refuse it at the first run (``invalid_spec``); the API says so when it is defined."""
     conn = create_connection(client, tenant)
     body = _fill(pipeline_body(conn["id"], **_src(schema="amount DOUBLE, offset BIGINT, `key` STRING")), conn["id"])

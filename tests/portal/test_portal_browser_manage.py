@@ -8,12 +8,14 @@ pictures (``docs/img/``) with ``INLET_REFRESH_SCREENSHOTS=1``."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
+from fastapi.testclient import TestClient
 from playwright.sync_api import Page, expect
 
 from tests.factories import Tenant, create_connection, create_pipeline, create_sandbox_pipeline, make_tenant
-from tests.fixtures.kafka import produce_keyed
+from tests.fixtures.kafka import SandboxKafka, produce_keyed
 from tests.offsets.helpers import run_without_spark
 from tests.portal.helpers import screenshot
 from tests.portal.test_portal_browser import add_connection, add_pipeline, sign_in
@@ -33,7 +35,7 @@ def _no_sideways_scroll(page: Page) -> None:
     assert width <= page.viewport_size["width"], f"{page.url} scrolls sideways ({width}px): {wide}"
 
 
-def test_a_connection_is_created_edited_rotated_and_deleted(client, live_server, browser_page: Page) -> None:  # type: ignore[no-untyped-def]
+def test_a_connection_is_created_edited_rotated_and_deleted(client: TestClient, live_server: str, browser_page: Page) -> None:
     page, base = browser_page, live_server
     tenant = make_tenant(client)
     sign_in(page, base, tenant.keys["editor"])
@@ -89,8 +91,8 @@ def test_a_connection_is_created_edited_rotated_and_deleted(client, live_server,
     assert client.get(f"/connections/{conn_id}", headers=tenant.viewer).status_code == 404
 
 
-def test_a_pipeline_of_each_target_type_is_created_edited_and_deleted(  # type: ignore[no-untyped-def]
-    client, live_server, browser_page: Page, sandbox_kafka, kafka_topic
+def test_a_pipeline_of_each_target_type_is_created_edited_and_deleted(
+    client: TestClient, live_server: str, browser_page: Page, sandbox_kafka: SandboxKafka, kafka_topic: Callable[..., str]
 ) -> None:
     page, base = browser_page, live_server
     tenant = make_tenant(client)
@@ -157,7 +159,7 @@ def test_a_pipeline_of_each_target_type_is_created_edited_and_deleted(  # type: 
     expect(page.get_by_role("link", name="Create the first one")).to_be_visible()
 
 
-def test_two_people_editing_at_once_get_a_conflict_they_can_resolve(client, live_server, chromium) -> None:  # type: ignore[no-untyped-def]
+def test_two_people_editing_at_once_get_a_conflict_they_can_resolve(client: TestClient, live_server: str, chromium: Any) -> None:
     tenant = make_tenant(client)
     pipeline = create_pipeline(client, tenant, name="orders", state="paused")
     pages = []
@@ -199,8 +201,8 @@ def test_two_people_editing_at_once_get_a_conflict_they_can_resolve(client, live
             page.context.close()
 
 
-def test_the_offsets_history_and_the_run_that_wrote_an_offset(  # type: ignore[no-untyped-def]
-    client, live_server, browser_page: Page, sandbox_kafka, kafka_topic
+def test_the_offsets_history_and_the_run_that_wrote_an_offset(
+    client: TestClient, live_server: str, browser_page: Page, sandbox_kafka: SandboxKafka, kafka_topic: Callable[..., str]
 ) -> None:
     page, base = browser_page, live_server
     tenant = make_tenant(client)
@@ -248,7 +250,7 @@ def test_the_offsets_history_and_the_run_that_wrote_an_offset(  # type: ignore[n
     expect(page.get_by_role("heading", name=re.compile(r"^Run #\d$"))).to_be_visible()
 
 
-def test_api_keys_are_created_copied_and_revoked_with_the_keyboard_alone(client, live_server, chromium) -> None:  # type: ignore[no-untyped-def]
+def test_api_keys_are_created_copied_and_revoked_with_the_keyboard_alone(client: TestClient, live_server: str, chromium: Any) -> None:
     tenant = make_tenant(client)
     context = chromium.new_context(viewport={"width": 1280, "height": 900})
     context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server)
@@ -291,8 +293,8 @@ def test_api_keys_are_created_copied_and_revoked_with_the_keyboard_alone(client,
         context.close()
 
 
-def test_every_page_reads_at_phone_width_and_a_viewer_sees_no_write_control(  # type: ignore[no-untyped-def]
-    client, live_server, chromium, sandbox_kafka, kafka_topic
+def test_every_page_reads_at_phone_width_and_a_viewer_sees_no_write_control(
+    client: TestClient, live_server: str, chromium: Any, sandbox_kafka: SandboxKafka, kafka_topic: Callable[..., str]
 ) -> None:
     tenant = make_tenant(client)
     topic = kafka_topic(partitions=2)

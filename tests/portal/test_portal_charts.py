@@ -77,7 +77,7 @@ def test_lag_lines_follow_each_partition_and_break_where_a_run_had_no_plan() -> 
     assert chart is not None
     assert [(line.name, [p.value for p in line.points]) for line in chart.lines] == [
         ("orders[0]", [500, 200, 0]), ("orders[1]", [40, 0])]
-    zero, one = chart.lines
+    zero, _ = chart.lines
     assert zero.path.count("M") == 2 and zero.path.count("L") == 1  # runs 1 | 3 - 4
     assert zero.points[0].title == "orders[0] · run #1 · 14 May 13:05 UTC · lag 500"
     assert [t.label for t in chart.y_ticks] == ["0", "200", "400", "600"]

@@ -164,8 +164,8 @@ def test_a_pipeline_form_reads_registry_formats_with_a_subject_and_a_version() -
     refused = _refusal(bad.spec, ValidationFailed)
     assert bad.errors(refused) == FormErrors(fields={
         "value_version": ["Enter a version number (1, 2, …) or latest"],
-        "value_subject": ["value_schema.subject: name the subject of the values; the default (<topic>-value) needs "
-                          "a pipeline of exactly one topic"]})
+        "value_subject": [("value_schema.subject: name the subject of the values; the default (<topic>-value) needs "
+                           "a pipeline of exactly one topic")]})
 
 
 def test_the_replay_forms_own_rules_name_its_inputs() -> None:

@@ -9,14 +9,14 @@ import re
 from fastapi.testclient import TestClient
 
 from api.portal.session import LOGIN_COOKIE, SESSION_COOKIE
-from tests.factories import PASSWORD, create_connection, create_pipeline
+from tests.factories import PASSWORD, Tenant, create_connection, create_pipeline
 from tests.fixtures.dispatch import RecordingDispatcher
 from tests.portal.helpers import csrf_of, sign_in
 
 WRITE_CONTROLS = ("/pause\"", "/resume\"", "/run\"", "Run now", "Replay…", "New pipeline", "Save connection")
 
 
-def _pipeline_state(client: TestClient, tenant, pipeline_id: str) -> str:  # type: ignore[no-untyped-def]
+def _pipeline_state(client: TestClient, tenant: Tenant, pipeline_id: str) -> str:
     return client.get(f"/pipelines/{pipeline_id}", headers=tenant.viewer).json()["state"]
 
 
@@ -201,7 +201,7 @@ def test_connection_form_keeps_credentials_write_only(client: TestClient, tenant
     assert api["has_credentials"] is True and api["sasl_mechanism"] == "SCRAM-SHA-512"
 
 
-def test_connection_form_takes_a_schema_registry_and_keeps_its_secrets_write_only(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_connection_form_takes_a_schema_registry_and_keeps_its_secrets_write_only(client: TestClient, tenant: Tenant) -> None:
     token = "sr-portal-T0ken-never-shown-81aa"
     csrf = sign_in(client, tenant.keys["editor"])
     form = client.get("/portal/connections").text
@@ -281,7 +281,7 @@ def test_the_connections_page_says_when_stored_credentials_are_missing(client: T
     page = client.get("/portal/connections")
     assert page.status_code == 200
     rows = {name: row for name, row in re.findall(r'<tr[^>]*>\s*<td><a href="[^"]+">([^<]+)</a></td>(.*?)</tr>',
-                                                  page.text, re.S)}
+                                                  page.text, re.DOTALL)}
     assert "stored (version 1)" in rows["kept"] and "missing" not in rows["kept"]
     assert ('<strong class="missing">missing</strong> — version 1 is gone from the secret store; send new credentials'
             in rows["lost"])

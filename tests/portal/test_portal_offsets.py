@@ -6,12 +6,13 @@ offsets) with their dry runs."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from html import unescape
 
 from fastapi.testclient import TestClient
 
 from tests.factories import Tenant, create_sandbox_pipeline
-from tests.fixtures.kafka import produce_keyed
+from tests.fixtures.kafka import SandboxKafka, produce_keyed
 from tests.offsets.helpers import run_without_spark
 from tests.portal.helpers import form_fields, sign_in
 
@@ -22,11 +23,11 @@ def _text(html: str) -> str:
 
 def _history(html: str) -> list[list[str]]:
     body = html.split('<table id="history">')[1].split("</table>")[0]
-    return [[_text(cell) for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
-            for row in re.findall(r"<tr>(.*?)</tr>", body.split("<tbody>")[1], re.S)]
+    return [[_text(cell) for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.DOTALL)]
+            for row in re.findall(r"<tr>(.*?)</tr>", body.split("<tbody>")[1], re.DOTALL)]
 
 
-def test_which_run_wrote_an_offset_links_to_the_run(client: TestClient, tenant: Tenant, sandbox_kafka, kafka_topic) -> None:  # type: ignore[no-untyped-def]
+def test_which_run_wrote_an_offset_links_to_the_run(client: TestClient, tenant: Tenant, sandbox_kafka: SandboxKafka, kafka_topic: Callable[..., str]) -> None:
     topic = kafka_topic(partitions=1)
     produce_keyed(sandbox_kafka.bootstrap_servers, topic, 10)
     pipeline = create_sandbox_pipeline(client, tenant, sandbox_kafka.bootstrap_servers, [topic])
@@ -53,7 +54,7 @@ def test_which_run_wrote_an_offset_links_to_the_run(client: TestClient, tenant: 
 
 
 def test_the_history_says_who_moved_the_offsets_when_and_from_where_to_where(
-    client: TestClient, tenant: Tenant, sandbox_kafka, kafka_topic  # type: ignore[no-untyped-def]
+    client: TestClient, tenant: Tenant, sandbox_kafka: SandboxKafka, kafka_topic: Callable[..., str]
 ) -> None:
     topic = kafka_topic(partitions=2)
     placed = produce_keyed(sandbox_kafka.bootstrap_servers, topic, 20)
@@ -90,7 +91,7 @@ def test_the_history_says_who_moved_the_offsets_when_and_from_where_to_where(
 
 
 def test_a_replay_by_a_time_ago_shows_the_clusters_answer_beside_its_input(
-    client: TestClient, tenant: Tenant, sandbox_kafka, kafka_topic  # type: ignore[no-untyped-def]
+    client: TestClient, tenant: Tenant, sandbox_kafka: SandboxKafka, kafka_topic: Callable[..., str]
 ) -> None:
     topic = kafka_topic(partitions=1)
     produce_keyed(sandbox_kafka.bootstrap_servers, topic, 5)

@@ -47,7 +47,7 @@ def _pipeline_with_runs(client: TestClient, tenant: Tenant, connection_id: str, 
     """A pipeline that was run ``runs`` times (each run cancelled before the next); its newest run's id."""
     pipeline = create_pipeline(client, tenant, connection_id, name=name)
     newest = None
-    for i in range(runs):
+    for _ in range(runs):
         if newest is not None:
             cancelled = client.post(f"/runs/{newest}/cancel", headers=tenant.editor)
             assert cancelled.status_code == 200, cancelled.text

@@ -4,6 +4,8 @@ spark-submit → Delta, against the sandbox Kafka. Its screenshots go to ``artif
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from playwright.sync_api import expect
 
@@ -16,7 +18,7 @@ from tests.runs.helpers import delta_coordinates
 pytestmark = pytest.mark.slow
 
 
-def _run_now_and_wait(page) -> None:  # type: ignore[no-untyped-def]
+def _run_now_and_wait(page: Any) -> None:
     page.get_by_role("button", name="Run now").click()
     expect(page.get_by_role("status")).to_contain_text("The run is queued")
     # The page refreshes itself (portal.js) until the run ends.

@@ -66,5 +66,5 @@ def delta_txn_version(uri: str, pipeline_id: str) -> int | None:
 
     try:
         return committed_txn_version(Store(), uri, pipeline_id)
-    except Exception:  # the table is being created: not committed yet
+    except Exception:  # noqa: BLE001 (the table is being created: not committed yet)
         return None

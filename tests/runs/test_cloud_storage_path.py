@@ -48,7 +48,7 @@ def test_a_run_into_adls_or_gcs_lands_once_commits_its_offsets_and_logs_no_crede
     assert run["state"] == "succeeded", (run, stack.log_text())
     assert run["records_read"] == 60 and run["rows_written"] == 60
     table = Store(store.environment).delta_table(uri).to_pyarrow_table(columns=["topic", "partition", "offset"])
-    assert sorted(zip(table["topic"].to_pylist(), table["partition"].to_pylist(), table["offset"].to_pylist())) == sorted(
+    assert sorted(zip(table["topic"].to_pylist(), table["partition"].to_pylist(), table["offset"].to_pylist(), strict=True)) == sorted(
         (topic, p, o) for p, offsets in placed.items() for o in offsets)
     assert committed_offsets(stack.settings.resolved_database_url, pipeline["id"]) == {
         (topic, p): len(placed.get(p, [])) for p in range(2)

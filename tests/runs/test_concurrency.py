@@ -8,19 +8,22 @@ import ast
 import json
 import threading
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
 import redis
+from fastapi.testclient import TestClient
 from sqlalchemy import update
 from sqlmodel import Session
 
+from api.core.config import Settings
 from api.core.db import unit_of_work, utcnow
 from api.core.dispatch import QUEUE, CeleryDispatcher
 from api.pipelines.models import Pipeline
 from api.runs import lifecycle
 from api.runs.models import Run
-from tests.factories import create_pipeline, make_tenant
+from tests.factories import Tenant, create_pipeline, make_tenant
 from tests.faults.helpers import assert_exact, sandbox_pipeline, trigger
 from tests.fixtures.kafka import produce_keyed
 from tests.runs.helpers import spark_job_pgids, wait_for_run
@@ -37,7 +40,7 @@ def _sent(redis_url: str) -> list[tuple[str, list[str]]]:
     return out
 
 
-def _run_concurrently(n: int, target) -> list:  # type: ignore[no-untyped-def]
+def _run_concurrently(n: int, target: Callable[[], object]) -> list:
     barrier = threading.Barrier(n)
     results: list = [None] * n
 
@@ -88,13 +91,13 @@ def test_two_schedulers_fire_each_due_slot_once_and_catch_up_once(stack) -> None
     assert tick(engine, dispatcher, stack.settings).fired == 0
 
 
-def test_a_run_is_claimed_by_one_worker_only(client, tenant, settings) -> None:  # type: ignore[no-untyped-def]
+def test_a_run_is_claimed_by_one_worker_only(client: TestClient, tenant: Tenant, settings: Settings) -> None:
     pipeline_id = uuid.UUID(create_pipeline(client, tenant, state="paused")["id"])
     engine = client.app.state.engine
     with unit_of_work(engine) as session:
         run_id = lifecycle.create_run(session, session.get(Pipeline, pipeline_id), trigger="manual").id
 
-    def claim_as(name: str):  # type: ignore[no-untyped-def]
+    def claim_as(name: str) -> str | None:
         with unit_of_work(engine) as session:
             run = lifecycle.claim(session, run_id, worker=name, lease_s=30)
             return run.worker if run else None
@@ -106,7 +109,7 @@ def test_a_run_is_claimed_by_one_worker_only(client, tenant, settings) -> None: 
         assert (run.state, run.worker, run.attempt) == ("running", winners[0], 1)
 
 
-def test_a_pipeline_with_an_active_run_cannot_be_deleted(client, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_a_pipeline_with_an_active_run_cannot_be_deleted(client: TestClient, tenant: Tenant) -> None:
     pipeline = create_pipeline(client, tenant, state="paused")
     with unit_of_work(client.app.state.engine) as session:
         run_id = lifecycle.create_run(session, session.get(Pipeline, uuid.UUID(pipeline["id"])), trigger="manual").id
@@ -133,7 +136,7 @@ def test_one_worker_runs_two_pipelines_at_once_each_on_its_own_engine(stack, san
     first, second = (spark_job_pgids(r) for r in run_ids)
     assert first and second and first.isdisjoint(second), "two runs at once, on two engines"
     kafka_faults.reset()
-    for run_id, (tenant, pipeline), topic, placed in zip(run_ids, pipelines, topics, produced):
+    for run_id, (tenant, pipeline), topic, placed in zip(run_ids, pipelines, topics, produced, strict=True):
         run = wait_for_run(stack, run_id, tenant.viewer)
         assert run["state"] == "succeeded", (run, stack.log_text())
         assert_exact(stack, pipeline, topic, placed, 2)

@@ -8,12 +8,14 @@ from __future__ import annotations
 import os
 import signal
 import time
+from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, make_url, text
 
-from tests.factories import create_pipeline, make_tenant, plaintext_connection_body
-from tests.fixtures.kafka import produce_keyed
+from tests.factories import Tenant, create_pipeline, make_tenant, plaintext_connection_body
+from tests.fixtures.kafka import SandboxKafka, produce_keyed
+from tests.fixtures.stack import Stack
 from tests.runs.helpers import (
     committed_offsets,
     delta_coordinates,
@@ -25,7 +27,7 @@ from tests.runs.helpers import (
 pytestmark = pytest.mark.slow
 
 
-def _pipeline(stack, sandbox_kafka, topic: str, path: str):  # type: ignore[no-untyped-def]
+def _pipeline(stack: Stack, sandbox_kafka: SandboxKafka, topic: str, path: str) -> tuple[Tenant, dict[str, Any]]:
     tenant = make_tenant(stack.client)
     conn = stack.client.post("/connections", json=plaintext_connection_body(sandbox_kafka.bootstrap_servers),
                              headers=tenant.editor).json()

@@ -5,11 +5,15 @@ Tokens live 6 s and the broker makes every session re-authenticate every 3 s wit
 grace, so a run that outlasts a token only succeeds if every client in it (the planner's, the
 driver's, the executors') refreshes its token. The run is held past several token lifetimes the way
 an outage would hold it: the broker is paused (SIGSTOP) once the run is planned, and resumed later.
+A broker quota on the run's principal paces its reads and writes (Kafka throttles a client over its
+byte rate), so the pause finds the job's clients mid-transfer on any machine, never after them.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -24,36 +28,54 @@ from tests.runs.helpers import committed_offsets, delta_coordinates, wait_for_ru
 pytestmark = pytest.mark.slow
 
 _HELD_S = 3 * TOKEN_TTL_S  # the pause outlasts three tokens
-_KAFKA_TARGET_RECORDS, _VALUE_BYTES = 50_000, 400
+_PACE_BYTES_PER_S = 1_000_000
+_RECORDS, _VALUE_BYTES = 2_400, 4_000  # ~10 MB: ~10 s at the paced rate, each way
+
+
+def _value(i: int) -> bytes:
+    return f"v{i}".encode().ljust(_VALUE_BYTES, b".")
+
+
+@contextmanager
+def _paced(broker: RealKafka, principal: str) -> Iterator[None]:
+    """A fetch and produce quota of ``_PACE_BYTES_PER_S`` on ``principal`` while the block runs."""
+    rates = f"consumer_byte_rate={_PACE_BYTES_PER_S},producer_byte_rate={_PACE_BYTES_PER_S}"
+    entity = ("--entity-type", "users", "--entity-name", principal)
+    broker.tool("kafka-configs.sh", "--alter", *entity, "--add-config", rates)
+    try:
+        yield
+    finally:
+        broker.tool("kafka-configs.sh", "--alter", *entity, "--delete-config", "consumer_byte_rate,producer_byte_rate")
 
 
 def _run_held_past_its_tokens(stack: Any, tenant: Any, pipeline: dict[str, Any], broker: RealKafka,
                               idp: RealIdp) -> tuple[dict[str, Any], list[TokenRequest]]:
-    """Trigger a run, pause the broker once it is planned and launched, resume it after ``_HELD_S``;
-    the finished run and the token requests made while the broker was paused."""
+    """Trigger a paced run, pause the broker once it is planned and launched, resume it after
+    ``_HELD_S``; the finished run and the token requests made while the broker was paused."""
     client = stack.client
-    run_id = client.post(f"/pipelines/{pipeline['id']}/runs", headers=tenant.editor).json()["id"]
+    with _paced(broker, CLIENT_ID):
+        run_id = client.post(f"/pipelines/{pipeline['id']}/runs", headers=tenant.editor).json()["id"]
 
-    def planned_and_running() -> bool:
-        run = client.get(f"/runs/{run_id}", headers=tenant.viewer).json()
-        return run["state"] == "running" and run["partitions"] is not None
+        def planned_and_running() -> bool:
+            run = client.get(f"/runs/{run_id}", headers=tenant.viewer).json()
+            return run["state"] == "running" and run["partitions"] is not None
 
-    stack.wait_for(planned_and_running, timeout_s=60, every_s=0.1, what="the run to be planned and launched")
-    broker.pause()
-    before = len(idp.requests())
-    try:
-        time.sleep(_HELD_S)
-    finally:
-        broker.resume()
-    during = idp.requests()[before:]
-    return wait_for_run(stack, run_id, tenant.viewer), during
+        stack.wait_for(planned_and_running, timeout_s=60, every_s=0.1, what="the run to be planned and launched")
+        broker.pause()
+        before = len(idp.requests())
+        try:
+            time.sleep(_HELD_S)
+        finally:
+            broker.resume()
+        during = idp.requests()[before:]
+        return wait_for_run(stack, run_id, tenant.viewer), during
 
 
 def test_a_run_longer_than_its_tokens_lands_every_record_once_in_delta(
     stack: Any, oauth_kafka: RealKafka, real_idp: RealIdp, oauth_topic: Any
 ) -> None:
     topic = oauth_topic(partitions=3)
-    placed = produce_keyed(oauth_kafka.bootstrap_servers, topic, 600)
+    placed = produce_keyed(oauth_kafka.bootstrap_servers, topic, _RECORDS, value=_value)
     client = stack.client
     tenant = make_tenant(client)
     conn = client.post("/connections", json=oauth_connection_body(oauth_kafka, real_idp), headers=tenant.editor)
@@ -67,7 +89,7 @@ def test_a_run_longer_than_its_tokens_lands_every_record_once_in_delta(
     run, during = _run_held_past_its_tokens(stack, tenant, pipeline, oauth_kafka, real_idp)
 
     assert run["state"] == "succeeded", (run.get("error"), stack.log_text()[-6000:])
-    assert (run["attempt"], run["records_read"]) == (1, 600), run  # held, not failed and retried
+    assert (run["attempt"], run["records_read"]) == (1, _RECORDS), run  # held, not failed and retried
     assert time.monotonic() - began > _HELD_S > 2 * TOKEN_TTL_S
     once = sorted((topic, p, o) for p, offsets in placed.items() for o in offsets)
     assert delta_coordinates(pipeline["status"]["target_uri"]) == once
@@ -82,11 +104,8 @@ def test_a_kafka_target_over_oauthbearer_lands_every_record_once(
     stack: Any, oauth_kafka: RealKafka, real_idp: RealIdp, oauth_topic: Any
 ) -> None:
     source, target = oauth_topic(partitions=2), oauth_topic(partitions=2)
-    # Enough records that the job still holds its clients when the broker is paused: a Kafka target has
-    # no Delta commit to wait for, and 200 small records were copied before the pause could begin.
-    n = _KAFKA_TARGET_RECORDS
-    value = lambda i: f"v{i}".encode().ljust(_VALUE_BYTES, b".")  # noqa: E731
-    produce_keyed(oauth_kafka.bootstrap_servers, source, n, value=value)
+    n = _RECORDS
+    produce_keyed(oauth_kafka.bootstrap_servers, source, n, value=_value)
     client = stack.client
     tenant = make_tenant(client)
     conn = client.post("/connections", json=oauth_connection_body(oauth_kafka, real_idp), headers=tenant.editor)
@@ -105,5 +124,5 @@ def test_a_kafka_target_over_oauthbearer_lands_every_record_once(
     probe.close()
     written = [(m.key(), m.value()) for p, (low, high) in ends.items()
                for m in read_range(oauth_kafka.bootstrap_servers, target, p, low, high)]
-    assert sorted(written) == sorted((f"key-{i % 97}".encode(), value(i)) for i in range(n))
+    assert sorted(written) == sorted((f"key-{i % 97}".encode(), _value(i)) for i in range(n))
     assert during and set(during) == {TokenRequest(CLIENT_ID, 200)}, during

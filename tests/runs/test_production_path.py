@@ -45,7 +45,7 @@ def test_a_run_through_the_cluster_into_s3_lands_once_and_commits_its_offsets(
     assert run["state"] == "succeeded", (run, stack.log_text())
     assert run["records_read"] == 90 and run["rows_written"] == 90
     table = Store(s3_bucket.environment).delta_table(uri).to_pyarrow_table(columns=["topic", "partition", "offset"])
-    assert sorted(zip(table["partition"].to_pylist(), table["offset"].to_pylist())) == sorted(
+    assert sorted(zip(table["partition"].to_pylist(), table["offset"].to_pylist(), strict=True)) == sorted(
         (p, o) for p, offsets in placed.items() for o in offsets)
     assert committed_offsets(stack.settings.resolved_database_url, pipeline["id"]) == {
         (topic, p): len(placed.get(p, [])) for p in range(3)

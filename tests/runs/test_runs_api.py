@@ -6,21 +6,23 @@ or to no Redis at all: the run is kept and the scheduler would send it again).""
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 
 from api.core.db import unit_of_work
 from api.runs import lifecycle
 from api.runs.models import Run
-from tests.factories import assert_problem, create_pipeline
+from tests.factories import Tenant, assert_problem, create_pipeline
 
 
 @pytest.fixture
-def pipeline(client, tenant):  # type: ignore[no-untyped-def]
+def pipeline(client: TestClient, tenant: Tenant) -> dict[str, Any]:
     return create_pipeline(client, tenant, state="paused")
 
 
-def test_trigger_queues_a_run_and_lists_it(client, tenant, pipeline) -> None:  # type: ignore[no-untyped-def]
+def test_trigger_queues_a_run_and_lists_it(client: TestClient, tenant: Tenant, pipeline: dict[str, Any]) -> None:
     triggered = client.post(f"/pipelines/{pipeline['id']}/runs", headers=tenant.editor)
 
     assert triggered.status_code == 202
@@ -41,7 +43,7 @@ def test_trigger_queues_a_run_and_lists_it(client, tenant, pipeline) -> None:  #
     assert [(e["action"], e["resource_id"]) for e in audit] == [("trigger", run["id"])]
 
 
-def test_idempotent_trigger_returns_the_same_run(client, tenant, pipeline) -> None:  # type: ignore[no-untyped-def]
+def test_idempotent_trigger_returns_the_same_run(client: TestClient, tenant: Tenant, pipeline: dict[str, Any]) -> None:
     headers = {**tenant.editor, "Idempotency-Key": "nightly-2026-11-22"}
     first = client.post(f"/pipelines/{pipeline['id']}/runs", headers=headers)
     again = client.post(f"/pipelines/{pipeline['id']}/runs", headers=headers)
@@ -49,7 +51,7 @@ def test_idempotent_trigger_returns_the_same_run(client, tenant, pipeline) -> No
     assert again.json() == first.json() and again.headers["Idempotent-Replayed"] == "true"
 
 
-def test_cancel_a_queued_run_then_cancel_again_is_a_conflict(client, tenant, pipeline) -> None:  # type: ignore[no-untyped-def]
+def test_cancel_a_queued_run_then_cancel_again_is_a_conflict(client: TestClient, tenant: Tenant, pipeline: dict[str, Any]) -> None:
     run = client.post(f"/pipelines/{pipeline['id']}/runs", headers=tenant.editor).json()
 
     cancelled = client.post(f"/runs/{run['id']}/cancel", headers=tenant.editor)
@@ -61,7 +63,7 @@ def test_cancel_a_queued_run_then_cancel_again_is_a_conflict(client, tenant, pip
     assert client.post(f"/pipelines/{pipeline['id']}/runs", headers=tenant.editor).status_code == 202
 
 
-def test_cancel_a_running_run_asks_its_worker(client, tenant, pipeline) -> None:  # type: ignore[no-untyped-def]
+def test_cancel_a_running_run_asks_its_worker(client: TestClient, tenant: Tenant, pipeline: dict[str, Any]) -> None:
     run_id = uuid.UUID(client.post(f"/pipelines/{pipeline['id']}/runs", headers=tenant.editor).json()["id"])
     with unit_of_work(client.app.state.engine) as session:
         lifecycle.claim(session, run_id, worker="w1", lease_s=60)
@@ -73,7 +75,7 @@ def test_cancel_a_running_run_asks_its_worker(client, tenant, pipeline) -> None:
         assert lifecycle.heartbeat(session, run_id, worker="w1", lease_s=60) is True
 
 
-def test_run_log_is_plain_text(client, tenant, pipeline) -> None:  # type: ignore[no-untyped-def]
+def test_run_log_is_plain_text(client: TestClient, tenant: Tenant, pipeline: dict[str, Any]) -> None:
     run_id = uuid.UUID(client.post(f"/pipelines/{pipeline['id']}/runs", headers=tenant.editor).json()["id"])
     with unit_of_work(client.app.state.engine) as session:
         lifecycle.append_log(session, run_id, "line 1\nline 2\n")
@@ -95,8 +97,8 @@ ROUTES = [
 
 
 @pytest.mark.parametrize(("method", "path", "role"), ROUTES)
-def test_runs_routes_refuse_strangers_low_roles_and_other_tenants(  # type: ignore[no-untyped-def]
-    client, tenant, other_tenant, pipeline, method, path, role
+def test_runs_routes_refuse_strangers_low_roles_and_other_tenants(
+    client: TestClient, tenant: Tenant, other_tenant: Tenant, pipeline: dict[str, Any], method: str, path: str, role: str
 ) -> None:
     with unit_of_work(client.app.state.engine) as session:
         run = session.get(Run, uuid.UUID(client.post(f"/pipelines/{pipeline['id']}/runs",
@@ -114,12 +116,12 @@ def test_runs_routes_refuse_strangers_low_roles_and_other_tenants(  # type: igno
     assert call(url, headers=tenant.as_(role)).status_code in (200, 202, 409)
 
 
-def test_list_runs_validates_its_filters(client, tenant, pipeline) -> None:  # type: ignore[no-untyped-def]
+def test_list_runs_validates_its_filters(client: TestClient, tenant: Tenant, pipeline: dict[str, Any]) -> None:
     assert_problem(client.get(f"/pipelines/{pipeline['id']}/runs?state=done", headers=tenant.viewer), 422)
     assert_problem(client.get(f"/pipelines/{pipeline['id']}/runs?sort=worker", headers=tenant.viewer), 422)
 
 
-def test_a_pipeline_with_an_active_run_is_not_deleted(client, tenant, pipeline) -> None:  # type: ignore[no-untyped-def]
+def test_a_pipeline_with_an_active_run_is_not_deleted(client: TestClient, tenant: Tenant, pipeline: dict[str, Any]) -> None:
     """Its worker would go on committing offsets for a pipeline that is gone (the rule sits on the
     runs table, api/runs/models.py, since the pipelines domain does not know runs)."""
     run = client.post(f"/pipelines/{pipeline['id']}/runs", headers=tenant.editor).json()

@@ -64,7 +64,7 @@ def test_keyed_messages_read_back_as_exact_offset_ranges(sandbox_kafka, kafka_to
 def test_delete_records_moves_earliest_offset_and_a_read_below_it_fails(sandbox_kafka, kafka_topic, kafka_faults) -> None:
     topic = kafka_topic(partitions=2)
     placed = produce_keyed(sandbox_kafka.bootstrap_servers, topic, 100, key=lambda i: "one-key")
-    (partition, offsets), = placed.items()
+    (partition, _), = placed.items()
 
     kafka_faults.delete_records(topic, partition, 40)
 
@@ -93,7 +93,7 @@ def test_control_interface_reports_refusals(sandbox_kafka, kafka_topic) -> None:
 
 def _inlet(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", "sandbox-kafka", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=30
+        [sys.executable, "-m", "cli.main", "sandbox-kafka", *args], cwd=REPO_ROOT, check=False, capture_output=True, text=True, timeout=30
     )
 
 
@@ -156,14 +156,14 @@ def test_sample_events_are_keyed_json_order_events(sandbox_kafka, kafka_topic) -
     finally:
         consumer.close()
     events = [json.loads(m.value()) for m in messages]
-    assert all(m.key().decode() == e["order_id"] for m, e in zip(messages, events))
-    assert all(dict(m.headers())["event_type"].decode() == e["event_type"] for m, e in zip(messages, events))
+    assert all(m.key().decode() == e["order_id"] for m, e in zip(messages, events, strict=True))
+    assert all(dict(m.headers())["event_type"].decode() == e["event_type"] for m, e in zip(messages, events, strict=True))
     assert {e["event_type"] for e in events} >= {"order_created", "order_paid"}
     assert {"event_id", "occurred_at", "customer_id", "currency", "total", "items"} <= set(events[0])
     # One order's events share a partition and arrive in lifecycle order.
     lifecycle = ["order_created", "order_paid", "order_shipped", "order_delivered"]
     by_order: dict[str, list[tuple[int, str]]] = {}
-    for m, e in zip(messages, events):
+    for m, e in zip(messages, events, strict=True):
         by_order.setdefault(e["order_id"], []).append((m.partition(), e["event_type"]))
     for history in by_order.values():
         assert len({p for p, _ in history}) == 1

@@ -99,4 +99,4 @@ def read_table(uri: str) -> pa.Table:
 
 
 def coordinates(table: pa.Table) -> list[tuple[int, int]]:
-    return sorted(zip(table["partition"].to_pylist(), table["offset"].to_pylist()))
+    return sorted(zip(table["partition"].to_pylist(), table["offset"].to_pylist(), strict=True))

@@ -54,7 +54,7 @@ def _text(value: object) -> str:
 def _read_rows(options: dict[str, str], uri: str, columns: list[str]) -> list[tuple[object, ...]]:
     """The independent reader (module level: it runs in a spawned process)."""
     table = Store(options).delta_table(uri).to_pyarrow_table(columns=columns)
-    return sorted(zip(*(table[c].to_pylist() for c in columns)))
+    return sorted(zip(*(table[c].to_pylist() for c in columns), strict=True))
 
 
 def read_back(store: Container | GcsBucket, uri: str, columns: list[str]) -> list[tuple[object, ...]]:

@@ -12,12 +12,12 @@ from tests.spark_jobs.test_spec import spec_dict
 
 
 class _RefusingContext:
-    def setJobGroup(self, *args: object, **kwargs: object) -> None:  # noqa: N802 (PySpark's name)
+    def setJobGroup(self, *args: object, **kwargs: object) -> None:
         raise RuntimeError("Py4JNetworkError: An error occurred while trying to connect to the Java server")
 
 
 class _Session:
-    sparkContext = _RefusingContext()  # noqa: N815 (PySpark's name)
+    sparkContext = _RefusingContext()
 
 
 class _Channel:

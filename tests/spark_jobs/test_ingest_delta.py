@@ -39,7 +39,7 @@ def test_subranges_land_exactly_once_and_a_rerun_adds_nothing(sandbox_kafka, kaf
     assert [(r.partition, r.records_read, r.first_offset, r.last_offset, r.gap) for r in first.partitions] == [
         (p, len(offsets) - 5, 3, len(offsets) - 3, None) for p, offsets in placed.items()
     ]
-    assert first.bytes_read == sum(len(k or b"") + len(v or b"") for k, v in zip(table["key"].to_pylist(), table["value"].to_pylist()))
+    assert first.bytes_read == sum(len(k or b"") + len(v or b"") for k, v in zip(table["key"].to_pylist(), table["value"].to_pylist(), strict=True))
     assert placement.table(uri).transaction_version(spec.txn.app_id) == spec.txn.version
 
     again = placement.run(spec, tmp_path / "work")
@@ -87,9 +87,9 @@ def test_json_quarantine_then_replace_mode_replay_leaves_no_duplicates(sandbox_k
     assert second.delta_version == placement.table(uri).version()
     after = placement.read(uri)
     assert coordinates(after) == coordinates(good), "rows lost or duplicated by the replay"
-    replayed = {(p, o) for p, o, r in zip(after["partition"].to_pylist(), after["offset"].to_pylist(), after["_inlet_run_id"].to_pylist()) if r == replay.run_id}
+    replayed = {(p, o) for p, o, r in zip(after["partition"].to_pylist(), after["offset"].to_pylist(), after["_inlet_run_id"].to_pylist(), strict=True) if r == replay.run_id}
     assert replayed == {(p, o) for p, o in coordinates(good) if o >= half[topic][str(p)][0]}
-    assert sorted(zip(placement.read(quarantine)["partition"].to_pylist(), placement.read(quarantine)["offset"].to_pylist())) == coordinates(rejected)
+    assert sorted(zip(placement.read(quarantine)["partition"].to_pylist(), placement.read(quarantine)["offset"].to_pylist(), strict=True)) == coordinates(rejected)
     # One data commit: the replay's adds and removes are in the same log entry.
     last = placement.table(uri).history(1)[0]
     assert last["operation"] == "WRITE" and second.rows_written == sum(1 for p, o in replayed)

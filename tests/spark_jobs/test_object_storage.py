@@ -41,7 +41,7 @@ def _plan(bootstrap: str, uri: str, store: Store, token: str) -> DirectWritePlan
 
 def _coordinates(store: Store, uri: str) -> list[tuple[int, int]]:
     table = store.delta_table(uri).to_pyarrow_table(columns=["partition", "offset"])
-    return sorted(zip(table["partition"].to_pylist(), table["offset"].to_pylist()))
+    return sorted(zip(table["partition"].to_pylist(), table["offset"].to_pylist(), strict=True))
 
 
 def test_a_task_writes_its_files_to_s3_and_the_driver_commits_them_there(
@@ -88,7 +88,7 @@ def test_two_commits_of_one_run_race_on_s3_and_exactly_one_wins(
         except JobError as exc:
             outcomes[plan.token] = exc
 
-    threads = [threading.Thread(target=commit, args=pair) for pair in zip(attempts, reports)]
+    threads = [threading.Thread(target=commit, args=pair) for pair in zip(attempts, reports, strict=True)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -113,9 +113,8 @@ def test_storage_failures_name_a_kind_a_user_can_act_on(s3_bucket: Bucket) -> No
     for store, bucket, kind in ((unreachable, s3_bucket.name, "storage_unreachable"),
                                 (missing, "no-such-bucket-inlet", "storage_not_found")):
         filesystem, path = store.filesystem(f"s3://{bucket}/t")
-        with pytest.raises(OSError) as raised:
-            with filesystem.open_output_stream(f"{path}/x.parquet") as out:
-                out.write(b"x" * rows.nbytes)
+        with pytest.raises(OSError) as raised, filesystem.open_output_stream(f"{path}/x.parquet") as out:
+            out.write(b"x" * rows.nbytes)
         error = storage_failure(raised.value)
         assert error is not None and error.kind == kind, raised.value
         assert error.message.startswith("OSError: ")

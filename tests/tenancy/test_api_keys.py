@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.factories import assert_auth_refused, assert_problem, bearer
+from tests.factories import Tenant, assert_auth_refused, assert_problem, bearer
 
 
 @pytest.mark.parametrize("role", ["viewer", "editor", "admin"])
-def test_me_names_the_caller(client: TestClient, tenant, role: str) -> None:  # type: ignore[no-untyped-def]
+def test_me_names_the_caller(client: TestClient, tenant: Tenant, role: str) -> None:
     me = client.get("/me", headers=tenant.as_(role))
     assert me.status_code == 200
     body = me.json()
@@ -20,7 +21,7 @@ def test_me_names_the_caller(client: TestClient, tenant, role: str) -> None:  # 
     assert (key["name"], key["role"]) == (f"{role}-key", role)
 
 
-def test_admin_issues_a_key_that_works(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_admin_issues_a_key_that_works(client: TestClient, tenant: Tenant) -> None:
     issued = client.post("/api-keys", json={"name": "deploy bot", "role": "editor"}, headers=tenant.admin)
     assert issued.status_code == 201, issued.text
     body = issued.json()
@@ -35,7 +36,7 @@ def test_admin_issues_a_key_that_works(client: TestClient, tenant) -> None:  # t
                                                                "role": "editor"}
 
 
-def test_list_keys_shows_metadata_only(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_list_keys_shows_metadata_only(client: TestClient, tenant: Tenant) -> None:
     listed = client.get("/api-keys", params={"sort": "name"}, headers=tenant.admin)
     assert listed.status_code == 200
     body = listed.json()
@@ -48,7 +49,7 @@ def test_list_keys_shows_metadata_only(client: TestClient, tenant) -> None:  # t
         assert key not in listed.text
 
 
-def test_revoke_key(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_revoke_key(client: TestClient, tenant: Tenant) -> None:
     editor_id = client.get("/me", headers=tenant.editor).json()["key_id"]
     revoked = client.delete(f"/api-keys/{editor_id}", headers=tenant.admin)
     assert revoked.status_code == 204 and revoked.content == b""
@@ -64,7 +65,7 @@ def test_revoke_key(client: TestClient, tenant) -> None:  # type: ignore[no-unty
     assert_problem(client.get("/api-keys", headers=tenant.admin), 401)
 
 
-def test_revoke_honours_if_match(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_revoke_honours_if_match(client: TestClient, tenant: Tenant) -> None:
     viewer_id = client.get("/me", headers=tenant.viewer).json()["key_id"]
     etag = client.get(f"/api-keys/{viewer_id}", headers=tenant.admin).headers["etag"]
     assert_problem(client.delete(f"/api-keys/{viewer_id}", headers={**tenant.admin, "If-Match": '"stale"'}), 412)
@@ -73,7 +74,7 @@ def test_revoke_honours_if_match(client: TestClient, tenant) -> None:  # type: i
 
 
 @pytest.mark.parametrize(("method", "suffix"), [("GET", ""), ("DELETE", "")])
-def test_other_tenants_key_is_404(client: TestClient, tenant, other_tenant, method: str, suffix: str) -> None:  # type: ignore[no-untyped-def]
+def test_other_tenants_key_is_404(client: TestClient, tenant: Tenant, other_tenant: Tenant, method: str, suffix: str) -> None:
     foreign = client.get("/me", headers=other_tenant.viewer).json()["key_id"]
     for ident in (foreign, str(uuid.uuid4())):
         assert_problem(client.request(method, f"/api-keys/{ident}{suffix}", headers=tenant.admin), 404)
@@ -81,7 +82,7 @@ def test_other_tenants_key_is_404(client: TestClient, tenant, other_tenant, meth
     assert client.get(f"/api-keys/{foreign}", headers=other_tenant.admin).json()["revoked_at"] is None
 
 
-def test_keys_of_one_tenant_never_list_in_another(client: TestClient, tenant, other_tenant) -> None:  # type: ignore[no-untyped-def]
+def test_keys_of_one_tenant_never_list_in_another(client: TestClient, tenant: Tenant, other_tenant: Tenant) -> None:
     mine = {k["id"] for k in client.get("/api-keys", headers=tenant.admin).json()["items"]}
     theirs = {k["id"] for k in client.get("/api-keys", headers=other_tenant.admin).json()["items"]}
     assert len(mine) == len(theirs) == 3 and not mine & theirs
@@ -94,12 +95,12 @@ def test_keys_of_one_tenant_never_list_in_another(client: TestClient, tenant, ot
     ({"name": "x" * 101, "role": "viewer"}, "name"),
     ({"name": "k", "role": "viewer", "tenant_id": str(uuid.uuid4())}, "tenant_id"),
 ])
-def test_create_key_validates(client: TestClient, tenant, body: dict, field: str) -> None:  # type: ignore[no-untyped-def]
+def test_create_key_validates(client: TestClient, tenant: Tenant, body: dict, field: str) -> None:
     assert_problem(client.post("/api-keys", json=body, headers=tenant.admin), 422, fields={field})
     assert client.get("/api-keys", headers=tenant.admin).json()["total"] == 3
 
 
-def test_key_path_must_be_a_uuid(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_key_path_must_be_a_uuid(client: TestClient, tenant: Tenant) -> None:
     assert_problem(client.get("/api-keys/abc", headers=tenant.admin), 422, fields={"path.key_id"})
 
 
@@ -110,7 +111,7 @@ def test_key_path_must_be_a_uuid(client: TestClient, tenant) -> None:  # type: i
     ("GET", "/api-keys/{key}", "admin", None),
     ("DELETE", "/api-keys/{key}", "admin", None),
 ])
-def test_key_routes_refuse_callers(client: TestClient, tenant, method: str, path: str, min_role: str, json) -> None:  # type: ignore[no-untyped-def]
+def test_key_routes_refuse_callers(client: TestClient, tenant: Tenant, method: str, path: str, min_role: str, json: Any) -> None:
     key_id = client.get("/me", headers=tenant.viewer).json()["key_id"]
     assert_auth_refused(client, method, path.format(key=key_id), tenant, min_role, json)
     keys = client.get("/api-keys", headers=tenant.admin).json()

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
+from api.core.config import Settings
 from api.main import create_app
-from tests.factories import assert_problem, bearer, make_tenant, operator
+from tests.factories import Tenant, assert_problem, bearer, make_tenant, operator
 
 
 def test_create_tenant_reads_back(client: TestClient) -> None:
@@ -60,7 +62,7 @@ def test_get_unknown_tenant_is_404(client: TestClient) -> None:
     assert_problem(client.get("/tenants/not-a-uuid", headers=operator()), 422, fields={"path.tenant_id"})
 
 
-def test_operator_issues_keys(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_operator_issues_keys(client: TestClient, tenant: Tenant) -> None:
     issued = client.post(f"/tenants/{tenant.id}/api-keys", json={"name": "ci", "role": "editor"}, headers=operator())
     assert issued.status_code == 201, issued.text
     body = issued.json()
@@ -79,7 +81,7 @@ def test_operator_issues_keys(client: TestClient, tenant) -> None:  # type: igno
     ({"name": "", "role": "viewer"}, "name"),
     ({"name": "k", "role": "viewer", "expires": "never"}, "expires"),
 ])
-def test_operator_key_validates(client: TestClient, tenant, body: dict, field: str) -> None:  # type: ignore[no-untyped-def]
+def test_operator_key_validates(client: TestClient, tenant: Tenant, body: dict, field: str) -> None:
     assert_problem(client.post(f"/tenants/{tenant.id}/api-keys", json=body, headers=operator()), 422, fields={field})
 
 
@@ -97,7 +99,7 @@ OPERATOR_ROUTES = [
 
 
 @pytest.mark.parametrize(("method", "path", "json"), OPERATOR_ROUTES)
-def test_operator_routes_refuse_others(client: TestClient, tenant, method: str, path: str, json) -> None:  # type: ignore[no-untyped-def]
+def test_operator_routes_refuse_others(client: TestClient, tenant: Tenant, method: str, path: str, json: Any) -> None:
     url = path.format(id=tenant.id)
     send = {"json": json} if json is not None else {}
     assert_problem(client.request(method, url, **send), 401)
@@ -110,14 +112,14 @@ def test_operator_routes_refuse_others(client: TestClient, tenant, method: str, 
     assert client.get("/api-keys", headers=tenant.admin).json()["total"] == 3
 
 
-def test_operator_routes_disabled_without_admin_token(settings) -> None:  # type: ignore[no-untyped-def]
+def test_operator_routes_disabled_without_admin_token(settings: Settings) -> None:
     app = create_app(settings.model_copy(update={"admin_token": None}))
     with TestClient(app, raise_server_exceptions=False) as client:
         assert_problem(client.get("/tenants", headers=operator()), 403)
     app.state.engine.dispose()
 
 
-def test_other_tenant_is_separate(client: TestClient, tenant, other_tenant) -> None:  # type: ignore[no-untyped-def]
+def test_other_tenant_is_separate(client: TestClient, tenant: Tenant, other_tenant: Tenant) -> None:
     listed = client.get("/tenants", params={"sort": "created_at"}, headers=operator()).json()
     assert [t["id"] for t in listed["items"]] == [tenant.id, other_tenant.id]
     assert make_tenant(client).id not in (tenant.id, other_tenant.id)

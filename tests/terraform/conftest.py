@@ -15,9 +15,9 @@ from api.main import create_app
 from tests.factories import Tenant, make_tenant
 from tests.fixtures.database import truncate_all
 from tests.fixtures.dispatch import RecordingDispatcher
+from tests.fixtures.terraform import Terraform
 from tests.fixtures.vault import TestVault, vault_backed
 from tests.portal.helpers import serve
-from tests.fixtures.terraform import Terraform
 
 
 @pytest.fixture

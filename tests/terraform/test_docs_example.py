@@ -12,7 +12,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "terraform.md"
 
 def test_the_documented_example_validates(tmp_path: Path) -> None:
     section = DOC.read_text().split("## A complete example", 1)[1].split("\n## ", 1)[0]
-    [example] = re.findall(r"```hcl\n(.*?)```", section, flags=re.S)
+    [example] = re.findall(r"```hcl\n(.*?)```", section, flags=re.DOTALL)
     terraform = Terraform.prepare(tmp_path, endpoint="http://127.0.0.1:1", api_key="unused")
     terraform.write(example)
     terraform.run("init")
@@ -24,7 +24,7 @@ def test_the_documented_example_validates(tmp_path: Path) -> None:
 
 
 def test_the_documented_schema_registry_example_validates(tmp_path: Path) -> None:
-    [example] = [block for block in re.findall(r"```hcl\n(.*?)```", DOC.read_text(), flags=re.S)
+    [example] = [block for block in re.findall(r"```hcl\n(.*?)```", DOC.read_text(), flags=re.DOTALL)
                  if "schema_registry_url" in block]
     variables = 'variable "kafka_password" {\n  type = string\n}\nvariable "registry_password" {\n  type = string\n}\n'
     terraform = Terraform.prepare(tmp_path, endpoint="http://127.0.0.1:1", api_key="unused")

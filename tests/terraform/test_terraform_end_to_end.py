@@ -16,8 +16,8 @@ from fastapi.testclient import TestClient
 
 from tests.factories import Tenant
 from tests.fixtures.kafka import SandboxKafka
-from tests.fixtures.vault import TestVault
 from tests.fixtures.terraform import Terraform
+from tests.fixtures.vault import TestVault
 
 pytestmark = [pytest.mark.slow]
 

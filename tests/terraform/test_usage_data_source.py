@@ -10,13 +10,13 @@ from types import SimpleNamespace
 from typing import Any
 
 from fastapi.testclient import TestClient
-from terraform_provider_inlet.client import InletClient
-from terraform_provider_inlet.data_sources import USAGE_ATTRIBUTES, UsageDataSource
 from tf.iface import ReadDataContext
 from tf.utils import Diagnostics
 
 from api.core.db import unit_of_work
 from api.usage import service as usage
+from terraform_provider_inlet.client import InletClient
+from terraform_provider_inlet.data_sources import USAGE_ATTRIBUTES, UsageDataSource
 from tests.factories import Tenant, create_pipeline
 
 AT = datetime(2026, 11, 20, 10, 15, tzinfo=UTC)

@@ -16,7 +16,7 @@ from api.runs import execution, lifecycle
 from api.runs.models import Run
 from api.runs.planning import Plan
 from api.runs.retry import RetryPolicy
-from spark_jobs.spec import PartitionResult, JobFailure, RunResult, Timings
+from spark_jobs.spec import JobFailure, PartitionResult, RunResult, Timings
 
 T0 = datetime(2026, 11, 20, 10, 15, tzinfo=UTC)
 RETRY_ONCE = RetryPolicy(max_attempts=2, backoff_s=0.0)

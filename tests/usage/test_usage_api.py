@@ -6,7 +6,9 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
-from tests.factories import assert_auth_refused, assert_problem, create_pipeline, operator
+from fastapi.testclient import TestClient
+
+from tests.factories import Tenant, assert_auth_refused, assert_problem, create_pipeline, operator
 from tests.usage.helpers import T0, Clock, run_once
 
 HOUR = T0.replace(minute=0)
@@ -21,7 +23,7 @@ def _row(tenant_id: str, pipeline: dict | None, bucket: str, **figures: object) 
             "engine_seconds": 0.0, "runs": runs} | figures
 
 
-def _feed(client, tenant, clock: Clock) -> tuple[dict, dict]:  # type: ignore[no-untyped-def]
+def _feed(client: TestClient, tenant: Tenant, clock: Clock) -> tuple[dict, dict]:
     engine = client.app.state.engine
     a = create_pipeline(client, tenant, state="paused")
     b = create_pipeline(client, tenant, state="paused")
@@ -33,7 +35,7 @@ def _feed(client, tenant, clock: Clock) -> tuple[dict, dict]:  # type: ignore[no
     return a, b
 
 
-def test_a_tenant_reads_its_usage_by_hour_and_by_day(client, tenant, other_tenant, clock: Clock) -> None:  # type: ignore[no-untyped-def]
+def test_a_tenant_reads_its_usage_by_hour_and_by_day(client: TestClient, tenant: Tenant, other_tenant: Tenant, clock: Clock) -> None:
     a, b = _feed(client, tenant, clock)
     run_once(client.app.state.engine, clock, create_pipeline(client, other_tenant, state="paused")["id"],
              records=999, written=999)
@@ -67,7 +69,7 @@ def test_a_tenant_reads_its_usage_by_hour_and_by_day(client, tenant, other_tenan
              bytes_written=2000, **one)]}
 
 
-def test_usage_as_csv(client, tenant, clock: Clock) -> None:  # type: ignore[no-untyped-def]
+def test_usage_as_csv(client: TestClient, tenant: Tenant, clock: Clock) -> None:
     a, b = _feed(client, tenant, clock)
     header = ("tenant_id,pipeline_id,pipeline_name,bucket,records_read,rows_written,rows_quarantined,bytes_read,"
               "bytes_written,wall_seconds,engine_seconds,runs_succeeded,runs_failed,runs_retried,runs_cancelled,"
@@ -84,7 +86,7 @@ def test_usage_as_csv(client, tenant, clock: Clock) -> None:  # type: ignore[no-
         assert response.text == expected
 
 
-def test_the_operator_reads_one_tenant_and_every_tenant(client, tenant, other_tenant, clock: Clock) -> None:  # type: ignore[no-untyped-def]
+def test_the_operator_reads_one_tenant_and_every_tenant(client: TestClient, tenant: Tenant, other_tenant: Tenant, clock: Clock) -> None:
     _feed(client, tenant, clock)
     clock.now = T0
     run_once(client.app.state.engine, clock, create_pipeline(client, other_tenant, state="paused")["id"],
@@ -105,7 +107,7 @@ def test_the_operator_reads_one_tenant_and_every_tenant(client, tenant, other_te
     assert across.json()["items"] == expected
 
 
-def test_roles_404_and_422(client, tenant, other_tenant, clock: Clock) -> None:  # type: ignore[no-untyped-def]
+def test_roles_404_and_422(client: TestClient, tenant: Tenant, other_tenant: Tenant, clock: Clock) -> None:
     theirs = create_pipeline(client, other_tenant, state="paused")
     assert_auth_refused(client, "GET", "/usage", tenant, "viewer")
     assert_problem(client.get("/usage", params={"pipeline_id": theirs["id"]}, headers=tenant.viewer), 404)

@@ -8,7 +8,8 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
-from sqlalchemy import delete
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, delete
 from sqlmodel import select
 
 from api.core.db import unit_of_work
@@ -18,7 +19,7 @@ from api.runs.models import Run
 from api.runs.retry import RunFailure
 from api.usage import service as usage
 from api.usage.models import UsageHour, UsageTotal
-from tests.factories import create_pipeline
+from tests.factories import Tenant, create_pipeline
 from tests.usage.helpers import T0, Clock, claim, job_result, record, run_once, start_run
 
 HOUR = T0.replace(minute=0)
@@ -27,14 +28,14 @@ ZERO = {"records_read": 0, "rows_written": 0, "rows_quarantined": 0, "bytes_read
         "runs_cancelled": 0, "runs_skipped": 0}
 
 
-def _hours(engine, pipeline_id) -> list[dict]:  # type: ignore[no-untyped-def]
+def _hours(engine: Engine, pipeline_id: uuid.UUID | str) -> list[dict]:
     with unit_of_work(engine) as session:
         rows = session.exec(select(UsageHour).where(UsageHour.pipeline_id == uuid.UUID(str(pipeline_id)))
                             .order_by(UsageHour.hour)).all()
         return [row.model_dump() for row in rows]
 
 
-def test_every_outcome_is_metered_with_exactly_its_figures(client, tenant, clock: Clock) -> None:  # type: ignore[no-untyped-def]
+def test_every_outcome_is_metered_with_exactly_its_figures(client: TestClient, tenant: Tenant, clock: Clock) -> None:
     engine = client.app.state.engine
     pipeline = create_pipeline(client, tenant, state="paused")
     pid = uuid.UUID(pipeline["id"])
@@ -90,7 +91,7 @@ def test_every_outcome_is_metered_with_exactly_its_figures(client, tenant, clock
         assert (total.attempts_le_10s, total.attempts_le_30s, total.attempts_le_60s) == (5, 8, 8)
 
 
-def test_the_runs_and_the_ledger_agree(client, tenant, clock: Clock) -> None:  # type: ignore[no-untyped-def]
+def test_the_runs_and_the_ledger_agree(client: TestClient, tenant: Tenant, clock: Clock) -> None:
     engine = client.app.state.engine
     pid = create_pipeline(client, tenant, state="paused")["id"]
     for i in range(3):
@@ -104,7 +105,7 @@ def test_the_runs_and_the_ledger_agree(client, tenant, clock: Clock) -> None:  #
             sum(r.bytes_read or 0 for r in runs)) == (60, 60, 600)
 
 
-def test_usage_stays_when_runs_are_pruned_and_the_pipeline_is_deleted(client, tenant, clock: Clock) -> None:  # type: ignore[no-untyped-def]
+def test_usage_stays_when_runs_are_pruned_and_the_pipeline_is_deleted(client: TestClient, tenant: Tenant, clock: Clock) -> None:
     engine = client.app.state.engine
     pipeline = create_pipeline(client, tenant, state="paused")
     pid = uuid.UUID(pipeline["id"])
@@ -123,7 +124,7 @@ def test_usage_stays_when_runs_are_pruned_and_the_pipeline_is_deleted(client, te
     assert [(r.pipeline_id, r.pipeline_name, r.records_read) for r in report.items] == [(pid, pipeline["name"], 5)]
 
 
-def test_two_sessions_metering_one_bucket_both_count(client, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_two_sessions_metering_one_bucket_both_count(client: TestClient, tenant: Tenant) -> None:
     engine = client.app.state.engine
     pid = uuid.UUID(create_pipeline(client, tenant, state="paused")["id"])
     figures = usage.Figures(records_read=3, rows_written=3)
@@ -135,7 +136,7 @@ def test_two_sessions_metering_one_bucket_both_count(client, tenant) -> None:  #
     assert [(r["records_read"], r["rows_written"], r["runs_succeeded"], r["wall_ms"]) for r in rows] == [(6, 6, 2, 3000)]
 
 
-def test_attempts_ending_at_once_in_one_bucket_all_count(client, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_attempts_ending_at_once_in_one_bucket_all_count(client: TestClient, tenant: Tenant) -> None:
     """Eight sessions meter the same new bucket at the same moment: the first insert wins, the others
     take the conflict branch and add (on PostgreSQL truly concurrently; SQLite serialises writers)."""
     engine = client.app.state.engine
@@ -158,7 +159,7 @@ def test_attempts_ending_at_once_in_one_bucket_all_count(client, tenant) -> None
         assert total is not None and (total.records_read, total.runs_failed, total.attempts_le_10s) == (8, 8, 8)
 
 
-def test_an_attempt_whose_worker_died_is_metered_as_retried_up_to_its_lease(client, tenant, clock: Clock) -> None:  # type: ignore[no-untyped-def]
+def test_an_attempt_whose_worker_died_is_metered_as_retried_up_to_its_lease(client: TestClient, tenant: Tenant, clock: Clock) -> None:
     engine = client.app.state.engine
     pid = uuid.UUID(create_pipeline(client, tenant, state="paused")["id"])
     run_id = start_run(engine, clock, pid)  # claimed at T0 with a 30 s lease; its worker never answers

@@ -9,10 +9,11 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import delete
 
+from api.core.config import Settings
 from api.core.db import unit_of_work
 from api.main import create_app
 from api.runs.models import Run
-from tests.factories import create_pipeline, operator
+from tests.factories import Tenant, create_pipeline, operator
 from tests.usage.helpers import Clock, run_once
 
 USAGE = ("inlet_records_ingested_total", "inlet_rows_written_total", "inlet_bytes_ingested_total",
@@ -36,7 +37,7 @@ def _expected(labels: tuple[tuple[str, str], ...], records: int, written: int, r
     }
 
 
-def test_counters_per_tenant_and_per_pipeline_with_the_switch(client, tenant, other_tenant, settings,  # type: ignore[no-untyped-def]
+def test_counters_per_tenant_and_per_pipeline_with_the_switch(client: TestClient, tenant: Tenant, other_tenant: Tenant, settings: Settings,
                                                               clock: Clock) -> None:
     engine = client.app.state.engine
     a = create_pipeline(client, tenant, state="paused")["id"]
@@ -58,7 +59,7 @@ def test_counters_per_tenant_and_per_pipeline_with_the_switch(client, tenant, ot
                            **_expected((("pipeline_id", c), ("tenant_id", other_tenant.id)), 7, 7, 1)}
 
 
-def test_counters_never_go_down_across_pruning_and_two_instances(client, tenant, settings, clock: Clock) -> None:  # type: ignore[no-untyped-def]
+def test_counters_never_go_down_across_pruning_and_two_instances(client: TestClient, tenant: Tenant, settings: Settings, clock: Clock) -> None:
     engine = client.app.state.engine
     pid = create_pipeline(client, tenant, state="paused")["id"]
     replica = create_app(settings)

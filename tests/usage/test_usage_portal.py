@@ -7,10 +7,12 @@ import re
 import uuid
 from datetime import UTC, datetime, timedelta
 
+from fastapi.testclient import TestClient
+
 from api.core.db import utcnow
 from api.portal.charts import BOTTOM, usage_chart
 from api.usage.schemas import RunsByOutcome, UsageRow
-from tests.factories import create_pipeline
+from tests.factories import Tenant, create_pipeline
 from tests.portal.helpers import sign_in
 from tests.usage.helpers import Clock, run_once
 
@@ -38,7 +40,7 @@ def test_a_usage_chart_has_a_slot_per_bucket_and_a_bar_where_there_was_usage() -
     assert all(round(b.y + b.height, 2) == BOTTOM for b in chart.bars)
 
 
-def test_the_usage_page_shows_the_tenants_pipelines_only(client, tenant, other_tenant, clock: Clock) -> None:  # type: ignore[no-untyped-def]
+def test_the_usage_page_shows_the_tenants_pipelines_only(client: TestClient, tenant: Tenant, other_tenant: Tenant, clock: Clock) -> None:
     engine = client.app.state.engine
     mine = create_pipeline(client, tenant, state="paused")
     theirs = create_pipeline(client, other_tenant, state="paused")

@@ -5,6 +5,7 @@ counted as read again, and the bytes of the Delta files written."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 
 import pytest
@@ -12,13 +13,14 @@ import pytest
 from api.core.db import make_engine, unit_of_work
 from api.runs.models import Run
 from tests.factories import create_sandbox_pipeline, make_tenant
-from tests.fixtures.kafka import produce_keyed
+from tests.fixtures.kafka import SandboxKafka, produce_keyed
+from tests.fixtures.stack import Stack
 from tests.runs.helpers import wait_for_run
 
 pytestmark = pytest.mark.slow
 
 
-def test_real_runs_and_a_replace_replay_are_metered_as_they_report(stack, sandbox_kafka, kafka_topic) -> None:  # type: ignore[no-untyped-def]
+def test_real_runs_and_a_replace_replay_are_metered_as_they_report(stack: Stack, sandbox_kafka: SandboxKafka, kafka_topic: Callable[..., str]) -> None:
     topic = kafka_topic(partitions=3)
     produced = produce_keyed(sandbox_kafka.bootstrap_servers, topic, 30)
     client = stack.client

@@ -5,6 +5,7 @@ endpoints, secret rotation, a lost secret, one attempt per claim, and the schedu
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 import uuid
@@ -21,6 +22,8 @@ from api.core.db import unit_of_work, utcnow
 from api.webhooks import delivery
 from api.webhooks.delivery import DeliveryOutcome
 from api.webhooks.models import WebhookDelivery
+from tests.factories import Tenant
+from tests.fixtures.dispatch import RecordingDispatcher
 from tests.fixtures.webhook_receiver import Receiver
 from tests.webhooks.helpers import create_webhook, deliveries, payload, signature_ok
 from worker.scheduler import tick
@@ -56,7 +59,7 @@ def _until_done(sender: WebhookSender, delivery_id: uuid.UUID) -> list[str]:
     raise AssertionError(f"still retrying after 20 attempts: {states}")
 
 
-def test_a_delivery_is_a_signed_standard_webhook(client: TestClient, tenant, sender, webhook_receiver: Receiver) -> None:  # type: ignore[no-untyped-def]
+def test_a_delivery_is_a_signed_standard_webhook(client: TestClient, tenant: Tenant, sender: WebhookSender, webhook_receiver: Receiver) -> None:
     hook = create_webhook(client, tenant, webhook_receiver.url)
     delivery_id = _test_event(client, tenant, hook["id"])
 
@@ -79,8 +82,8 @@ def test_a_delivery_is_a_signed_standard_webhook(client: TestClient, tenant, sen
     assert not signature_ok(hook["secret"], tampered)
 
 
-def test_a_receiver_that_fails_three_times_gets_the_same_event_id_four_times(  # type: ignore[no-untyped-def]
-    client: TestClient, tenant, sender, webhook_receiver: Receiver,
+def test_a_receiver_that_fails_three_times_gets_the_same_event_id_four_times(
+    client: TestClient, tenant: Tenant, sender: WebhookSender, webhook_receiver: Receiver,
 ) -> None:
     hook = create_webhook(client, tenant, webhook_receiver.url)
     webhook_receiver.fail_next(3, status=503)
@@ -92,13 +95,13 @@ def test_a_receiver_that_fails_three_times_gets_the_same_event_id_four_times(  #
     assert len({r.headers["webhook-id"] for r in received}) == 1
     assert len({r.body for r in received}) == 1, "the same body every time"
     assert all(signature_ok(hook["secret"], r) for r in received)
-    gaps = [b.at - a.at for a, b in zip(received, received[1:], strict=False)]
+    gaps = [b.at - a.at for a, b in itertools.pairwise(received)]
     assert gaps[0] >= 0.05 and gaps[1] >= 0.1 and gaps[2] >= 0.2, f"backoff doubles: {gaps}"
     log = deliveries(client, tenant, hook["id"])[0]
     assert (log["state"], log["attempts"], log["response_status"]) == ("succeeded", 4, 204)
 
 
-def test_retries_stop_after_the_retry_window(client: TestClient, app, tenant, sender_settings, webhook_receiver) -> None:  # type: ignore[no-untyped-def]
+def test_retries_stop_after_the_retry_window(client: TestClient, app: Any, tenant: Tenant, sender_settings: Settings, webhook_receiver: Receiver) -> None:
     sender = WebhookSender(sender_settings.model_copy(update={"webhook_retry_for_s": 0.3}), app.state.engine,
                            app.state.secrets)
     hook = create_webhook(client, tenant, webhook_receiver.url)
@@ -113,8 +116,8 @@ def test_retries_stop_after_the_retry_window(client: TestClient, app, tenant, se
     assert len(webhook_receiver.requests) == len(states)
 
 
-def test_a_receiver_that_never_answers_times_out_and_is_tried_again(  # type: ignore[no-untyped-def]
-    client: TestClient, tenant, sender, webhook_receiver: Receiver,
+def test_a_receiver_that_never_answers_times_out_and_is_tried_again(
+    client: TestClient, tenant: Tenant, sender: WebhookSender, webhook_receiver: Receiver,
 ) -> None:
     hook = create_webhook(client, tenant, webhook_receiver.url)
     webhook_receiver.never_answer()
@@ -130,7 +133,7 @@ def test_a_receiver_that_never_answers_times_out_and_is_tried_again(  # type: ig
     assert log["latency_ms"] >= 1400
 
 
-def test_redirects_are_not_followed(client: TestClient, tenant, sender, webhook_receiver: Receiver) -> None:  # type: ignore[no-untyped-def]
+def test_redirects_are_not_followed(client: TestClient, tenant: Tenant, sender: WebhookSender, webhook_receiver: Receiver) -> None:
     hook = create_webhook(client, tenant, webhook_receiver.url)
     webhook_receiver.fail_next(1, status=302)
 
@@ -140,7 +143,7 @@ def test_redirects_are_not_followed(client: TestClient, tenant, sender, webhook_
     assert deliveries(client, tenant, hook["id"])[0]["last_error"] == "the receiver answered 302 (redirects are not followed)"
 
 
-def test_a_closed_port_is_a_connection_failure(client: TestClient, tenant, sender) -> None:  # type: ignore[no-untyped-def]
+def test_a_closed_port_is_a_connection_failure(client: TestClient, tenant: Tenant, sender: WebhookSender) -> None:
     hook = create_webhook(client, tenant, "http://127.0.0.1:1/hook")
 
     assert sender.deliver(_test_event(client, tenant, hook["id"])).state == "pending"
@@ -148,8 +151,8 @@ def test_a_closed_port_is_a_connection_failure(client: TestClient, tenant, sende
     assert deliveries(client, tenant, hook["id"])[0]["last_error"] == "could not connect to the receiver"
 
 
-def test_a_host_taken_off_the_allow_list_gets_nothing_more(  # type: ignore[no-untyped-def]
-    client: TestClient, app, tenant, sender_settings, webhook_receiver: Receiver,
+def test_a_host_taken_off_the_allow_list_gets_nothing_more(
+    client: TestClient, app: Any, tenant: Tenant, sender_settings: Settings, webhook_receiver: Receiver,
 ) -> None:
     hook = create_webhook(client, tenant, webhook_receiver.url)
     narrowed = sender_settings.model_copy(update={"webhook_allowed_hosts": ["hooks.example.com"]})
@@ -163,8 +166,8 @@ def test_a_host_taken_off_the_allow_list_gets_nothing_more(  # type: ignore[no-u
     assert "INLET_WEBHOOK_ALLOWED_HOSTS" in log["last_error"]
 
 
-def test_a_disabled_endpoint_gets_events_no_more_but_its_test_event(  # type: ignore[no-untyped-def]
-    client: TestClient, app, tenant, sender, webhook_receiver: Receiver,
+def test_a_disabled_endpoint_gets_events_no_more_but_its_test_event(
+    client: TestClient, app: Any, tenant: Tenant, sender: WebhookSender, webhook_receiver: Receiver,
 ) -> None:
     from api.webhooks.events import emit
 
@@ -182,8 +185,8 @@ def test_a_disabled_endpoint_gets_events_no_more_but_its_test_event(  # type: ig
     assert deliveries(client, tenant, hook["id"], event_type="run.failed")[0]["last_error"] == "the webhook is disabled"
 
 
-def test_after_a_rotation_both_secrets_sign_for_the_overlap(  # type: ignore[no-untyped-def]
-    client: TestClient, app, tenant, sender, webhook_receiver: Receiver,
+def test_after_a_rotation_both_secrets_sign_for_the_overlap(
+    client: TestClient, app: Any, tenant: Tenant, sender: WebhookSender, webhook_receiver: Receiver,
 ) -> None:
     hook = create_webhook(client, tenant, webhook_receiver.url)
     new = client.post(f"/webhooks/{hook['id']}/rotate-secret", headers=tenant.editor).json()["secret"]
@@ -202,7 +205,7 @@ def test_after_a_rotation_both_secrets_sign_for_the_overlap(  # type: ignore[no-
     assert signature_ok(new, after) and not signature_ok(hook["secret"], after)
 
 
-def test_a_lost_secret_is_retried_and_named(client: TestClient, app, tenant, sender, webhook_receiver: Receiver) -> None:  # type: ignore[no-untyped-def]
+def test_a_lost_secret_is_retried_and_named(client: TestClient, app: Any, tenant: Tenant, sender: WebhookSender, webhook_receiver: Receiver) -> None:
     hook = create_webhook(client, tenant, webhook_receiver.url)
     app.state.secrets.destroy(f"tenants/{tenant.id}/webhooks/{hook['id']}")
 
@@ -213,7 +216,7 @@ def test_a_lost_secret_is_retried_and_named(client: TestClient, app, tenant, sen
     assert log["last_error"] == "the signing secret is gone from the secret store; rotate it"
 
 
-def test_an_attempt_is_taken_once(client: TestClient, app, tenant, sender, webhook_receiver: Receiver) -> None:  # type: ignore[no-untyped-def]
+def test_an_attempt_is_taken_once(client: TestClient, app: Any, tenant: Tenant, sender: WebhookSender, webhook_receiver: Receiver) -> None:
     hook = create_webhook(client, tenant, webhook_receiver.url)
     delivery_id = _test_event(client, tenant, hook["id"])
 
@@ -234,7 +237,7 @@ def test_an_attempt_is_taken_once(client: TestClient, app, tenant, sender, webho
     assert len(webhook_receiver.requests) == 1
 
 
-def test_the_scheduler_sends_again_what_stays_due(client: TestClient, app, settings, tenant, dispatcher) -> None:  # type: ignore[no-untyped-def]
+def test_the_scheduler_sends_again_what_stays_due(client: TestClient, app: Any, settings: Settings, tenant: Tenant, dispatcher: RecordingDispatcher) -> None:
     hook = create_webhook(client, tenant, "https://alerts.example.com/")
     delivery_id = _test_event(client, tenant, hook["id"])
     assert dispatcher.deliveries == [delivery_id]
@@ -250,7 +253,7 @@ def test_the_scheduler_sends_again_what_stays_due(client: TestClient, app, setti
         assert session.get(WebhookDelivery, delivery_id).state == "pending"
 
 
-def test_the_body_is_the_events_json(client: TestClient, app, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_the_body_is_the_events_json(client: TestClient, app: Any, tenant: Tenant) -> None:
     from api.webhooks.events import emit
     from api.webhooks.models import WebhookEvent
 

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from tests.factories import create_pipeline, make_tenant, plaintext_connection_body
+from tests.fixtures.kafka import SandboxKafka
 from tests.fixtures.stack import Stack
 from tests.fixtures.webhook_receiver import Receiver
 from tests.webhooks.helpers import create_webhook, deliveries, payload, signature_ok
@@ -49,7 +50,7 @@ def _failing_run(stack: Stack, tenant: Any, pipeline: dict[str, Any]) -> tuple[d
     return run, time.monotonic() - started
 
 
-def test_a_receiver_that_never_answers_does_not_slow_runs(stack: Stack, sandbox_kafka, webhook_receiver: Receiver) -> None:  # type: ignore[no-untyped-def]
+def test_a_receiver_that_never_answers_does_not_slow_runs(stack: Stack, sandbox_kafka: SandboxKafka, webhook_receiver: Receiver) -> None:
     """Runs that fail at planning (their topic does not exist), each raising run.failed: as fast with a
     receiver that holds every delivery open for a minute as with no webhook at all."""
     stack.env["INLET_WEBHOOK_TIMEOUT_S"] = "60"

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from tests.factories import create_pipeline, make_tenant, plaintext_connection_body
-from tests.fixtures.kafka import produce_keyed
+from tests.fixtures.kafka import SandboxFaults, SandboxKafka, produce_keyed
 from tests.fixtures.stack import Stack
 from tests.fixtures.webhook_receiver import Receiver
 from tests.runs.helpers import wait_for_run
@@ -28,7 +29,7 @@ def _types(received: list[Any]) -> Counter[str]:
     return Counter(payload(r)["type"] for r in received)
 
 
-def test_each_event_is_delivered_once_per_occurrence(stack: Stack, sandbox_kafka, kafka_faults, kafka_topic,  # type: ignore[no-untyped-def]
+def test_each_event_is_delivered_once_per_occurrence(stack: Stack, sandbox_kafka: SandboxKafka, kafka_faults: SandboxFaults, kafka_topic: Callable[..., str],
                                                      webhook_receiver: Receiver) -> None:
     client = stack.client
     topic = kafka_topic(partitions=1)

@@ -8,7 +8,8 @@ test_delivery_stack.py and test_end_to_end.py."""
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timedelta, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import update
 from sqlmodel import Session, select
 
+from api.core.config import Settings
 from api.core.db import unit_of_work, utcnow
 from api.ledger import service as ledger
 from api.pipelines.models import Pipeline
@@ -26,9 +28,10 @@ from api.runs.planning import PartitionPlan, Plan
 from api.runs.retry import RetryPolicy
 from api.webhooks.events import emit
 from api.webhooks.models import WebhookDelivery, WebhookEvent
-from spark_jobs.spec import PartitionResult, JobFailure, RunResult, Timings
-from tests.factories import PASSWORD, create_pipeline, plaintext_connection_body
-from tests.fixtures.kafka import produce_keyed
+from spark_jobs.spec import JobFailure, PartitionResult, RunResult, Timings
+from tests.factories import PASSWORD, Tenant, create_pipeline, plaintext_connection_body
+from tests.fixtures.dispatch import RecordingDispatcher
+from tests.fixtures.kafka import SandboxKafka, produce_keyed
 from tests.webhooks.helpers import create_webhook
 from worker.scheduler import tick
 
@@ -80,7 +83,7 @@ def _reclaimed(app: Any, run_id: uuid.UUID) -> uuid.UUID:
 def _result(run_id: uuid.UUID, status: str, *, error: JobFailure | None = None,
             gap: tuple[int, int] | None = None) -> RunResult:
     """What the job reports for the plan of ``_claimed_run`` (first run: [0, 100))."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     read = 100 - (gap[1] - gap[0] if gap else 0)
     return RunResult(run_id=str(run_id), status=status,  # type: ignore[arg-type]
                      partitions=[PartitionResult(topic="orders", partition=0, start=0, end=100, records_read=read,
@@ -94,7 +97,7 @@ def _record(app: Any, run_id: uuid.UUID, result: RunResult) -> execution.Outcome
         return execution.record_result(session=session, run_id=run_id, worker=WORKER, result=result, retry=RETRY)
 
 
-def test_run_outcomes_raise_their_events_once_each(client: TestClient, app, tenant, dispatcher) -> None:  # type: ignore[no-untyped-def]
+def test_run_outcomes_raise_their_events_once_each(client: TestClient, app: Any, tenant: Tenant, dispatcher: RecordingDispatcher) -> None:
     every = create_webhook(client, tenant, URL, events=["run.failed", "run.succeeded", "pipeline.recovered",
                                                          "pipeline.data_loss"])
     pipeline = _pipeline(client, tenant)
@@ -131,7 +134,7 @@ def test_run_outcomes_raise_their_events_once_each(client: TestClient, app, tena
         uuid.UUID(every["id"])}
 
 
-def test_a_retried_run_that_succeeds_is_a_recovery_and_run_succeeded_is_opt_in(client: TestClient, app, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_a_retried_run_that_succeeds_is_a_recovery_and_run_succeeded_is_opt_in(client: TestClient, app: Any, tenant: Tenant) -> None:
     default = create_webhook(client, tenant, URL)
     pipeline = _pipeline(client, tenant)
 
@@ -147,7 +150,7 @@ def test_a_retried_run_that_succeeds_is_a_recovery_and_run_succeeded_is_opt_in(c
         (uuid.UUID(default["id"]), "run.failed"), (uuid.UUID(default["id"]), "pipeline.recovered")}
 
 
-def test_only_enabled_subscribed_endpoints_get_a_delivery(client: TestClient, app, tenant, other_tenant) -> None:  # type: ignore[no-untyped-def]
+def test_only_enabled_subscribed_endpoints_get_a_delivery(client: TestClient, app: Any, tenant: Tenant, other_tenant: Tenant) -> None:
     one = create_webhook(client, tenant, URL)
     two = create_webhook(client, tenant, "https://pager.example.com/hook", events=["run.failed"])
     create_webhook(client, tenant, "https://off.example.com/", enabled=False)
@@ -165,7 +168,7 @@ def test_only_enabled_subscribed_endpoints_get_a_delivery(client: TestClient, ap
     assert len({d.event_id for d in delivered}) == 1, "one event, its id shared by every delivery"
 
 
-def test_nothing_is_stored_or_sent_when_the_change_rolls_back(client: TestClient, app, tenant, dispatcher) -> None:  # type: ignore[no-untyped-def]
+def test_nothing_is_stored_or_sent_when_the_change_rolls_back(client: TestClient, app: Any, tenant: Tenant, dispatcher: RecordingDispatcher) -> None:
     create_webhook(client, tenant, URL)
 
     with pytest.raises(RuntimeError), unit_of_work(app.state.engine) as session:
@@ -187,8 +190,8 @@ def _set_lag(app: Any, pipeline_id: str, lag: int, *, caught_up_ago_s: float | N
             pipeline.caught_up_at = utcnow() - timedelta(seconds=caught_up_ago_s)
 
 
-def test_lag_alerts_are_raised_and_cleared_with_hysteresis_by_the_scheduler(  # type: ignore[no-untyped-def]
-    client: TestClient, app, settings, tenant, dispatcher,
+def test_lag_alerts_are_raised_and_cleared_with_hysteresis_by_the_scheduler(
+    client: TestClient, app: Any, settings: Settings, tenant: Tenant, dispatcher: RecordingDispatcher,
 ) -> None:
     create_webhook(client, tenant, URL)
     pipeline = create_pipeline(client, tenant, schedule=None)
@@ -218,8 +221,8 @@ def test_lag_alerts_are_raised_and_cleared_with_hysteresis_by_the_scheduler(  # 
     assert (status["state"], status["observed_lag"]) == ("exceeded", 1000)
 
 
-def test_a_pipeline_behind_for_too_long_raises_the_alert_and_a_paused_one_none(  # type: ignore[no-untyped-def]
-    client: TestClient, app, settings, tenant, dispatcher,
+def test_a_pipeline_behind_for_too_long_raises_the_alert_and_a_paused_one_none(
+    client: TestClient, app: Any, settings: Settings, tenant: Tenant, dispatcher: RecordingDispatcher,
 ) -> None:
     create_webhook(client, tenant, URL)
     active, paused = (create_pipeline(client, tenant, schedule=None, state=state) for state in ("active", "paused"))
@@ -238,7 +241,7 @@ def test_a_pipeline_behind_for_too_long_raises_the_alert_and_a_paused_one_none( 
     assert [t for t, _ in _events(app)] == ["pipeline.lag_exceeded", "pipeline.lag_recovered"]
 
 
-def test_the_lag_alert_resource(client: TestClient, tenant, other_tenant) -> None:  # type: ignore[no-untyped-def]
+def test_the_lag_alert_resource(client: TestClient, tenant: Tenant, other_tenant: Tenant) -> None:
     from tests.factories import assert_auth_refused, assert_problem
 
     pipeline = create_pipeline(client, tenant)
@@ -269,8 +272,8 @@ def test_the_lag_alert_resource(client: TestClient, tenant, other_tenant) -> Non
     assert [e["action"] for e in audit["items"]] == ["delete", "update"]
 
 
-def test_an_offsets_change_says_what_moved_and_who_moved_it(  # type: ignore[no-untyped-def]
-    client: TestClient, app, tenant, dispatcher, sandbox_kafka, kafka_topic,
+def test_an_offsets_change_says_what_moved_and_who_moved_it(
+    client: TestClient, app: Any, tenant: Tenant, dispatcher: RecordingDispatcher, sandbox_kafka: SandboxKafka, kafka_topic: Callable[..., str],
 ) -> None:
     topic = kafka_topic(partitions=2)
     produced = produce_keyed(sandbox_kafka.bootstrap_servers, topic, 20)

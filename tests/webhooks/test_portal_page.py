@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import html
 import uuid
+from typing import Any
 
 from fastapi.testclient import TestClient
 
 from api.core.db import unit_of_work
 from api.webhooks.events import emit
+from tests.factories import Tenant
 from tests.portal.helpers import sign_in
 from tests.webhooks.helpers import create_webhook
 
 
-def test_the_page_lists_webhooks_and_their_recent_deliveries(client: TestClient, app, tenant, other_tenant) -> None:  # type: ignore[no-untyped-def]
+def test_the_page_lists_webhooks_and_their_recent_deliveries(client: TestClient, app: Any, tenant: Tenant, other_tenant: Tenant) -> None:
     hook = create_webhook(client, tenant, "https://alerts.example.com/inlet?team=data", description="on-call pager")
     theirs = create_webhook(client, other_tenant, "https://theirs.example.com/hook")
     test = client.post(f"/webhooks/{hook['id']}/test", headers=tenant.editor).json()

@@ -4,7 +4,9 @@ orphaned), and the deliveries counted in ``/metrics`` by outcome and event type.
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import update
 from sqlmodel import col, select
@@ -13,11 +15,11 @@ from api.connections.orphans import sweep_orphaned_secrets
 from api.core.db import unit_of_work
 from api.webhooks.events import emit
 from api.webhooks.models import WebhookDelivery
-from tests.factories import create_connection, operator
+from tests.factories import Tenant, create_connection, operator
 from tests.webhooks.helpers import create_webhook
 
 
-def test_the_sweep_keeps_live_webhook_secrets_and_destroys_orphaned_ones(client: TestClient, app, tenant, caplog) -> None:  # type: ignore[no-untyped-def]
+def test_the_sweep_keeps_live_webhook_secrets_and_destroys_orphaned_ones(client: TestClient, app: Any, tenant: Tenant, caplog: pytest.LogCaptureFixture) -> None:
     store = app.state.secrets
     live = create_webhook(client, tenant, "https://alerts.example.com/")
     conn = create_connection(client, tenant)
@@ -40,13 +42,13 @@ def _metric(text: str, name: str) -> dict[str, float]:
     """``{labels: value}`` of one metric in Prometheus' text format."""
     out = {}
     for line in text.splitlines():
-        if line.startswith(name + "{") or line.startswith(name + " "):
+        if line.startswith((name + "{", name + " ")):
             labels, _, value = line.rpartition(" ")
             out[labels.removeprefix(name)] = float(value)
     return out
 
 
-def test_metrics_count_deliveries_by_outcome(client: TestClient, app, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_metrics_count_deliveries_by_outcome(client: TestClient, app: Any, tenant: Tenant) -> None:
     create_webhook(client, tenant, "https://alerts.example.com/")
     create_webhook(client, tenant, "https://pager.example.com/", events=["run.failed"])
     with unit_of_work(app.state.engine) as session:

@@ -12,6 +12,7 @@ from pydantic import SecretStr
 
 from api.core.config import Settings
 from api.main import create_app
+from tests.factories import Tenant
 from tests.fixtures.dispatch import RecordingDispatcher
 from tests.fixtures.vault import TestVault, vault_backed
 from tests.fixtures.webhook_receiver import Receiver
@@ -19,7 +20,7 @@ from tests.webhooks.helpers import create_webhook, signature_ok
 from worker.webhooks import WebhookSender
 
 
-def test_the_secret_lives_rotates_and_dies_in_vault(settings: Settings, tenant, vault: TestVault,  # type: ignore[no-untyped-def]
+def test_the_secret_lives_rotates_and_dies_in_vault(settings: Settings, tenant: Tenant, vault: TestVault,
                                                     webhook_receiver: Receiver) -> None:
     role_id, secret_id = vault.approle_for_inlet()
     least = vault_backed(settings, vault, vault_token=None, vault_role_id=role_id, vault_secret_id=SecretStr(secret_id))

@@ -14,7 +14,7 @@ from sqlmodel import Session
 
 from api.core.config import Settings
 from api.main import create_app
-from tests.factories import assert_auth_refused, assert_problem
+from tests.factories import Tenant, assert_auth_refused, assert_problem
 from tests.fixtures.dispatch import RecordingDispatcher
 from tests.webhooks.helpers import create_webhook, deliveries
 
@@ -33,7 +33,7 @@ def _stored(app: Any, tenant_id: str, webhook_id: str, version: int | None = Non
     return secret
 
 
-def test_create_shows_the_secret_once_and_keeps_it_in_the_secret_store(client: TestClient, app, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_create_shows_the_secret_once_and_keeps_it_in_the_secret_store(client: TestClient, app: Any, tenant: Tenant) -> None:
     created = client.post("/webhooks", json={"url": URL, "description": "on-call"}, headers=tenant.editor)
 
     assert created.status_code == 201, created.text
@@ -59,13 +59,13 @@ def test_create_shows_the_secret_once_and_keeps_it_in_the_secret_store(client: T
     assert secret not in read.text + str(listed) + str(audit) + str(rows)
 
 
-def test_run_succeeded_is_sent_only_where_it_is_named(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_run_succeeded_is_sent_only_where_it_is_named(client: TestClient, tenant: Tenant) -> None:
     chosen = create_webhook(client, tenant, URL, events=["run.succeeded", "run.failed"])
     assert chosen["events"] == ["run.succeeded", "run.failed"]
     assert "run.succeeded" not in create_webhook(client, tenant, URL)["events"]
 
 
-def test_an_idempotent_create_replays_without_the_secret(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_an_idempotent_create_replays_without_the_secret(client: TestClient, tenant: Tenant) -> None:
     headers = {**tenant.editor, "Idempotency-Key": "hook-1"}
     first = client.post("/webhooks", json={"url": URL}, headers=headers)
     again = client.post("/webhooks", json={"url": URL}, headers=headers)
@@ -76,7 +76,7 @@ def test_an_idempotent_create_replays_without_the_secret(client: TestClient, ten
     assert client.get("/webhooks", headers=tenant.viewer).json()["total"] == 1
 
 
-def test_list_is_the_tenants_own_paginated(client: TestClient, tenant, other_tenant) -> None:  # type: ignore[no-untyped-def]
+def test_list_is_the_tenants_own_paginated(client: TestClient, tenant: Tenant, other_tenant: Tenant) -> None:
     made = [create_webhook(client, tenant, f"https://h{i}.example.com/x") for i in range(3)]
     create_webhook(client, other_tenant, URL)
 
@@ -87,7 +87,7 @@ def test_list_is_the_tenants_own_paginated(client: TestClient, tenant, other_ten
     assert_problem(client.get("/webhooks", headers=tenant.viewer, params={"sort": "secret"}), 422, fields={"query.sort"})
 
 
-def test_patch_changes_what_it_names_and_honours_if_match(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_patch_changes_what_it_names_and_honours_if_match(client: TestClient, tenant: Tenant) -> None:
     hook = create_webhook(client, tenant, URL)
     path = f"/webhooks/{hook['id']}"
     etag = client.get(path, headers=tenant.viewer).headers["etag"]
@@ -117,7 +117,7 @@ def test_patch_changes_what_it_names_and_honours_if_match(client: TestClient, te
     ("https://hooks.example.com/a b", "spaces"),
     ("https://hooks.example.com:99999/x", "port"),
 ])
-def test_only_http_urls_to_a_host_are_taken(client: TestClient, app, tenant, url: str, message: str) -> None:  # type: ignore[no-untyped-def]
+def test_only_http_urls_to_a_host_are_taken(client: TestClient, app: Any, tenant: Tenant, url: str, message: str) -> None:
     refused = client.post("/webhooks", json={"url": url}, headers=tenant.editor)
 
     body = assert_problem(refused, 422, fields={"url"})
@@ -144,7 +144,7 @@ def allow_listed(settings: Settings) -> Any:
     ("https://hooks.example.com.evil.example/x", False),
     ("https://127.0.0.1/x", False),
 ])
-def test_the_allow_list_of_hosts_is_a_setting(allow_listed: TestClient, tenant, url: str, allowed: bool) -> None:  # type: ignore[no-untyped-def]
+def test_the_allow_list_of_hosts_is_a_setting(allow_listed: TestClient, tenant: Tenant, url: str, allowed: bool) -> None:
     response = allow_listed.post("/webhooks", json={"url": url}, headers=tenant.editor)
 
     if allowed:
@@ -154,7 +154,7 @@ def test_the_allow_list_of_hosts_is_a_setting(allow_listed: TestClient, tenant, 
         assert "INLET_WEBHOOK_ALLOWED_HOSTS" in body["errors"][0]["message"]
 
 
-def test_bad_bodies_are_422_naming_the_field(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_bad_bodies_are_422_naming_the_field(client: TestClient, tenant: Tenant) -> None:
     for body, field in [
         ({"url": URL, "events": ["run.exploded"]}, "events[0]"),
         ({"url": URL, "events": ["webhook.test"]}, "events[0]"),
@@ -168,7 +168,7 @@ def test_bad_bodies_are_422_naming_the_field(client: TestClient, tenant) -> None
     assert client.get("/webhooks", headers=tenant.viewer).json()["total"] == 0
 
 
-def test_rotation_shows_a_new_secret_once_and_keeps_the_previous_readable(client: TestClient, app, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_rotation_shows_a_new_secret_once_and_keeps_the_previous_readable(client: TestClient, app: Any, tenant: Tenant) -> None:
     hook = create_webhook(client, tenant, URL)
     path = f"/webhooks/{hook['id']}/rotate-secret"
 
@@ -189,7 +189,7 @@ def test_rotation_shows_a_new_secret_once_and_keeps_the_previous_readable(client
     assert body["secret"] not in str(audit) and hook["secret"] not in str(audit)
 
 
-def test_delete_destroys_the_secret_after_the_commit(client: TestClient, app, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_delete_destroys_the_secret_after_the_commit(client: TestClient, app: Any, tenant: Tenant) -> None:
     hook = create_webhook(client, tenant, URL)
     client.post(f"/webhooks/{hook['id']}/test", headers=tenant.editor)
     path = f"/webhooks/{hook['id']}"
@@ -204,7 +204,7 @@ def test_delete_destroys_the_secret_after_the_commit(client: TestClient, app, te
         assert conn.execute(text("SELECT count(*) FROM webhook_deliveries")).scalar() == 0
 
 
-def test_a_failed_commit_destroys_the_secret_it_wrote(client: TestClient, app, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_a_failed_commit_destroys_the_secret_it_wrote(client: TestClient, app: Any, tenant: Tenant) -> None:
     seen: list[str] = []
 
     def fail_commit(session: Session) -> None:
@@ -223,7 +223,7 @@ def test_a_failed_commit_destroys_the_secret_it_wrote(client: TestClient, app, t
     assert client.get("/webhooks", headers=tenant.viewer).json()["total"] == 0
 
 
-def test_the_test_event_is_queued_after_the_commit_and_logged(client: TestClient, tenant, dispatcher) -> None:  # type: ignore[no-untyped-def]
+def test_the_test_event_is_queued_after_the_commit_and_logged(client: TestClient, tenant: Tenant, dispatcher: RecordingDispatcher) -> None:
     hook = create_webhook(client, tenant, URL, enabled=False)
 
     sent = client.post(f"/webhooks/{hook['id']}/test", headers=tenant.editor)
@@ -242,7 +242,7 @@ def test_the_test_event_is_queued_after_the_commit_and_logged(client: TestClient
                    422, fields={"query.state"})
 
 
-def test_a_tenant_has_a_bounded_number_of_webhooks(client: TestClient, tenant, settings) -> None:  # type: ignore[no-untyped-def]
+def test_a_tenant_has_a_bounded_number_of_webhooks(client: TestClient, tenant: Tenant, settings: Settings) -> None:
     for i in range(settings.quota_webhooks):  # the webhooks quota (tests/hostile/test_quotas.py: all of them)
         create_webhook(client, tenant, f"https://h{i}.example.com/")
     refused = client.post("/webhooks", json={"url": URL}, headers=tenant.editor)
@@ -263,14 +263,14 @@ ROUTES = [
 
 
 @pytest.mark.parametrize(("method", "template", "role", "body"), ROUTES)
-def test_every_route_refuses_strangers_and_low_roles(client: TestClient, tenant, method, template, role, body) -> None:  # type: ignore[no-untyped-def]
+def test_every_route_refuses_strangers_and_low_roles(client: TestClient, tenant: Tenant, method: str, template: str, role: str, body: Any) -> None:
     hook = create_webhook(client, tenant, URL)
     assert_auth_refused(client, method, template.format(id=hook["id"]), tenant, role, json=body)
 
 
 @pytest.mark.parametrize(("method", "template", "role", "body"), [r for r in ROUTES if "{id}" in r[1]])
-def test_another_tenant_can_neither_see_nor_trigger_a_webhook(  # type: ignore[no-untyped-def]
-    client: TestClient, app, tenant, other_tenant, dispatcher, method, template, role, body,
+def test_another_tenant_can_neither_see_nor_trigger_a_webhook(
+    client: TestClient, app: Any, tenant: Tenant, other_tenant: Tenant, dispatcher: RecordingDispatcher, method: str, template: str, role: str, body: Any,
 ) -> None:
     hook = create_webhook(client, tenant, URL)
     before = client.get(f"/webhooks/{hook['id']}", headers=tenant.viewer).json()
@@ -284,7 +284,7 @@ def test_another_tenant_can_neither_see_nor_trigger_a_webhook(  # type: ignore[n
     assert _stored(app, tenant.id, hook["id"]) == hook["secret"]
 
 
-def test_unknown_ids_are_404(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+def test_unknown_ids_are_404(client: TestClient, tenant: Tenant) -> None:
     missing = uuid.uuid4()
     for method, template, _, body in ROUTES:
         if "{id}" in template:

@@ -26,7 +26,7 @@ from worker import scheduler
 from worker.scheduler import tick
 
 
-def _lost_run(client: TestClient, app: Any, tenant: Tenant) -> uuid.UUID:
+def _lost_run(client: TestClient, app: Any, tenant: Tenant) -> uuid.UUID:  # noqa: F811 (the fixture imported above)
     """A run queued long ago whose message was lost (created as a trigger does, without sending anything)."""
     pipeline_id = create_pipeline(client, tenant, create_connection(client, tenant)["id"], schedule=None,
                                   state="paused")["id"]
@@ -38,7 +38,7 @@ def _lost_run(client: TestClient, app: Any, tenant: Tenant) -> uuid.UUID:
         return run.id
 
 
-def _lost_delivery(client: TestClient, app: Any, tenant: Tenant) -> uuid.UUID:
+def _lost_delivery(client: TestClient, app: Any, tenant: Tenant) -> uuid.UUID:  # noqa: F811 (the fixture imported above)
     """A webhook delivery that stays due long after it was sent: its message was lost."""
     hook = create_webhook(client, tenant, "https://alerts.example.com/")
     sent = client.post(f"/webhooks/{hook['id']}/test", headers=tenant.editor)
@@ -50,7 +50,7 @@ def _lost_delivery(client: TestClient, app: Any, tenant: Tenant) -> uuid.UUID:
 
 
 def test_a_failing_duty_does_not_stop_the_others(
-    client: TestClient, app: Any, tenant: Tenant, settings: Settings, dispatcher: RecordingDispatcher,
+    client: TestClient, app: Any, tenant: Tenant, settings: Settings, dispatcher: RecordingDispatcher,  # noqa: F811 (the fixture imported above)
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
 ) -> None:
     run_id = _lost_run(client, app, tenant)
@@ -73,7 +73,7 @@ def test_a_failing_duty_does_not_stop_the_others(
 
 @pytest.mark.parametrize("failing", list(scheduler.DUTIES))
 def test_every_duty_runs_whichever_one_fails(
-    failing: str, settings: Settings, dispatcher: RecordingDispatcher, monkeypatch: pytest.MonkeyPatch,
+    failing: str, settings: Settings, dispatcher: RecordingDispatcher, monkeypatch: pytest.MonkeyPatch,  # noqa: F811 (the fixture imported above)
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """First, middle or last: the duty that raises is reported and logged, and every other one runs."""

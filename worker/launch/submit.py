@@ -17,7 +17,7 @@ import time
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import spark_jobs
@@ -117,7 +117,7 @@ def failed(spec: RunSpec, started_at: datetime, kind: str, message: str) -> RunR
     """A failed result the job did not write itself (it crashed, or was stopped); the message redacted."""
     error = JobFailure.model_validate({"kind": kind, "message": redact(message, spec.secret_values())})
     return RunResult(run_id=spec.run_id, status="failed", error=error,
-                     timings=Timings(started_at=started_at, finished_at=datetime.now(timezone.utc)))
+                     timings=Timings(started_at=started_at, finished_at=datetime.now(UTC)))
 
 
 def launch(
@@ -130,7 +130,7 @@ def launch(
     cancel: threading.Event | None = None,
 ) -> RunResult:
     """Run ``spec`` with spark-submit and return its result (a failed one if the job left none)."""
-    started_at = datetime.now(timezone.utc)
+    started_at = datetime.now(UTC)
     workdir.mkdir(parents=True, exist_ok=True)
     spec_path, result_path = workdir / f"spec-{spec.run_id}.json", workdir / f"result-{spec.run_id}.json"
     result_path.unlink(missing_ok=True)

@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -233,7 +233,7 @@ class WarmLauncher:
         cancel: threading.Event | None = None,
     ) -> RunResult:
         """Run ``spec`` on the warm engine (started if there is none) and return its result."""
-        started_at = datetime.now(timezone.utc)
+        started_at = datetime.now(UTC)
         deadline = time.monotonic() + timeout_s
         with self._lock:
             try:

@@ -7,8 +7,8 @@ from typing import get_args
 
 import pytest
 
-from api.connections.models import Connection
 from api.connections.client_configs import RegistryMissing
+from api.connections.models import Connection
 from api.connections.secret_payloads import CredentialsMissing
 from api.kafka.errors import KafkaAuthError, KafkaTimeout, KafkaUnavailable, TopicNotFound
 from api.runs.retry import TRANSIENT_KINDS, RetryPolicy, RunFailure, failure_of

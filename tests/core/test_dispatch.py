@@ -8,7 +8,7 @@ import base64
 import json
 import socket
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import redis
 
@@ -16,7 +16,7 @@ from api.core.dispatch import FIRE_SCHEDULE, MAINTAIN_TABLE, MAINTENANCE_QUEUE, 
 
 
 def test_a_batch_of_schedule_slots_reaches_the_queue_as_one_message_each(redis_url: str) -> None:
-    slots = [(uuid.uuid4(), datetime(2026, 11, 23, 12, i % 60, tzinfo=timezone.utc)) for i in range(1203)]
+    slots = [(uuid.uuid4(), datetime(2026, 11, 23, 12, i % 60, tzinfo=UTC)) for i in range(1203)]
 
     assert CeleryDispatcher(redis_url).send_schedules(slots) == len(slots)
 
@@ -45,5 +45,5 @@ def test_a_broker_that_is_down_fails_the_batch_without_raising() -> None:
         port = closed.getsockname()[1]
     dispatcher = CeleryDispatcher(f"redis://127.0.0.1:{port}/0")
 
-    assert dispatcher.send_schedules([(uuid.uuid4(), datetime.now(timezone.utc))]) == 0
+    assert dispatcher.send_schedules([(uuid.uuid4(), datetime.now(UTC))]) == 0
     assert dispatcher.send_schedules([]) == 0

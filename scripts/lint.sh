@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The lint, run by make test (scripts/test.sh) before the suite: ruff's checks as configured in
+# pyproject.toml ([tool.ruff.lint]). Any finding fails the command, and with it make test.
+# Fix what ruff can fix safely: .venv/bin/ruff check --fix PATH
+# (The type check and the import contracts run in the suite: tests/core/test_layering.py.)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# The whole repository (ruff skips what .gitignore names, .venv included).
+echo "== ruff check"
+.venv/bin/ruff check --output-format concise .
