@@ -35,13 +35,13 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from spark_jobs.delta_tables import Table  # noqa: E402
-from spark_jobs.delta_tables.commit import commit_files  # noqa: E402
-from spark_jobs.maintenance import MaintenanceSteps, TablePolicy, maintain  # noqa: E402
-from spark_jobs.maintenance.compaction import _stats  # noqa: E402
-from spark_jobs.plans import DataFile  # noqa: E402
-from spark_jobs.spec import Txn  # noqa: E402
-from spark_jobs.storage import Store  # noqa: E402
+from spark_jobs.delta_tables import Table
+from spark_jobs.delta_tables.commit import commit_files
+from spark_jobs.maintenance import MaintenanceSteps, TablePolicy, maintain
+from spark_jobs.maintenance.compaction import _stats
+from spark_jobs.plans import DataFile
+from spark_jobs.spec import Txn
+from spark_jobs.storage import Store
 
 SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
                     ("customer", pa.int64()), ("amount", pa.float64())])

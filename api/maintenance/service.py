@@ -96,7 +96,7 @@ def _health(row: TableMaintenance) -> TableHealthRead:
 def _preview(table: MaintainedTable, steps: list[Step]) -> MaintenancePreviewRead:
     try:
         found: MaintenancePreview = preview_maintenance(table.store, table.uri, table.job_policy, steps_of(steps))
-    except Exception as exc:  # storage down or refusing: the caller can try again
+    except Exception as exc:  # noqa: BLE001 (storage down or refusing: the caller can try again)
         log.warning("dry run of pipeline %s's maintenance could not read its table (%s)", table.pipeline_id,
                     type(exc).__name__)
         raise ServiceUnavailable(f"the pipeline's table could not be read ({type(exc).__name__}); try again") from None

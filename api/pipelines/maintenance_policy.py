@@ -105,3 +105,6 @@ class RetentionFloor:
                 "target.maintenance.vacuum.retention_hours",
                 f"a vacuum retention of {hours} h is under this deployment's minimum of {self.min_hours:g} h: a "
                 "vacuum would delete files a replay or a reader of an older version may still need")
+
+
+NO_OPERATOR_FLOOR = RetentionFloor()  # the defaults, for callers with no settings at hand (scripts, tests)

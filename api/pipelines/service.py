@@ -20,7 +20,7 @@ from api.core.pagination import PageParams, paginate
 from api.core.scoping import get_scoped, scoped_select
 from api.core.security import TenantContext
 from api.pipelines.definition import as_written, definition_of, spec_of
-from api.pipelines.maintenance_policy import RetentionFloor
+from api.pipelines.maintenance_policy import NO_OPERATOR_FLOOR, RetentionFloor
 from api.pipelines.models import Pipeline
 from api.pipelines.scheduling import next_fire
 from api.pipelines.schemas import DeltaTarget, KafkaTarget, PipelineRead, PipelineSpec, PipelineStatus, registry_subject
@@ -126,7 +126,7 @@ def quota_used(session: Session, tenant_id: uuid.UUID) -> int:
 
 def create_pipeline(
     *, session: Session, ctx: TenantContext, spec: PipelineSpec, storage_root: str, quotas: QuotaLimits,
-    retention: RetentionFloor = RetentionFloor(),
+    retention: RetentionFloor = NO_OPERATOR_FLOOR,
 ) -> Pipeline:
     enforce(session, ctx.tenant_id, "pipelines", defaults=quotas, count=lambda: quota_used(session, ctx.tenant_id))
     _check_references(session, ctx, spec, storage_root, retention)
@@ -172,7 +172,7 @@ def pipelines_using(
 
 def replace_pipeline(
     *, session: Session, ctx: TenantContext, pipeline_id: uuid.UUID, spec: PipelineSpec,
-    if_match: str | None, storage_root: str, retention: RetentionFloor = RetentionFloor(),
+    if_match: str | None, storage_root: str, retention: RetentionFloor = NO_OPERATOR_FLOOR,
 ) -> Pipeline:
     pipeline = get_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id, lock=True)
     check_if_match(if_match, etag(pipeline))
@@ -200,7 +200,7 @@ def _touch(session: Session, ctx: TenantContext, pipeline: Pipeline, action: str
 
 def patch_pipeline(
     *, session: Session, ctx: TenantContext, pipeline_id: uuid.UUID, patch: dict[str, Any],
-    if_match: str | None, storage_root: str, retention: RetentionFloor = RetentionFloor(),
+    if_match: str | None, storage_root: str, retention: RetentionFloor = NO_OPERATOR_FLOOR,
 ) -> Pipeline:
     pipeline = get_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id, lock=True)
     merged = merge_patch(_stored(spec_of(pipeline)), patch)

@@ -23,8 +23,8 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from spark_jobs.columns import CARRIED, RAW_KEY, RAW_VALUE
-from spark_jobs.delta_tables import Table
 from spark_jobs.delta_log import STATS_COLUMNS, partition_string
+from spark_jobs.delta_tables import Table
 from spark_jobs.plans import TableRole, read_plan
 from spark_jobs.storage import Store
 

@@ -72,8 +72,9 @@ def test_the_policy_is_in_the_definition_with_its_defaults_and_its_floor(client:
         assert_problem(refused, 422, fields={field})
 
 
-def test_dry_run_then_a_task_compacts_vacuums_and_records_it(client: TestClient, tenant,
-                                                             dispatcher: RecordingDispatcher) -> None:  # type: ignore[no-untyped-def]
+def test_dry_run_then_a_task_compacts_vacuums_and_records_it(  # type: ignore[no-untyped-def]
+    client: TestClient, tenant, dispatcher: RecordingDispatcher,  # noqa: F811 (the fixture imported above)
+) -> None:
     created = _pipeline(client, tenant, SMALL)
     ident, uri = created["id"], created["status"]["target_uri"]
     empty = client.post(f"/pipelines/{ident}/maintenance", json={"dry_run": True}, headers=tenant.editor)
@@ -123,8 +124,9 @@ def test_dry_run_then_a_task_compacts_vacuums_and_records_it(client: TestClient,
     assert samples[("inlet_table_compactions_total", ident)] == 1
 
 
-def test_runs_commits_make_compaction_due_and_one_task_holds_a_table(client: TestClient, tenant,
-                                                                    dispatcher: RecordingDispatcher) -> None:  # type: ignore[no-untyped-def]
+def test_runs_commits_make_compaction_due_and_one_task_holds_a_table(  # type: ignore[no-untyped-def]
+    client: TestClient, tenant, dispatcher: RecordingDispatcher,  # noqa: F811 (the fixture imported above)
+) -> None:
     ident = uuid.UUID(_pipeline(client, tenant, SMALL)["id"])
     engine, settings = client.app.state.engine, client.app.state.settings
     small_run = {"files_written": 1, "bytes_written": 4000, "delta_version": 1}

@@ -19,7 +19,7 @@ from deltalake import DeltaTable
 
 from spark_jobs.delta_tables import Table
 from spark_jobs.delta_tables.commit import commit_files
-from spark_jobs.delta_tables.replace import ReplacePlan, RewriteFile, carried_rows, plan_replace
+from spark_jobs.delta_tables.replace import ReplacePlan, carried_rows, plan_replace
 from spark_jobs.errors import JobError
 from spark_jobs.maintenance import MaintenanceSteps, TablePolicy, compaction, maintain, preview
 from spark_jobs.plans import DataFile
