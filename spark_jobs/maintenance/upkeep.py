@@ -5,8 +5,12 @@
   than that, before the newest checkpoint, are deleted), ``delta.deletedFileRetentionDuration`` (the
   vacuum retention, which other engines' vacuums then honour too). Set only where they differ: each
   change is a metadata commit, which a concurrent run's commit meets and retries on top of.
-- Vacuum: files removed from the table longer ago than the retention are deleted from storage
-  (never ``full``: a file a run is still writing is in no log yet, and a full vacuum would take it).
+- Vacuum: files the table no longer holds, removed (or written) longer ago than the retention, are
+  deleted from storage. ``full``: the log's tombstones are not enough, because a checkpoint drops a
+  tombstone once it is older than the retention, and a vacuum that ran after that checkpoint would
+  never see the file (bench/table_health.py showed them piling up); a full vacuum lists the folder.
+  A file a run is still writing is in no log yet, but younger than the retention (its modification
+  time: checked with delta-rs 1.6.6), so it is kept: the retention's floor is what keeps it safe.
 - Checkpoint: one written now, then the expired log entries deleted; a run's app transaction lives
   in the checkpoint, so a retried run is still recognised after the entries are gone.
 """
@@ -51,7 +55,7 @@ def vacuum(delta: DeltaTable, retention_hours: int, *, dry_run: bool) -> list[st
     on ``retention_hours`` is the control plane's (a setting); the table's own property is kept equal
     to it (``set_properties``), so delta-rs's check passes."""
     return delta.vacuum(retention_hours=retention_hours, dry_run=dry_run, enforce_retention_duration=False,
-                        full=False)
+                        full=True)
 
 
 def checkpoint(store: Store, uri: str, delta: DeltaTable) -> tuple[int, int]:

@@ -250,3 +250,21 @@ def test_a_compaction_committing_between_a_replays_check_and_its_commit_is_caugh
     assert refused.value.kind == "target_conflict"
     assert _records(root) == _expected(6)
     assert not any(v.startswith("v2") for v in _values(root).values())
+
+
+def test_vacuum_keeps_a_file_a_run_is_still_writing_and_takes_one_a_checkpoint_forgot(where: Where) -> None:
+    """A full vacuum lists the folder: a file no log names that is younger than the retention (a run's,
+    not committed yet) stays; files whose tombstones a checkpoint already dropped are still deleted."""
+    table, root = _table(where)
+    maintain(table.store, str(root), POLICY, MaintenanceSteps(vacuum=False))  # compaction, then a checkpoint
+    pending = _file(root, _rows(0, 60, 70))  # a run's file, written and not committed yet
+    week = TablePolicy(target_file_bytes=POLICY.target_file_bytes, small_file_bytes=POLICY.small_file_bytes)
+
+    kept = maintain(table.store, str(root), week, MaintenanceSteps(compact=False, checkpoint=False))
+    assert kept.vacuum is not None and kept.vacuum.files_deleted == 0  # nothing is a week old
+    assert pending.path in root.parquet_files()
+    assert commit_files(table, Txn(app_id=APP, version=7), [pending], SCHEMA) is not None  # the run commits it
+
+    reclaimed = maintain(table.store, str(root), POLICY, MaintenanceSteps(compact=False, checkpoint=False))
+    assert reclaimed.vacuum is not None and reclaimed.vacuum.files_deleted == 12
+    assert _records(root) == _expected(6) + Counter((0, o) for o in range(60, 70))
