@@ -15,6 +15,7 @@ from api.core.enqueue import bind
 from api.core.errors import install_error_handlers
 from api.core.middleware import AccessLog, RequestGuard
 from api.health.router import router as health_router
+from api.maintenance.router import router as maintenance_router
 from api.metrics.router import router as metrics_router
 from api.offsets.router import router as offsets_router
 from api.pipelines.router import router as pipelines_router
@@ -47,9 +48,9 @@ def create_app(settings: Settings | None = None, *, dispatcher: Dispatcher | Non
                                                client_id="inlet-offsets", egress=settings.egress_policy)
 
     install_error_handlers(app)
-    for router in (health_router, tenancy_router, connections_router, pipelines_router, runs_router, audit_router,
-                   metrics_router, offsets_router, webhooks_router, quotas_router, usage_router,
-                   portal_router):
+    for router in (health_router, tenancy_router, connections_router, pipelines_router, maintenance_router,
+                   runs_router, audit_router, metrics_router, offsets_router, webhooks_router, quotas_router,
+                   usage_router, portal_router):
 
         app.include_router(router)
 

@@ -6,6 +6,7 @@ from api.audit.models import AuditEvent
 from api.connections.models import Connection
 from api.core.models import IdempotencyRecord
 from api.ledger.models import OffsetReplay, PartitionOffset, RunRange
+from api.maintenance.models import TableMaintenance
 from api.pipelines.models import Pipeline
 from api.runs.models import Run, RunLogChunk
 from api.tenancy.models import ApiKey, PortalSession, Tenant, TenantQuota
@@ -16,6 +17,6 @@ metadata = SQLModel.metadata
 
 __all__ = [
     "ApiKey", "AuditEvent", "Connection", "IdempotencyRecord", "OffsetReplay", "PartitionOffset", "Pipeline",
-    "PortalSession", "Run", "RunLogChunk", "RunRange", "Tenant", "TenantQuota", "UsageHour", "UsageTotal",
-    "Webhook", "WebhookDelivery", "WebhookDeliveryTotal", "WebhookEvent", "metadata",
+    "PortalSession", "Run", "RunLogChunk", "RunRange", "TableMaintenance", "Tenant", "TenantQuota", "UsageHour",
+    "UsageTotal", "Webhook", "WebhookDelivery", "WebhookDeliveryTotal", "WebhookEvent", "metadata",
 ]

@@ -63,6 +63,17 @@ def _webhook_worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def _maintenance_worker(args: argparse.Namespace) -> int:
+    from api.core.dispatch import MAINTENANCE_QUEUE
+    from worker.celery_app import app
+
+    # Threads: a task mostly waits on storage; each table is held by one task at a time (its lease).
+    app.worker_main(["worker", f"--loglevel={args.log_level}", f"--concurrency={args.concurrency}", "--pool=threads",
+                     f"--queues={MAINTENANCE_QUEUE}", f"--hostname=inlet-maintenance-{os.getpid()}@%h",
+                     "--without-gossip", "--without-mingle"])
+    return 0
+
+
 def _scheduler(args: argparse.Namespace) -> int:
     import logging
     import signal
@@ -137,6 +148,12 @@ def build_parser() -> argparse.ArgumentParser:
     webhook_worker.add_argument("--concurrency", type=int, default=8, help="deliveries at once (threads)")
     webhook_worker.add_argument("--log-level", default="INFO")
     webhook_worker.set_defaults(func=_webhook_worker)
+
+    maintenance_worker = sub.add_parser("maintenance-worker", help="run a Celery worker that maintains Delta "
+                                        "tables: compaction, vacuum, checkpoints (from their own queue)")
+    maintenance_worker.add_argument("--concurrency", type=int, default=2, help="tables at once (threads)")
+    maintenance_worker.add_argument("--log-level", default="INFO")
+    maintenance_worker.set_defaults(func=_maintenance_worker)
 
     scheduler = sub.add_parser("scheduler", help="fire scheduled pipelines, resend lost runs and deliveries, "
                                                  "evaluate lag alerts")

@@ -27,6 +27,7 @@ JobErrorKind = Literal[
     "storage_not_found",  # the bucket (or container) does not exist
     "target_write",
     "target_commit",
+    "target_conflict",  # a replace commit lost to a concurrent rewrite (table maintenance): retried, planned again
     "invalid_spec",
     "cancelled",  # the run was cancelled (or timed out) and the job stopped before committing
     "internal",

@@ -295,6 +295,8 @@ class RunResult(_Model):
     # Bytes of the Parquet files committed (quarantine included); None where the target does not tell (Kafka).
     bytes_written: int | None = None
     delta_version: int | None = None
+    # Data files added to the main Delta table; None where the target does not tell (Kafka).
+    files_written: int | None = None
     already_committed: bool = False
     timings: Timings
     error: JobFailure | None = None

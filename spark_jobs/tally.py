@@ -30,6 +30,7 @@ class Tally:
         self.rows_written = self.rows_quarantined = 0
         self.bytes_written: int | None = None
         self.delta_version: int | None = None
+        self.files_written: int | None = None
         self.already_committed = False
         self.session_start_s = self.process_s = self.commit_s = 0.0
 
@@ -55,7 +56,7 @@ class Tally:
             self.stats = {}  # an earlier attempt wrote these records: none of them counts for this one
             return
         self.rows_written, self.rows_quarantined = outcome.rows, outcome.quarantined
-        self.bytes_written, self.delta_version = outcome.bytes, outcome.version
+        self.bytes_written, self.delta_version, self.files_written = outcome.bytes, outcome.version, outcome.files
 
     def result(self, spec: RunSpec, error: JobError | None = None) -> RunResult:
         """The result of ``spec``'s run: every partition it planned, read or not; the error redacted."""
@@ -85,6 +86,7 @@ class Tally:
             bytes_read=sum(s.bytes for s in self.stats.values()),
             bytes_written=self.bytes_written,
             delta_version=self.delta_version,
+            files_written=self.files_written,
             already_committed=self.already_committed,
             timings=Timings(
                 started_at=self.started_at,

@@ -2,7 +2,8 @@
 
 Tasks are acknowledged late and rejected when their worker dies, so Redis redelivers them; a
 redelivered task is harmless because a run (and a delivery's attempt) is claimed at most once.
-Webhook deliveries have a queue of their own (``inlet webhook-worker``).
+Webhook deliveries have a queue of their own (``inlet webhook-worker``), and table maintenance too
+(``inlet maintenance-worker``).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from celery import Celery
 
 from api.core.config import Settings, get_settings
-from api.core.dispatch import DELIVER_WEBHOOK, WEBHOOK_QUEUE
+from api.core.dispatch import DELIVER_WEBHOOK, MAINTAIN_TABLE, MAINTENANCE_QUEUE, WEBHOOK_QUEUE
 
 
 def make_celery(settings: Settings) -> Celery:
@@ -21,7 +22,7 @@ def make_celery(settings: Settings) -> Celery:
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
         task_default_queue="inlet",
-        task_routes={DELIVER_WEBHOOK: {"queue": WEBHOOK_QUEUE}},
+        task_routes={DELIVER_WEBHOOK: {"queue": WEBHOOK_QUEUE}, MAINTAIN_TABLE: {"queue": MAINTENANCE_QUEUE}},
         broker_connection_retry_on_startup=True,
         # A redelivery of a still-running task finds its run claimed and returns at once. A webhook retry
         # waiting for its countdown must not be handed out again either.

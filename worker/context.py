@@ -1,5 +1,6 @@
 """The worker process's long-lived parts: settings, database, secret store, the run executor
-(``inlet worker``) and the webhook sender (``inlet webhook-worker``)."""
+(``inlet worker``), the webhook sender (``inlet webhook-worker``) and the table maintainer
+(``inlet maintenance-worker``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from api.core.db import make_engine
 from api.core.dispatch import CeleryDispatcher
 from api.core.enqueue import bind
 from api.secrets.backends import build_secret_store
+from worker.maintenance import TableMaintainer
 from worker.runner import RunExecutor
 from worker.webhooks import WebhookSender
 
@@ -27,3 +29,11 @@ def executor() -> RunExecutor:
 def webhook_sender() -> WebhookSender:
     settings = get_settings()
     return WebhookSender(settings, make_engine(settings.resolved_database_url), build_secret_store(settings))
+
+
+@lru_cache
+def table_maintainer() -> TableMaintainer:
+    settings = get_settings()
+    db = make_engine(settings.resolved_database_url)
+    bind(db, CeleryDispatcher(settings.redis_url))  # a finished task sends the next one it finds due
+    return TableMaintainer(settings, db)

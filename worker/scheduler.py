@@ -14,6 +14,8 @@ The duties of a tick, in batches:
 - retention: what the retention settings no longer keep (old runs, logs, audit and webhook history,
   idempotency keys) is deleted in short batches, for at most ``retention_budget_s`` a tick
   (``api.retention.service``; a pass every ``retention_interval_s``).
+- table maintenance: Delta tables whose vacuum is due, whose failed step waits for its retry, or whose
+  request's message may be lost get a ``maintain_table`` task (``api.maintenance.triggers.send_due``).
 
 Each duty is its own failure boundary (Prefect's ``late_runs`` service): one that fails (a table
 locked, a database restarting) is logged and tried again next tick, and the others still run. Where
@@ -42,6 +44,7 @@ from api.core.config import Settings
 from api.core.db import unit_of_work, utcnow
 from api.core.dispatch import Dispatcher
 from api.core.enqueue import bind
+from api.maintenance.triggers import send_due
 from api.pipelines.alerts import evaluate_lag_alerts
 from api.pipelines.scheduling import claim_due
 from api.retention.service import Retention, RetentionPolicy
@@ -62,6 +65,7 @@ class TickReport:
     alerts_changed: int = 0  # lag alerts raised or cleared
     sessions_purged: int = 0
     rows_pruned: int = 0  # by retention
+    maintenance_sent: int = 0  # table maintenance tasks sent
     failed: tuple[str, ...] = ()  # the duties that failed this tick (logged; tried again on the next)
 
 
@@ -130,6 +134,10 @@ RETENTIONS: WeakKeyDictionary[Engine, Retention] = WeakKeyDictionary()
 def prune_old_rows(db: Engine, dispatcher: Dispatcher, settings: Settings) -> int:
     """Rows the retention settings no longer keep, deleted in batches within the tick's budget."""
     return RETENTIONS.setdefault(db, Retention()).tick(db, RetentionPolicy.of(settings))
+def send_due_maintenance(db: Engine, dispatcher: Dispatcher, settings: Settings) -> int:
+    """Tables whose maintenance is due sent to the maintenance queue (once the batch committed)."""
+    with unit_of_work(db) as session:
+        return send_due(session, now=utcnow(), limit=settings.scheduler_batch_size)
 
 
 Duty = Callable[[Engine, Dispatcher, Settings], int]
@@ -142,6 +150,7 @@ DUTIES: dict[str, Duty] = {
     "sessions_purged": purge_portal_sessions,
     "alerts_changed": raise_and_clear_lag_alerts,
     "rows_pruned": prune_old_rows,
+    "maintenance_sent": send_due_maintenance,
 }
 
 

@@ -1,5 +1,6 @@
-"""Celery tasks: each loads by id and hands over to ``RunExecutor`` (runs) or ``WebhookSender``
-(webhook deliveries, on their own queue); safe to run twice."""
+"""Celery tasks: each loads by id and hands over to ``RunExecutor`` (runs), ``WebhookSender``
+(webhook deliveries, on their own queue) or ``TableMaintainer`` (Delta table maintenance, on its own
+queue too); safe to run twice."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 from api.core.dispatch import WEBHOOK_QUEUE
 from api.runs.execution import Outcome
 from worker.celery_app import app
-from worker.context import executor, webhook_sender
+from worker.context import executor, table_maintainer, webhook_sender
 
 # A failed consumer-group copy is tried again after 1, 2, 4 … base periods, at most an hour apart:
 # with the default base of 10 s, 30 tries span about a day.
@@ -65,3 +66,8 @@ def deliver_webhook(delivery_id: str) -> str:
     if outcome.retry_in_s is not None:
         deliver_webhook.apply_async((delivery_id,), countdown=outcome.retry_in_s, queue=WEBHOOK_QUEUE)
     return outcome.state
+
+
+@app.task(name="inlet.maintain_table")
+def maintain_table(pipeline_id: str) -> str:
+    return table_maintainer().maintain(uuid.UUID(pipeline_id))

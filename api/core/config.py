@@ -154,6 +154,14 @@ class Settings(BaseSettings):
         default=600.0, gt=0, description="A warm engine stops after this long without a run (giving back its executors)"
     )
 
+    # Delta table maintenance (docs/maintenance.md): the vacuum retention's floor, and the maintenance tasks' lease.
+    maintenance_min_retention_hours: float = Field(
+        default=168.0, ge=0, description="The shortest vacuum retention a pipeline may set (a week)")
+    maintenance_allow_short_retention: bool = Field(
+        default=False, description="Let pipelines set a vacuum retention under the minimum (tests, benches)")
+    maintenance_lease_s: float = Field(
+        default=600.0, gt=5, description="A maintenance task's hold on its table, renewed while it runs")
+
     # Webhooks (docs/webhooks.md): who may be called, and how a delivery is retried.
     webhook_allowed_hosts: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Hosts webhooks may be sent to, comma-separated; *.example.com admits its "

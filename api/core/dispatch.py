@@ -6,7 +6,8 @@ A scheduler tick's schedule slots go out as one pipelined batch on one connectio
 ``Producer.batch``): ~0.25 ms a message instead of ~1 ms (bench/scheduler_dispatch.py).
 
 Webhook deliveries go to a queue of their own, consumed by ``inlet webhook-worker``: a receiver that
-never answers holds up deliveries only, never runs. Services never call a dispatcher: they enqueue
+never answers holds up deliveries only, never runs. Table maintenance has its own too (``inlet
+maintenance-worker``): a compaction never waits for a run's slot, nor a run for a compaction's. Services never call a dispatcher: they enqueue
 work in their unit of work (``api.core.enqueue``), which sends it once the transaction has committed.
 """
 
@@ -27,8 +28,10 @@ FIRE_SCHEDULE = "inlet.fire_schedule"
 MIRROR_GROUP = "inlet.mirror_group_offsets"
 DELETE_GROUP = "inlet.delete_group"
 DELIVER_WEBHOOK = "inlet.deliver_webhook"
+MAINTAIN_TABLE = "inlet.maintain_table"
 QUEUE = "inlet"
 WEBHOOK_QUEUE = "inlet.webhooks"
+MAINTENANCE_QUEUE = "inlet.maintenance"
 _BATCH = 500  # Redis commands per pipelined round trip
 
 
@@ -47,6 +50,9 @@ class Dispatcher(Protocol):
     def send_webhook_deliveries(self, delivery_ids: Sequence[uuid.UUID]) -> int | None:
         """Send ``deliver_webhook`` for each delivery (to the webhooks' queue); how many the broker took."""
 
+    def send_table_maintenance(self, pipeline_id: uuid.UUID) -> bool | None:
+        """Send ``maintain_table`` for the pipeline's table (to the maintenance queue)."""
+
 
 class CeleryDispatcher:
     def __init__(self, redis_url: str) -> None:
@@ -54,9 +60,9 @@ class CeleryDispatcher:
         self._celery.conf.update(broker_connection_retry=False, broker_connection_max_retries=0,
                                  broker_transport_options={"max_retries": 1})
 
-    def _send(self, name: str, args: list[str]) -> bool:
+    def _send(self, name: str, args: list[str], queue: str = QUEUE) -> bool:
         try:
-            self._celery.send_task(name, args=args, queue=QUEUE)
+            self._celery.send_task(name, args=args, queue=queue)
         except Exception as exc:  # noqa: BLE001 (the broker being down must not fail the request; redispatch covers it)
             log.warning("could not send %s%s to the broker (%s); it will be sent again", name, args, type(exc).__name__)
             return False
@@ -90,3 +96,5 @@ class CeleryDispatcher:
     def send_webhook_deliveries(self, delivery_ids: Sequence[uuid.UUID]) -> int:
         return self._send_batch(DELIVER_WEBHOOK, [[str(delivery_id)] for delivery_id in delivery_ids], WEBHOOK_QUEUE)
 
+    def send_table_maintenance(self, pipeline_id: uuid.UUID) -> bool:
+        return self._send(MAINTAIN_TABLE, [str(pipeline_id)], MAINTENANCE_QUEUE)

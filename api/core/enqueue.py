@@ -55,6 +55,11 @@ def enqueue_webhook_deliveries(session: Session, delivery_ids: Sequence[uuid.UUI
     _jobs(session).webhook_deliveries.extend(delivery_ids)
 
 
+def enqueue_table_maintenance(session: Session, pipeline_id: uuid.UUID) -> None:
+    """Maintain the pipeline's Delta table (on the maintenance queue) once this commits."""
+    _jobs(session).table_maintenance.append(pipeline_id)
+
+
 @dataclass
 class _Jobs:
     """What one unit of work enqueued, in order within each kind."""
@@ -63,6 +68,7 @@ class _Jobs:
     group_mirrors: list[uuid.UUID] = field(default_factory=list)
     group_deletes: list[tuple[uuid.UUID, str]] = field(default_factory=list)
     webhook_deliveries: list[uuid.UUID] = field(default_factory=list)
+    table_maintenance: list[uuid.UUID] = field(default_factory=list)
 
     def send(self, dispatcher: Dispatcher) -> None:
         for run_id in self.runs:
@@ -73,6 +79,8 @@ class _Jobs:
             dispatcher.send_group_delete(connection_id, group)
         if self.webhook_deliveries:
             dispatcher.send_webhook_deliveries(self.webhook_deliveries)
+        for pipeline_id in self.table_maintenance:
+            dispatcher.send_table_maintenance(pipeline_id)
 
 
 def _jobs(session: Session) -> _Jobs:

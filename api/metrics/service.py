@@ -1,7 +1,8 @@
 """Prometheus metrics read from the database at scrape time: usage counters per tenant (and, with
 ``INLET_METRICS_PIPELINE_LABELS``, per pipeline) and attempt durations, both from the usage ledger's
 totals; runs waiting or executing now; each pipeline's consumer lag as last observed; webhook
-deliveries by outcome (those retention deleted included, from their totals).
+deliveries by outcome (those retention deleted included, from their totals); each Delta table's files,
+small files and bytes as maintenance last saw them, and maintenance's running totals (``api.maintenance``).
 
 The usage counters are the ledger's totals (``api.usage``), which only ever grow: they never go down
 when runs are pruned, every API replica reports the same figures, and a restart loses nothing. The
@@ -19,6 +20,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy import Engine, func
 from sqlmodel import Session, col, select
 
+from api.maintenance.models import TableMaintenance
 from api.pipelines.models import Pipeline
 from api.runs.models import Run
 from api.runs.states import ACTIVE_STATES
@@ -52,6 +54,7 @@ class InletCollector(Collector):
             yield from self._runs(session)
             yield from self._lag(session)
             yield from self._webhooks(session)
+            yield from self._tables(session)
 
     def _usage(self, session: Session) -> Iterator[Metric]:
         totals = usage.totals(session)
@@ -125,3 +128,24 @@ class InletCollector(Collector):
         total = session.exec(select(func.coalesce(func.sum(WebhookDelivery.attempts), 0))).one()
         attempts.add_metric([], float(total + pruned_attempts))
         yield from (ended, pending, attempts)
+
+    def _tables(self, session: Session) -> Iterator[Metric]:
+        labels = ["tenant_id", "pipeline_id"]
+        gauges = {name: GaugeMetricFamily(f"inlet_table_{name}", text, labels=labels) for name, text in (
+            ("files", "Data files of a pipeline's Delta table (as maintenance last saw it, plus runs' since)"),
+            ("small_files", "Of those, files under the policy's small-file size"),
+            ("bytes", "Bytes of the table's live data files"))}
+        counters = {name: CounterMetricFamily(f"inlet_table_{name}", text, labels=labels) for name, text in (
+            ("compactions", "Compactions committed"), ("vacuums", "Vacuums that ran to their end"),
+            ("checkpoints", "Checkpoints written by maintenance"),
+            ("maintenance_failures", "Maintenance steps that failed or lost a race (tried again later)"),
+            ("files_compacted", "Small files merged away by compactions"),
+            ("files_vacuumed", "Removed files deleted from storage by vacuums"))}
+        for row in session.exec(select(TableMaintenance)).all():
+            key = [str(row.tenant_id), str(row.pipeline_id)]
+            for name, family in gauges.items():
+                family.add_metric(key, getattr(row, name))
+            for name, counter in counters.items():
+                counter.add_metric(key, getattr(row, "failures" if name == "maintenance_failures" else name))
+        yield from gauges.values()
+        yield from counters.values()

@@ -13,6 +13,7 @@ from api.core.http import resource_headers
 from api.core.idempotency import IdempotencyDep
 from api.core.pagination import Page, PageParams, page_params
 from api.pipelines import alerts, service
+from api.pipelines.maintenance_policy import RetentionFloor
 from api.pipelines.models import Pipeline
 from api.pipelines.schemas import LagAlertRead, LagAlertSpec, PipelineRead, PipelineSpec, PipelineState
 from api.tenancy.quotas import QuotaLimits
@@ -39,7 +40,8 @@ def create_pipeline(
     root = settings.resolved_storage_root
     return idem.respond(session, f"tenant:{ctx.tenant_id}", lambda: _read(
         service.create_pipeline(session=session, ctx=ctx, spec=body, storage_root=root,
-                                quotas=QuotaLimits.defaults(settings)), root, response, created=True
+                                quotas=QuotaLimits.defaults(settings), retention=RetentionFloor.of(settings)),
+        root, response, created=True
 
     ), response=response, status_code=201)
 
@@ -76,7 +78,8 @@ def replace_pipeline(
     """Replace a pipeline's whole definition; the same body twice changes nothing the second time."""
     root = settings.resolved_storage_root
     return _read(service.replace_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id, spec=body,
-                                          if_match=if_match, storage_root=root), root, response)
+                                          if_match=if_match, storage_root=root, retention=RetentionFloor.of(settings)),
+                 root, response)
 
 
 @router.patch("/{pipeline_id}", operation_id="patch_pipeline", response_model=PipelineRead)
@@ -87,7 +90,8 @@ def patch_pipeline(
     """Change some fields of a pipeline (JSON Merge Patch)."""
     root = settings.resolved_storage_root
     return _read(service.patch_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id, patch=body,
-                                        if_match=if_match, storage_root=root), root, response)
+                                        if_match=if_match, storage_root=root, retention=RetentionFloor.of(settings)),
+                 root, response)
 
 
 @router.delete("/{pipeline_id}", operation_id="delete_pipeline", status_code=204)

@@ -17,16 +17,15 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    SerializationInfo,
-    SerializerFunctionWrapHandler,
     StrictInt,
     field_validator,
-    model_serializer,
     model_validator,
 )
 
 from api.core.errors import field_error
+from api.pipelines.as_written import AsWritten
 from api.pipelines.ddl import ddl_field_names
+from api.pipelines.maintenance_policy import MaintenancePolicy
 from api.pipelines.topic_patterns import compile_topic_pattern
 from spark_jobs.public import RESERVED_COLUMNS
 
@@ -40,25 +39,6 @@ def _check_topic(name: str) -> str:
     if name in {".", ".."}:
         raise ValueError("'.' and '..' are not legal topic names")
     return name
-
-
-class AsWritten(BaseModel):
-    """A part of a pipeline that is stored and read back as the client wrote it.
-
-    Fields the client left out stay out (they take their documented defaults), so a client that
-    compares what it sent with what it reads, Terraform first of all, sees no difference; a field
-    someone else writes later shows up as a real change. Read back (``api.pipelines.definition``), a
-    part is frozen, and a field left out reads as its default: the defaults are the ones below, only."""
-
-    model_config = ConfigDict(frozen=True)
-
-    # No return annotation: pydantic then documents the model's own schema in the OpenAPI document.
-    @model_serializer(mode="wrap")
-    def _as_written(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo):
-        data = handler(self)
-        fields = type(self).model_fields
-        written = {(fields[name].alias or name) if info.by_alias else name for name in self.model_fields_set}
-        return {key: value for key, value in data.items() if key in written}
 
 
 ValueFormat = Literal["raw", "string", "json", "avro", "protobuf", "json_schema"]
@@ -216,6 +196,10 @@ class DeltaTarget(AsWritten):
     type: Literal["delta"]
     path: str = Field(min_length=1, max_length=512, description="Relative to the tenant's storage root")
     partition_by: list[ColumnName] = Field(default_factory=list, max_length=8)
+    maintenance: MaintenancePolicy = Field(
+        default_factory=MaintenancePolicy,
+        description="Table maintenance: compaction, vacuum, checkpoints; on with its defaults when left out "
+                    "(docs/maintenance.md). The table's health: GET /pipelines/{id}/table")
 
 
 class TopicCreation(AsWritten):

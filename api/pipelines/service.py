@@ -20,6 +20,7 @@ from api.core.pagination import PageParams, paginate
 from api.core.scoping import get_scoped, scoped_select
 from api.core.security import TenantContext
 from api.pipelines.definition import as_written, definition_of, spec_of
+from api.pipelines.maintenance_policy import NO_OPERATOR_FLOOR, RetentionFloor
 from api.pipelines.models import Pipeline
 from api.pipelines.scheduling import next_fire
 from api.pipelines.schemas import DeltaTarget, KafkaTarget, PipelineRead, PipelineSpec, PipelineStatus, registry_subject
@@ -70,7 +71,8 @@ def _stored(spec: PipelineSpec) -> dict[str, Any]:
     return spec.model_dump(mode="json", by_alias=True)
 
 
-def _check_references(session: Session, ctx: TenantContext, spec: PipelineSpec, storage_root: str) -> None:
+def _check_references(session: Session, ctx: TenantContext, spec: PipelineSpec, storage_root: str,
+                      retention: RetentionFloor) -> None:
     refs = [("source.connection_id", spec.source.connection_id)]
     if isinstance(spec.target, KafkaTarget):
         refs.append(("target.connection_id", spec.target.connection_id))
@@ -86,6 +88,7 @@ def _check_references(session: Session, ctx: TenantContext, spec: PipelineSpec, 
                         f"registry, and connection {ident} has none; add schema_registry to it")
     if spec.target.type == "delta":
         resolve_delta_uri(storage_root, ctx.tenant_id, spec.target.path)
+        retention.check(spec.target.maintenance)
 
 
 def _ensure_name_free(session: Session, ctx: TenantContext, name: str, own_id: uuid.UUID | None = None) -> None:
@@ -123,9 +126,10 @@ def quota_used(session: Session, tenant_id: uuid.UUID) -> int:
 
 def create_pipeline(
     *, session: Session, ctx: TenantContext, spec: PipelineSpec, storage_root: str, quotas: QuotaLimits,
+    retention: RetentionFloor = NO_OPERATOR_FLOOR,
 ) -> Pipeline:
     enforce(session, ctx.tenant_id, "pipelines", defaults=quotas, count=lambda: quota_used(session, ctx.tenant_id))
-    _check_references(session, ctx, spec, storage_root)
+    _check_references(session, ctx, spec, storage_root, retention)
     _ensure_name_free(session, ctx, spec.name)
     pipeline = Pipeline(tenant_id=ctx.tenant_id, name=spec.name, connection_id=spec.source.connection_id,
                         source_as_written={}, target_as_written={}, state=spec.state)
@@ -168,11 +172,11 @@ def pipelines_using(
 
 def replace_pipeline(
     *, session: Session, ctx: TenantContext, pipeline_id: uuid.UUID, spec: PipelineSpec,
-    if_match: str | None, storage_root: str,
+    if_match: str | None, storage_root: str, retention: RetentionFloor = NO_OPERATOR_FLOOR,
 ) -> Pipeline:
     pipeline = get_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id, lock=True)
     check_if_match(if_match, etag(pipeline))
-    _check_references(session, ctx, spec, storage_root)
+    _check_references(session, ctx, spec, storage_root, retention)
     _ensure_name_free(session, ctx, spec.name, own_id=pipeline.id)
     before = _audit_view(pipeline)
     if _stored(spec) == _stored(spec_of(pipeline)):
@@ -196,7 +200,7 @@ def _touch(session: Session, ctx: TenantContext, pipeline: Pipeline, action: str
 
 def patch_pipeline(
     *, session: Session, ctx: TenantContext, pipeline_id: uuid.UUID, patch: dict[str, Any],
-    if_match: str | None, storage_root: str,
+    if_match: str | None, storage_root: str, retention: RetentionFloor = NO_OPERATOR_FLOOR,
 ) -> Pipeline:
     pipeline = get_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id, lock=True)
     merged = merge_patch(_stored(spec_of(pipeline)), patch)
@@ -205,7 +209,7 @@ def patch_pipeline(
     except ValidationError as exc:
         raise ValidationFailed.of(exc, "The patched pipeline is not valid") from None
     return replace_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id, spec=spec, if_match=if_match,
-                            storage_root=storage_root)
+                            storage_root=storage_root, retention=retention)
 
 
 def set_state(

@@ -15,10 +15,12 @@ from api.connections import service as connections
 from api.connections.models import Connection
 from api.core.errors import Conflict, PreconditionFailed, ValidationFailed
 from api.core.pagination import PageParams
+from api.maintenance import service as maintenance
 from api.offsets import service as offsets
 from api.offsets.schemas import OffsetsRead
 from api.pipelines import service as pipelines
 from api.pipelines.definition import as_written, definition_of
+from api.pipelines.maintenance_policy import RetentionFloor
 from api.pipelines.models import Pipeline
 from api.pipelines.schemas import PipelineRead, PipelineSpec
 from api.portal import charts, pages, views
@@ -113,7 +115,8 @@ def create_pipeline(caller: Editor, form: Annotated[PipelineForm, Form()]) -> Re
     try:
         created = pipelines.create_pipeline(session=caller.session, ctx=caller.ctx, spec=form.spec(),
                                             storage_root=caller.settings.resolved_storage_root,
-                                            quotas=QuotaLimits.defaults(caller.settings))
+                                            quotas=QuotaLimits.defaults(caller.settings),
+                                            retention=RetentionFloor.of(caller.settings))
     except (ValidationFailed, Conflict, QuotaExceeded) as exc:
         caller.start_over(exc)
         return _form_page(caller, form, status=exc.status, errors=form.errors(exc))
@@ -141,7 +144,8 @@ def edit_pipeline(caller: Editor, pipeline_id: str, form: Annotated[PipelineForm
     try:
         spec = form.spec(stored=as_written(pipeline))
         saved = pipelines.replace_pipeline(session=caller.session, ctx=caller.ctx, pipeline_id=ident, spec=spec,
-                                           if_match=form.etag or None, storage_root=root)
+                                           if_match=form.etag or None, storage_root=root,
+                                           retention=RetentionFloor.of(caller.settings))
     except (ValidationFailed, Conflict, PreconditionFailed) as exc:
         caller.start_over(exc)
         pipeline = pipelines.get_pipeline(session=caller.session, ctx=caller.ctx, pipeline_id=ident)
@@ -165,14 +169,16 @@ def _recent_runs(caller: SignedIn, pipeline: Pipeline, limit: int = RUNS_SHOWN) 
 
 @router.get("/pipelines/{pipeline_id}")
 def pipeline_page(caller: Viewer, pipeline_id: str) -> Response:
-    """A pipeline: its definition and next firings, offsets and lag per partition, charts of its recent
-    runs, and the runs."""
+    """A pipeline: its definition and next firings, its Delta table's health and maintenance, offsets and
+    lag per partition, charts of its recent runs, and the runs."""
     view = pipeline_view(caller, pages.parse_id(pipeline_id, "Pipeline"))
     reads, total_runs = _recent_runs(caller, view.pipeline)
     oldest_first = list(reversed(reads))
     pipeline = view.pipeline
+    table = (maintenance.get_status(session=caller.session, ctx=caller.ctx, pipeline_id=pipeline.id,
+                                    settings=caller.settings) if view.read.target.type == "delta" else None)
     return caller.render(
-        "pipeline.html", **view.context(), runs=reads, total_runs=total_runs, share=views.share,
+        "pipeline.html", **view.context(), table=table, runs=reads, total_runs=total_runs, share=views.share,
         records_chart=charts.records_chart(oldest_first), duration_chart=charts.duration_chart(oldest_first),
         lag_chart=charts.lag_chart(oldest_first), live=any(r.state not in TERMINAL_STATES for r in reads),
         firings=_firings(pipeline),

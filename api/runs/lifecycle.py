@@ -6,7 +6,8 @@ Committing a run hands its plan to the offsets ledger (``api.ledger.service.comm
 moves each partition's offset only if it still equals the planned start. A change that ends an
 attempt (failed, retried, succeeded) raises its webhook events in the same transaction
 (``api.runs.notifications``), and every attempt that ends is counted in the usage ledger
-(``api.usage.service.meter``), in that same transaction too.
+(``api.usage.service.meter``), in that same transaction too. A run that committed into a Delta table
+counts toward its maintenance (``api.maintenance.triggers.record_commit``: compaction when due).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from api.connections.service import referenced_connection
 from api.core.db import rows_changed, utcnow
 from api.core.errors import Conflict
 from api.ledger import service as ledger
+from api.maintenance.triggers import record_commit
 from api.pipelines.models import Pipeline
 from api.pipelines.service import record_observed_lag
 from api.runs import notifications, repository
@@ -168,6 +170,9 @@ def commit_succeeded(session: Session, run: Run, *, summary: dict[str, Any]) -> 
     if not _transition(session, run, "succeeded", finished_at=utcnow(), lease_expires_at=None, **summary):
         return False
     _meter(session, run, "succeeded", summary)
+    pipeline = session.get(Pipeline, run.pipeline_id)
+    if pipeline is not None:
+        record_commit(session, pipeline, summary.get("result"))
     notifications.run_succeeded(session, run, after_failed_attempt=after_failed_attempt)
     return True
 

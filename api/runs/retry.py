@@ -19,7 +19,7 @@ from api.secrets.store import SecretBackendRefused, SecretBackendUnavailable
 
 # Failures worth the same plan again after a pause.
 TRANSIENT_KINDS = frozenset({"kafka_unavailable", "crashed", "secret_backend_unavailable", "storage_unreachable",
-                             "registry_unavailable", "schema_changed"})
+                             "registry_unavailable", "schema_changed", "target_conflict"})
 
 
 @dataclass(frozen=True)

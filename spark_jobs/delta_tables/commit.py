@@ -2,6 +2,8 @@
 per table, with delta-rs, tagged with the run's app transaction (``txn``: app id, version) so that a
 repeated run, or a concurrent attempt of the same run, commits nothing. New columns of the run's
 rows go in just before (``_evolve_schema``); a changed type fails the run as ``schema_incompatible``.
+A commit that removes files (replace mode) is fenced against table maintenance (``spark_jobs.delta_log``):
+one that loses to a compaction fails as ``target_conflict``, and the run is tried again.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from spark_jobs.delta_log import check_still_live, rewrite_fence
 from spark_jobs.delta_tables import Table
 from spark_jobs.errors import JobError, storage_failure
 from spark_jobs.plans import DataFile
@@ -43,15 +46,12 @@ def commit_files(table: Table, txn: Txn, files: Sequence[DataFile], schema: pa.S
     same run that won the race (the store's put-if-absent). ``notes`` go into the commit's metadata
     (the subject version a run read, say)."""
     from deltalake import Schema
-    from deltalake.exceptions import DeltaError
+    from deltalake.exceptions import CommitFailedError, DeltaError
     from deltalake.transaction import AddAction, CommitProperties, Transaction
 
     now = int(time.time() * 1000)
     adds = [AddAction(f.path, f.size, f.partition_values, now, True, f.stats) for f in files]
-    commit = CommitProperties(
-        app_transactions=[Transaction(txn.app_id, txn.version)],
-        custom_metadata={"inlet.txn": f"{txn.app_id}:{txn.version}", **(notes or {})},
-    )
+    metadata = {"inlet.txn": f"{txn.app_id}:{txn.version}", **(notes or {})}
     uri, partition_by = table.uri, list(table.partition_by)
     for attempt in range(1, _COMMIT_TRIES + 1):
         try:
@@ -64,8 +64,12 @@ def commit_files(table: Table, txn: Txn, files: Sequence[DataFile], schema: pa.S
             if list(delta.metadata().partition_columns) != partition_by:
                 raise JobError("invalid_spec", f"{uri} is partitioned by {delta.metadata().partition_columns}, the spec says {partition_by}")
             _evolve_schema(table, delta, schema)
+            apps = [Transaction(txn.app_id, txn.version)]
+            if removes:  # a rewrite: fenced against table maintenance (spark_jobs.delta_log)
+                check_still_live(delta, [r.path for r in removes])
+                apps.append(rewrite_fence(delta.version()))
             delta.create_write_transaction(adds + list(removes), mode="append", schema=delta.schema(), partition_by=partition_by,
-                                           commit_properties=commit)
+                                           commit_properties=CommitProperties(app_transactions=apps, custom_metadata=metadata))
             delta.update_incremental()
             return delta.version()
         except (DeltaError, OSError) as exc:
@@ -76,6 +80,9 @@ def commit_files(table: Table, txn: Txn, files: Sequence[DataFile], schema: pa.S
             if attempt < _COMMIT_TRIES and _METADATA_RACE in str(exc):
                 log.info("commit to %s met a concurrent metadata change; trying again (%d)", uri, attempt)
                 continue
+            if removes and isinstance(exc, CommitFailedError):  # the fence: a compaction committed first
+                raise JobError("target_conflict", f"the replace commit to {uri} met a concurrent rewrite of the "
+                                                  f"table (maintenance): {exc}; it is retried and plans again") from None
             raise storage_failure(exc) or JobError("target_commit", f"commit to {uri} failed: {exc}") from None
     raise AssertionError("unreachable: the last try returns or raises")
 

@@ -14,18 +14,15 @@ import re
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
-from datetime import time as time_of_day
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
+from spark_jobs.delta_log import STATS_COLUMNS, partition_string
 from spark_jobs.plans import DataFile, TableRole
 from spark_jobs.storage import Store
-
-STATS_COLUMNS = ("topic", "partition", "offset")  # with Delta statistics per file: replace mode finds its files by them
 
 
 @dataclass
@@ -140,11 +137,3 @@ def delete_run_files(store: Store, root: str, token: str) -> int:
 
 def _path_safe(value: object) -> str:
     return "__HIVE_DEFAULT_PARTITION__" if value is None else re.sub(r"[^A-Za-z0-9._-]", "_", str(value))[:100]
-
-
-def partition_string(value: object) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, (datetime, time_of_day)):
-        return value.strftime("%Y-%m-%d %H:%M:%S.%f")  # Delta's timestamp partition format
-    return str(value).lower() if isinstance(value, bool) else str(value)

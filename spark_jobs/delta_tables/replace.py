@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from spark_jobs.delta_log import STATS_COLUMNS, partition_string
 from spark_jobs.delta_tables import Table
-from spark_jobs.delta_tables.files import STATS_COLUMNS, partition_string
 from spark_jobs.plans import TableRole
 from spark_jobs.storage import Store
 

@@ -5,6 +5,8 @@ pyproject.toml, run by tests/core/test_layering.py).
 - The contract between the worker and the job: one ``RunSpec`` in, one ``RunResult`` out
   (``spark_jobs.spec``), and ``redact`` for the secrets a spec carries.
 - Where the job's tables live and how every process reaches them (``spark_jobs.storage``).
+- Delta table maintenance, run by the maintenance worker (``spark_jobs.maintenance``): a table's
+  health, what maintenance would do, and doing it.
 - The failures a job reports (``spark_jobs.errors``) and the columns it writes beside a record's
   decoded fields (``spark_jobs.columns``).
 - What the control plane shares with the job to reach a tenant's systems: the egress policy
@@ -21,6 +23,19 @@ from spark_jobs.egress import DEFAULT_DENY, PRIVATE_RANGES, EgressPolicy, Egress
 from spark_jobs.errors import JobError
 from spark_jobs.jars import spark_conf as jars_conf
 from spark_jobs.kafka_errors import is_auth_error
+from spark_jobs.maintenance import (
+    CheckpointResult,
+    CompactionResult,
+    MaintenancePreview,
+    MaintenanceReport,
+    MaintenanceSteps,
+    TableHealth,
+    TablePolicy,
+    VacuumResult,
+)
+from spark_jobs.maintenance import inspect as inspect_table
+from spark_jobs.maintenance import maintain as maintain_table
+from spark_jobs.maintenance import preview as preview_maintenance
 from spark_jobs.oauth import TokenRefused, TokenSource, parse_extensions, with_token_source
 from spark_jobs.registry import RegistryClient, RegistryConfig, RegistryUnavailable
 from spark_jobs.spec import (
@@ -49,6 +64,8 @@ __all__ = [
     "PRIVATE_RANGES",
     "RESERVED_COLUMNS",
     "S3_SCHEMES",
+    "CheckpointResult",
+    "CompactionResult",
     "DeltaTargetSpec",
     "Egress",
     "EgressPolicy",
@@ -57,6 +74,9 @@ __all__ = [
     "JobError",
     "JobFailure",
     "KafkaTargetSpec",
+    "MaintenancePreview",
+    "MaintenanceReport",
+    "MaintenanceSteps",
     "PartitionResult",
     "RegistryClient",
     "RegistryConfig",
@@ -67,16 +87,22 @@ __all__ = [
     "SourceSpec",
     "Store",
     "SubjectRef",
+    "TableHealth",
+    "TablePolicy",
     "Timings",
     "TokenRefused",
     "TokenSource",
     "Txn",
+    "VacuumResult",
     "http_client",
+    "inspect_table",
     "is_auth_error",
     "jars_conf",
+    "maintain_table",
     "networks",
     "open_tcp",
     "parse_extensions",
+    "preview_maintenance",
     "redact",
     "scheme_of",
     "with_token_source",

@@ -60,6 +60,7 @@ class Committed:
     quarantined: int = 0  # records written to the quarantine table instead
     bytes: int | None = None  # of the files committed; None where the target does not tell (Kafka)
     version: int | None = None  # the table's version after the commit (Delta)
+    files: int | None = None  # data files added to the main table (Delta): what table maintenance counts
     already_committed: bool = False  # an earlier attempt of the run committed it: this one wrote nothing
 
 

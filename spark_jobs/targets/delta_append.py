@@ -123,6 +123,7 @@ class DeltaAppend:
             quarantined=quarantined,
             bytes=sum(f.size for role in self.committed for f in files[role]),
             version=version,
+            files=len(files["main"]),
         )
 
     def discard(self, reports: list[TaskReport]) -> None:

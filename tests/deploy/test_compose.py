@@ -24,7 +24,7 @@ from api.core.config import Settings
 from cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
-INLET_SERVICES = ("api", "worker", "webhook-worker", "scheduler")
+INLET_SERVICES = ("api", "worker", "webhook-worker", "maintenance-worker", "scheduler")
 SPARK_SERVICES = ("spark-master", "spark-worker")
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
@@ -162,8 +162,8 @@ def test_inlet_services_run_existing_subcommands(services) -> None:
         for service in services.values()
         if isinstance(service.get("command"), list) and service["command"][:1] == ["inlet"]
     }
-    assert {"api", "worker", "webhook-worker", "scheduler"} <= used, (
-        "api, worker, webhook-worker or scheduler is not started by docker-compose.yml")
+    assert {"api", "worker", "webhook-worker", "maintenance-worker", "scheduler"} <= used, (
+        "api, worker, webhook-worker, maintenance-worker or scheduler is not started by docker-compose.yml")
     assert sorted(used - known) == [], "inlet subcommands used in docker-compose.yml that cli.main does not define"
 
 

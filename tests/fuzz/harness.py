@@ -84,6 +84,9 @@ class NullDispatcher:
     def send_webhook_deliveries(self, delivery_ids: object) -> None:
         pass
 
+    def send_table_maintenance(self, pipeline_id: object) -> None:
+        pass
+
 
 @dataclass
 class World:

@@ -233,3 +233,33 @@ def test_a_viewer_sees_no_edit_or_delete_and_a_forged_one_is_refused(client: Tes
                              data={"csrf_token": csrf, "name": "orders", "confirm_name": "orders"})
         assert forged.status_code == 403 and "needs the editor role" in forged.text
     assert _api(client, tenant, pipeline["id"]).json() == pipeline
+
+
+def test_the_table_maintenance_policy_is_on_the_form_and_the_tables_health_on_the_page(
+    client: TestClient, tenant: Tenant,
+) -> None:
+    conn = create_connection(client, tenant)
+    csrf = sign_in(client, tenant.keys["editor"])
+    base = {"csrf_token": csrf, "connection_id": conn["id"], "topics": "orders", "value_format": "string",
+            "target_type": "delta", "schedule_kind": "none", "state": "paused"}
+    made = client.post("/portal/pipelines/new", data={
+        **base, "name": "kept", "target_path": "bronze/kept", "target_file_mb": "256", "z_order_by": "id, region",
+        "vacuum_retention_hours": "336"}, follow_redirects=False)
+    ident = _created_id(made)
+    assert _api(client, tenant, ident).json()["target"] == {
+        "type": "delta", "path": "bronze/kept",
+        "maintenance": {"compaction": {"target_file_mb": 256, "z_order_by": ["id", "region"]},
+                        "vacuum": {"retention_hours": 336}}}
+    page = client.get(f"/portal/pipelines/{ident}").text
+    assert "Table health" in page and 'id="table-files">0<' in page
+
+    off = _edit(client, ident, maintenance_off="on", target_file_mb="")
+    assert off.headers["location"].endswith("?notice=saved"), off.text
+    assert _api(client, tenant, ident).json()["target"]["maintenance"] == {
+        "enabled": False, "compaction": {"target_file_mb": 128, "z_order_by": ["id", "region"]},
+        "vacuum": {"retention_hours": 336}}
+
+    refused = client.post("/portal/pipelines/new", data={
+        **base, "name": "short", "target_path": "bronze/short", "vacuum_retention_hours": "24"}, follow_redirects=False)
+    assert refused.status_code == 422
+    assert "minimum" in _field_errors(refused.text)["vacuum_retention_hours"]

@@ -82,6 +82,8 @@ EXPECTED: dict[tuple[str, str], tuple[set[int], Any, dict[str, str] | None]] = {
     ("GET", "/pipelines/{pipeline_id}/lag-alert"): (NOT_FOUND, None, None),
     ("PUT", "/pipelines/{pipeline_id}/lag-alert"): (NOT_FOUND, {"lag_records": 1}, None),
     ("DELETE", "/pipelines/{pipeline_id}/lag-alert"): (NOT_FOUND, None, None),
+    ("GET", "/pipelines/{pipeline_id}/maintenance"): (NOT_FOUND, None, None),
+    ("POST", "/pipelines/{pipeline_id}/maintenance"): (NOT_FOUND, {"dry_run": True}, None),
     ("POST", "/webhooks"): ({201}, {"url": "https://b.example.com/hook"}, None),
     ("GET", "/webhooks"): (OWN, None, None),
     ("GET", "/webhooks/{webhook_id}"): (NOT_FOUND, None, None),
@@ -219,6 +221,7 @@ def _snapshot(client: TestClient, a: Tenant, ids: dict[str, str]) -> dict[str, A
              "connections": "/connections", "pipelines": "/pipelines", "webhook": f"/webhooks/{ids['webhook_id']}",
              "webhooks": "/webhooks", "deliveries": f"/webhooks/{ids['webhook_id']}/deliveries",
              "lag_alert": f"/pipelines/{ids['pipeline_id']}/lag-alert", "quotas": "/quotas",
+             "maintenance": f"/pipelines/{ids['pipeline_id']}/maintenance",
              "usage": "/usage"}
 
     out = {}

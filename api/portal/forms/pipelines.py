@@ -65,6 +65,12 @@ def _written_version(chosen: RegistrySchema | None) -> str:
     return str(chosen.version) if chosen is not None and "version" in chosen.model_fields_set else ""
 
 
+def _number(text: str, default: int) -> int | str:
+    """A whole number input: empty is the default; anything else but digits goes to the API as typed (refused there)."""
+    text = text.strip()
+    return default if not text else int(text) if text.isdigit() else text
+
+
 def _words(text: str) -> list[str]:
     return [word for word in re.split(r"[,\s]+", text.strip()) if word]
 
@@ -109,6 +115,10 @@ class PipelineForm(PortalForm):
     target_type: str = ""
     target_path: str = ""
     partition_by: str = ""
+    maintenance_off: str = ""
+    target_file_mb: str = ""
+    z_order_by: str = ""
+    vacuum_retention_hours: str = ""
     target_connection_id: str = ""
     target_topic: str = ""
     create_topic: str = ""
@@ -141,6 +151,10 @@ class PipelineForm(PortalForm):
         "source.on_data_loss": "on_data_loss",
         "target": "target_path", "target.type": "target_type", "target.path": "target_path",
         "target.partition_by": "partition_by", "target.connection_id": "target_connection_id",
+        "target.maintenance.enabled": "maintenance_off",
+        "target.maintenance.compaction.target_file_mb": "target_file_mb",
+        "target.maintenance.compaction.z_order_by": "z_order_by",
+        "target.maintenance.vacuum.retention_hours": "vacuum_retention_hours",
         "target.topic": "target_topic", "target.create_topic": "create_partitions",
         "target.create_topic.partitions": "create_partitions",
         "target.create_topic.replication_factor": "create_replication_factor",
@@ -194,7 +208,12 @@ class PipelineForm(PortalForm):
                           create_replication_factor=str(creation.replication_factor) if creation else "",
                           create_config=options_text(creation.config) if creation else "")
         else:
-            values.update(target_path=target.path, partition_by=", ".join(target.partition_by))
+            policy = target.maintenance
+            values.update(target_path=target.path, partition_by=", ".join(target.partition_by),
+                          maintenance_off="" if policy.enabled else "on",
+                          target_file_mb=str(policy.compaction.target_file_mb),
+                          z_order_by=", ".join(policy.compaction.z_order_by),
+                          vacuum_retention_hours=str(policy.vacuum.retention_hours))
         return cls.model_validate(values)
 
     def errors(self, failure: DomainError, fields: Mapping[str, str] | None = None) -> FormErrors:
@@ -297,7 +316,24 @@ class PipelineForm(PortalForm):
             return parts.check(KafkaTarget, target, "target")
         delta: dict[str, Any] = {"type": "delta", "path": self.target_path.strip()}
         _put(delta, "partition_by", _words(self.partition_by), [], written)
+        if maintenance := self._maintenance(written.get("maintenance") or {}):
+            delta["maintenance"] = maintenance
         return parts.check(DeltaTarget, delta, "target")
+
+    def _maintenance(self, written: Mapping[str, Any]) -> dict[str, Any]:
+        """The table maintenance policy: the form's few inputs over what the pipeline had written (the
+        rest of the policy is the API's and Terraform's; an edit keeps it as it was)."""
+        policy = {part: dict(value) if isinstance(value, Mapping) else value for part, value in written.items()}
+        _put(policy, "enabled", self.maintenance_off != "on", True, written)  # a box left unticked is not sent
+        compaction: dict[str, Any] = policy.get("compaction") or {}
+        _put(compaction, "target_file_mb", _number(self.target_file_mb, 128), 128, written.get("compaction") or {})
+        _put(compaction, "z_order_by", _words(self.z_order_by), [], written.get("compaction") or {})
+        vacuum: dict[str, Any] = policy.get("vacuum") or {}
+        _put(vacuum, "retention_hours", _number(self.vacuum_retention_hours, 168), 168, written.get("vacuum") or {})
+        for part, chosen in (("compaction", compaction), ("vacuum", vacuum)):
+            if chosen:
+                policy[part] = chosen
+        return policy
 
     def _schedule(self, parts: Parts, written: Mapping[str, Any]) -> CronSchedule | IntervalSchedule | None:
         kind = self.schedule_kind.strip()

@@ -36,7 +36,8 @@ ATTRIBUTES = [
               description="jsonencode of the Kafka source: connection_id, topics or topic_pattern, starting_offsets, "
                           "value_format (raw, string, json, avro, protobuf, json_schema), value_schema…"),
     Attribute("target", JsonDocument(), required=True,
-              description='jsonencode of the target: {type = "delta", path = …} or {type = "kafka", …}'),
+              description='jsonencode of the target: {type = "delta", path = …, maintenance = {…}} or '
+                          '{type = "kafka", …}; maintenance: docs/maintenance.md'),
     Attribute("schedule", JsonDocument(), optional=True,
               description="jsonencode of {cron, timezone} or {interval_seconds}; none: runs only when triggered"),
     Attribute("state", String(), optional=True, computed=True, default="active", description="active or paused"),

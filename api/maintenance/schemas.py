@@ -1,0 +1,80 @@
+"""``/pipelines/{id}/maintenance``: a Delta pipeline's table health and its maintenance, read and asked for."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from api.maintenance.tables import Step
+
+
+class TableHealthRead(BaseModel):
+    files: int = Field(description="Data files the table holds")
+    small_files: int = Field(description="Of those, files under the policy's small-file size (a quarter of "
+                                         "target_file_mb)")
+    bytes: int = Field(description="Bytes of the live data files: what a full read reads")
+    version: int | None = Field(description="The table's version as last seen; null: not written yet")
+    observed_at: datetime | None = Field(description="When maintenance last read the table itself; the counts "
+                                                     "since add what runs reported")
+    files_since_compaction: int
+    small_files_since_compaction: int
+    commits_since_compaction: int
+
+
+class MaintenanceStatus(BaseModel):
+    """A Delta pipeline's table: its health, and what its last compaction, vacuum and checkpoint did."""
+
+    pipeline_id: uuid.UUID
+    policy: dict[str, Any] = Field(description="The policy in effect (target.maintenance), defaults filled in")
+    table: TableHealthRead
+    last_compaction: dict[str, Any] | None = Field(description="The last compaction's outcome (done, nothing, "
+                                                   "conflict, failed) and figures")
+    last_compaction_at: datetime | None = Field(description="When the last compaction committed")
+    last_vacuum: dict[str, Any] | None
+    last_vacuum_at: datetime | None = Field(description="When the last vacuum ran to its end")
+    last_checkpoint: dict[str, Any] | None
+    running: bool = Field(description="A maintenance task holds the table now")
+    requested_at: datetime | None = Field(description="A task asked for and not yet started")
+    due_at: datetime | None = Field(description="When the scheduler sends a task on its own (the next vacuum, a "
+                                                "retry)")
+    totals: dict[str, int] = Field(description="Compactions, vacuums, checkpoints, failures, files compacted and "
+                                               "files vacuumed so far")
+
+
+class MaintenanceRequest(BaseModel):
+    """Maintain the table now (on the maintenance queue), or, with ``dry_run``, say what that would do."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dry_run: bool = Field(default=False, description="Do nothing; answer what a task would do now")
+    steps: list[Step] | None = Field(default=None, min_length=1, description="Which steps; all three when "
+                                     "left out. compact merges small files whatever the trigger's counters say")
+
+    @field_validator("steps")
+    @classmethod
+    def _distinct(cls, steps: list[Step] | None) -> list[Step] | None:
+        if steps is not None and len(set(steps)) != len(steps):
+            raise ValueError("each step at most once")
+        return steps
+
+
+class MaintenancePreviewRead(BaseModel):
+    files_to_compact: int
+    bytes_to_compact: int
+    files_to_write: int = Field(description="Files compaction would write, at least")
+    files_to_vacuum: int
+    files_to_vacuum_sample: list[str] = Field(description="The first of them (up to 100), relative to the table")
+    properties_to_set: dict[str, str] = Field(description="Table properties (delta.*) the task would change")
+    table: TableHealthRead | None = Field(description="The table read now; null: it has no version yet")
+
+
+class MaintenanceAccepted(BaseModel):
+    pipeline_id: uuid.UUID
+    dry_run: bool
+    steps: list[Step]
+    queued: bool = Field(description="A task was sent now; false when a dry run, or when one was asked for and "
+                                     "not started yet (it does these steps too)")
+    preview: MaintenancePreviewRead | None = Field(description="What a task would do now (dry runs only)")

@@ -1,0 +1,189 @@
+"""Delta table maintenance, run by the maintenance worker (``inlet maintenance-worker``) with delta-rs
+and pyarrow, never Spark: compaction (``compaction``), then vacuum and checkpoints with log cleanup
+after the table's properties are set (``upkeep``), each step on its own, and the table's health
+before and after (``health``). ``preview`` says what ``maintain`` would do, doing nothing.
+
+The control plane decides when (its policy, its counters, one task per table at a time); this package
+only does. A step that fails, or that loses a race with a run (``conflict``: see
+``spark_jobs.delta_log``), is reported and tried again by a later task; the others still run.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Literal
+
+from spark_jobs.errors import classify
+from spark_jobs.maintenance import compaction, upkeep
+from spark_jobs.maintenance.health import TableHealth, health_of, inspect
+from spark_jobs.storage import Store
+
+StepOutcome = Literal["done", "nothing", "conflict", "failed"]
+
+
+@dataclass(frozen=True)
+class TablePolicy:
+    """A pipeline's maintenance policy in the terms of the table."""
+
+    target_file_bytes: int
+    small_file_bytes: int
+    z_order_by: tuple[str, ...] = ()
+    vacuum_retention_hours: int = 168
+    checkpoint_interval: int = 10
+    log_retention_days: int = 30
+
+    def properties(self) -> dict[str, str]:
+        return upkeep.wanted_properties(checkpoint_interval=self.checkpoint_interval,
+                                        log_retention_days=self.log_retention_days,
+                                        vacuum_retention_hours=self.vacuum_retention_hours)
+
+
+@dataclass(frozen=True)
+class MaintenanceSteps:
+    compact: bool = True
+    vacuum: bool = True
+    checkpoint: bool = True  # a checkpoint and log cleanup (the table's properties are set by every task)
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    outcome: StepOutcome
+    files_removed: int = 0
+    files_added: int = 0
+    bytes_removed: int = 0
+    bytes_added: int = 0
+    version: int | None = None  # of the commit
+    seconds: float = 0.0
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class VacuumResult:
+    outcome: StepOutcome
+    files_deleted: int = 0
+    retention_hours: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class CheckpointResult:
+    outcome: StepOutcome
+    version: int | None = None
+    log_entries_deleted: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class MaintenanceReport:
+    """What one maintenance task did to a table (None: a step not asked for, or no table yet)."""
+
+    properties_set: dict[str, str] = field(default_factory=dict)  # the table properties this task changed
+    properties_error: str | None = None
+    compaction: CompactionResult | None = None
+    vacuum: VacuumResult | None = None
+    checkpoint: CheckpointResult | None = None
+    health: TableHealth | None = None  # after
+
+
+@dataclass(frozen=True)
+class MaintenancePreview:
+    """What ``maintain`` would do now."""
+
+    files_to_compact: int = 0
+    bytes_to_compact: int = 0
+    bins: int = 0  # files compaction would write, at least
+    files_to_vacuum: list[str] = field(default_factory=list)  # relative to the table root
+    properties_to_set: dict[str, str] = field(default_factory=dict)
+    health: TableHealth | None = None
+
+
+def preview(store: Store, uri: str, policy: TablePolicy, ops: MaintenanceSteps) -> MaintenancePreview:
+    if not store.is_delta_table(uri):
+        return MaintenancePreview()
+    delta = store.delta_table(uri)
+    plan = compaction.plan_compaction(delta, target_bytes=policy.target_file_bytes, small_bytes=policy.small_file_bytes)
+    return MaintenancePreview(
+        files_to_compact=plan.files if ops.compact else 0, bytes_to_compact=plan.bytes if ops.compact else 0,
+        bins=len(plan.bins) if ops.compact else 0,
+        files_to_vacuum=upkeep.vacuum(delta, policy.vacuum_retention_hours, dry_run=True) if ops.vacuum else [],
+        properties_to_set=upkeep.properties_to_set(delta, policy.properties()),
+        health=health_of(store, uri, delta, policy.small_file_bytes),
+    )
+
+
+def maintain(store: Store, uri: str, policy: TablePolicy, ops: MaintenanceSteps, *,
+             notes: dict[str, str] | None = None) -> MaintenanceReport:
+    """The table's properties first (so this task's own commits follow them), then the asked steps in
+    order: compaction, vacuum, checkpoint; then the health."""
+    if not store.is_delta_table(uri):
+        return MaintenanceReport()
+    properties: dict[str, str] = {}
+    unset: str | None = None
+    try:
+        properties = upkeep.set_properties(store.delta_table(uri), policy.properties())
+    except Exception as exc:  # noqa: BLE001 - reported; the next task sets them
+        unset = _failure(exc)
+    return MaintenanceReport(
+        properties_set=properties, properties_error=unset,
+        compaction=_compact(store, uri, policy, notes or {}) if ops.compact else None,
+        vacuum=_vacuum(store, uri, policy) if ops.vacuum else None,
+        checkpoint=_checkpoint(store, uri) if ops.checkpoint else None,
+        health=inspect(store, uri, policy.small_file_bytes),
+    )
+
+
+def _failure(exc: BaseException) -> str:
+    error = classify(exc)
+    return f"{error.kind}: {error.message}"[:500]
+
+
+def _compact(store: Store, uri: str, policy: TablePolicy, notes: dict[str, str]) -> CompactionResult:
+    from deltalake.exceptions import CommitFailedError
+
+    began = time.monotonic()
+    delta = store.delta_table(uri)
+    plan = compaction.plan_compaction(delta, target_bytes=policy.target_file_bytes, small_bytes=policy.small_file_bytes)
+    if not plan.bins:
+        return CompactionResult("nothing", seconds=round(time.monotonic() - began, 3))
+    written: list[compaction.Rewritten] = []
+    try:
+        written = compaction.rewrite(store, uri, delta, plan, target_bytes=policy.target_file_bytes,
+                                     z_order_by=policy.z_order_by, token=uuid.uuid4().hex[:12])
+        version = compaction.commit(delta, plan, written, notes)
+    except CommitFailedError as exc:  # a run rewrote or removed some of its files first: tried again later
+        compaction.discard(store, uri, written)
+        return CompactionResult("conflict", seconds=round(time.monotonic() - began, 3), error=str(exc).splitlines()[0][:500])
+    except Exception as exc:  # noqa: BLE001 - reported on the table's record; the next task tries again
+        compaction.discard(store, uri, written)
+        return CompactionResult("failed", seconds=round(time.monotonic() - began, 3), error=_failure(exc))
+    return CompactionResult("done", files_removed=plan.files, files_added=len(written), bytes_removed=plan.bytes,
+                      bytes_added=sum(w.size for w in written), version=version,
+                      seconds=round(time.monotonic() - began, 3))
+
+
+def _vacuum(store: Store, uri: str, policy: TablePolicy) -> VacuumResult:
+    began = time.monotonic()
+    hours = policy.vacuum_retention_hours
+    try:
+        deleted = upkeep.vacuum(store.delta_table(uri), hours, dry_run=False)
+    except Exception as exc:  # noqa: BLE001 - as above
+        return VacuumResult("failed", retention_hours=hours, seconds=round(time.monotonic() - began, 3), error=_failure(exc))
+    return VacuumResult("done" if deleted else "nothing", files_deleted=len(deleted), retention_hours=hours,
+                  seconds=round(time.monotonic() - began, 3))
+
+
+def _checkpoint(store: Store, uri: str) -> CheckpointResult:
+    began = time.monotonic()
+    try:
+        version, deleted = upkeep.checkpoint(store, uri, store.delta_table(uri))
+    except Exception as exc:  # noqa: BLE001 - as above
+        return CheckpointResult("failed", seconds=round(time.monotonic() - began, 3), error=_failure(exc))
+    return CheckpointResult("done", version=version, log_entries_deleted=deleted, seconds=round(time.monotonic() - began, 3))
+
+
+__all__ = ["CheckpointResult", "CompactionResult", "MaintenancePreview", "MaintenanceReport", "MaintenanceSteps",
+           "StepOutcome", "TableHealth", "TablePolicy", "VacuumResult", "inspect", "maintain", "preview"]

@@ -1,0 +1,173 @@
+"""``/pipelines/{id}/maintenance`` and the maintenance task end to end, in process: the policy in the
+definition, the table's health, a dry run, a task asked for (once), taken by one worker at a time, done
+with delta-rs on the pipeline's real table folder, recorded (table, audit log, metrics); and runs'
+commits making compaction due. The broker is the recording stand-in (tests/fixtures/dispatch.py)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
+from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
+
+from api.core.db import unit_of_work, utcnow
+from api.maintenance import execution
+from api.maintenance.models import TableMaintenance
+from api.maintenance.triggers import record_commit
+from api.pipelines.models import Pipeline
+from tests.factories import assert_auth_refused, assert_problem, create_connection, create_pipeline, operator
+from tests.fixtures.dispatch import RecordingDispatcher, app, dispatcher  # noqa: F401  (the fixtures)
+from worker.maintenance import TableMaintainer
+
+SMALL = {"compaction": {"min_small_files": 3, "max_commits": 5}, "vacuum": {"retention_hours": 168}}
+
+
+def _pipeline(client: TestClient, tenant: Any, maintenance: dict[str, Any] | None = None) -> dict[str, Any]:
+    target: dict[str, Any] = {"type": "delta", "path": f"bronze/t{uuid.uuid4().hex[:6]}", "partition_by": []}
+    if maintenance is not None:
+        target["maintenance"] = maintenance
+    return create_pipeline(client, tenant, target=target, state="paused")
+
+
+def _fill(uri: str, appends: int) -> None:
+    for i in range(appends):
+        write_deltalake(uri, pa.table({"topic": ["t"] * 5, "partition": [0] * 5, "offset": list(range(i * 5, i * 5 + 5))}),
+                        mode="append")
+
+
+def test_the_policy_is_in_the_definition_with_its_defaults_and_its_floor(client: TestClient, tenant) -> None:  # type: ignore[no-untyped-def]
+    plain = _pipeline(client, tenant)
+    assert "maintenance" not in plain["target"]  # read back as written: defaults stay out
+    status = client.get(f"/pipelines/{plain['id']}/maintenance", headers=tenant.viewer)
+    assert status.status_code == 200, status.text
+    body = status.json()
+    assert body["policy"] == {
+        "enabled": True,
+        "compaction": {"enabled": True, "target_file_mb": 128, "min_small_files": 50, "max_commits": 100,
+                       "z_order_by": []},
+        "vacuum": {"enabled": True, "retention_hours": 168, "interval_hours": 24},
+        "checkpoints": {"interval": 10, "log_retention_days": 30},
+    }
+    assert body["table"] == {"files": 0, "small_files": 0, "bytes": 0, "version": None, "observed_at": None,
+                             "files_since_compaction": 0, "small_files_since_compaction": 0,
+                             "commits_since_compaction": 0}
+    assert (body["last_compaction"], body["last_vacuum"], body["running"]) == (None, None, False)
+
+    written = _pipeline(client, tenant, {"compaction": {"z_order_by": ["id"]}})
+    assert written["target"]["maintenance"] == {"compaction": {"z_order_by": ["id"]}}
+
+    conn = create_connection(client, tenant)
+    for bad, field in (({"vacuum": {"retention_hours": 24}}, "target.maintenance.vacuum.retention_hours"),
+                       # pydantic names the tagged union's member: target.delta.*
+                       ({"compaction": {"target_file_mb": 0}}, "target.delta.maintenance.compaction.target_file_mb"),
+                       ({"compaction": {"z_order_by": ["no-dash"]}},
+                        "target.delta.maintenance.compaction.z_order_by[0]"),
+                       ({"vacuums": {}}, "target.delta.maintenance.vacuums")):
+        refused = client.post("/pipelines", headers=tenant.editor, json={
+            "name": f"bad-{uuid.uuid4().hex[:6]}", "source": {"connection_id": conn["id"], "topics": ["orders"]},
+            "target": {"type": "delta", "path": "bronze/bad", "maintenance": bad}})
+        assert_problem(refused, 422, fields={field})
+
+
+def test_dry_run_then_a_task_compacts_vacuums_and_records_it(  # type: ignore[no-untyped-def]
+    client: TestClient, tenant, dispatcher: RecordingDispatcher,  # noqa: F811 (the fixture imported above)
+) -> None:
+    created = _pipeline(client, tenant, SMALL)
+    ident, uri = created["id"], created["status"]["target_uri"]
+    empty = client.post(f"/pipelines/{ident}/maintenance", json={"dry_run": True}, headers=tenant.editor)
+    assert empty.status_code == 202, empty.text
+    assert empty.json()["preview"]["table"] is None  # no table yet: nothing to do
+
+    _fill(uri, 6)
+    dry = client.post(f"/pipelines/{ident}/maintenance", json={"dry_run": True}, headers=tenant.editor).json()
+    assert (dry["dry_run"], dry["queued"], dry["steps"]) == (True, False, ["compact", "vacuum", "checkpoint"])
+    preview = dry["preview"]
+    assert (preview["files_to_compact"], preview["files_to_write"], preview["files_to_vacuum"]) == (6, 1, 0)
+    assert preview["table"]["files"] == preview["table"]["small_files"] == 6
+    assert preview["properties_to_set"]["delta.checkpointInterval"] == "10"
+    assert dispatcher.table_maintenance == []  # a dry run sends nothing
+
+    asked = client.post(f"/pipelines/{ident}/maintenance", json={"steps": ["compact"]}, headers=tenant.editor)
+    assert asked.status_code == 202 and asked.json()["queued"] is True
+    again = client.post(f"/pipelines/{ident}/maintenance", json={}, headers=tenant.editor)
+    assert again.json()["queued"] is False  # one task pending: it does these steps too
+    assert dispatcher.table_maintenance == [uuid.UUID(ident)]
+
+    engine = client.app.state.engine
+    settings = client.app.state.settings
+    assert TableMaintainer(settings, engine).maintain(uuid.UUID(ident)) == "done"
+
+    status = client.get(f"/pipelines/{ident}/maintenance", headers=tenant.viewer).json()
+    assert status["last_compaction"]["outcome"] == "done"
+    assert (status["last_compaction"]["files_removed"], status["last_compaction"]["files_added"]) == (6, 1)
+    assert status["last_vacuum"]["outcome"] == "nothing"  # nothing removed long enough ago
+    assert status["last_checkpoint"]["outcome"] == "done"
+    assert (status["table"]["files"], status["table"]["small_files"]) == (1, 1)
+    assert status["totals"]["compactions"] == 1 and status["running"] is False and status["requested_at"] is None
+    assert DeltaTable(uri).to_pyarrow_table().num_rows == 30
+    assert sorted(DeltaTable(uri).to_pyarrow_table().column("offset").to_pylist()) == list(range(30))
+
+    events = client.get("/audit-events", params={"resource_id": ident, "sort": "created_at"},
+                        headers=tenant.viewer).json()["items"]
+    maintained = [e for e in events if e["action"] in ("maintenance_requested", "maintain")]
+    assert [e["action"] for e in maintained] == ["maintenance_requested", "maintenance_requested", "maintain"]
+    assert maintained[-1]["after"]["compaction"]["outcome"] == "done"
+    assert maintained[-1]["actor"] == maintained[0]["actor"]  # the task is recorded as asked by its caller
+
+    scraped = client.get("/metrics", headers=operator())
+    samples = {(s.name, s.labels.get("pipeline_id")): s.value
+               for family in text_string_to_metric_families(scraped.text) for s in family.samples}
+    assert samples[("inlet_table_files", ident)] == 1
+    assert samples[("inlet_table_compactions_total", ident)] == 1
+
+
+def test_runs_commits_make_compaction_due_and_one_task_holds_a_table(  # type: ignore[no-untyped-def]
+    client: TestClient, tenant, dispatcher: RecordingDispatcher,  # noqa: F811 (the fixture imported above)
+) -> None:
+    ident = uuid.UUID(_pipeline(client, tenant, SMALL)["id"])
+    engine, settings = client.app.state.engine, client.app.state.settings
+    small_run = {"files_written": 1, "bytes_written": 4000, "delta_version": 1}
+    asked = []
+    for _ in range(3):
+        with unit_of_work(engine) as session:
+            asked.append(record_commit(session, session.get(Pipeline, ident), small_run))
+    assert asked == [False, False, True]  # the third small file made it due; one task sent
+    assert dispatcher.table_maintenance == [ident]
+    with unit_of_work(engine) as session:
+        assert record_commit(session, session.get(Pipeline, ident), small_run) is False  # asked for already
+
+    with unit_of_work(engine) as session:
+        first = execution.claim(session=session, pipeline_id=ident, worker="w1", settings=settings)
+    with unit_of_work(engine) as session:
+        second = execution.claim(session=session, pipeline_id=ident, worker="w2", settings=settings)
+    # compaction by the trigger; the vacuum (and checkpoint) too, never done on this table yet
+    assert isinstance(first, execution.Claimed) and first.steps == ("compact", "vacuum", "checkpoint")
+    assert second == "busy"
+    assert first.seen == {"files": 4, "small": 4, "commits": 4}
+
+    with unit_of_work(engine) as session:
+        row = session.get(TableMaintenance, ident)
+        assert row is not None and row.lease_owner == "w1" and row.lease_expires_at > utcnow()
+
+
+def test_routes_refuse_roles_other_tenants_kafka_targets_and_bad_bodies(client: TestClient, tenant,
+                                                                       other_tenant) -> None:  # type: ignore[no-untyped-def]
+    ident = _pipeline(client, tenant)["id"]
+    path = f"/pipelines/{ident}/maintenance"
+    assert_auth_refused(client, "GET", path, tenant, "viewer")
+    assert_auth_refused(client, "POST", path, tenant, "editor", json={"dry_run": True})
+    assert_problem(client.get(path, headers=other_tenant.viewer), 404)
+    assert_problem(client.post(path, json={}, headers=other_tenant.editor), 404)
+    assert_problem(client.get(f"/pipelines/{uuid.uuid4()}/maintenance", headers=tenant.viewer), 404)
+    for body, field in (({"steps": ["defrag"]}, "steps[0]"), ({"steps": []}, "steps"),
+                        ({"steps": ["compact", "compact"]}, "steps"), ({"dry_run": "maybe"}, "dry_run"),
+                        ({"force": True}, "force")):
+        assert_problem(client.post(path, json=body, headers=tenant.editor), 422, fields={field})
+
+    conn = create_connection(client, tenant)
+    kafka = create_pipeline(client, tenant, state="paused",
+                            target={"type": "kafka", "connection_id": conn["id"], "topic": "orders.copy"})
+    assert_problem(client.get(f"/pipelines/{kafka['id']}/maintenance", headers=tenant.viewer), 409)

@@ -1,0 +1,68 @@
+"""The maintenance worker's part of a table's maintenance: take the table (``api.maintenance.execution``),
+run the steps with delta-rs (``spark_jobs.public.maintain_table``) with no transaction open while the
+hold on the table is renewed, record what they did.
+
+Runs in ``inlet maintenance-worker``, on the maintenance queue: a compaction never waits for a run's
+slot, nor a run for a compaction. A redelivered task finds the table held (``busy``) or nothing due.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import uuid
+
+from sqlalchemy import Engine
+
+from api.core.config import Settings
+from api.core.db import unit_of_work
+from api.maintenance import execution
+from api.maintenance.tables import steps_of
+from spark_jobs.public import maintain_table
+
+log = logging.getLogger(__name__)
+
+
+class TableMaintainer:
+    def __init__(self, settings: Settings, db: Engine) -> None:
+        self.settings = settings
+        self.db = db
+        self.worker = f"maintenance:{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
+
+    def maintain(self, pipeline_id: uuid.UUID) -> str:
+        """One task: ``done``, or why nothing was done (``gone``, ``busy``, ``nothing-due``)."""
+        with unit_of_work(self.db) as session:
+            claimed = execution.claim(session=session, pipeline_id=pipeline_id, worker=self.worker,
+                                      settings=self.settings)
+        if isinstance(claimed, str):
+            return claimed
+        stop = threading.Event()
+        beat = threading.Thread(target=self._renew, args=(pipeline_id, stop), daemon=True,
+                                name=f"maintenance-lease-{pipeline_id}")
+        beat.start()
+        try:
+            table = claimed.table
+            report = maintain_table(table.store, table.uri, table.job_policy, steps_of(claimed.steps),
+                                    notes={"inlet.pipeline": str(pipeline_id)})
+        finally:
+            stop.set()
+            beat.join()
+        with unit_of_work(self.db) as session:
+            done = execution.finish(session=session, claimed=claimed, worker=self.worker, report=report)
+        log.info("maintained the table of pipeline %s: %s", pipeline_id,
+                 {step: (done.get(step) or {}).get("outcome") for step in ("compaction", "vacuum", "checkpoint")})
+        return "done"
+
+    def _renew(self, pipeline_id: uuid.UUID, stop: threading.Event) -> None:
+        interval = self.settings.maintenance_lease_s / 3
+        while not stop.wait(interval):
+            try:
+                with unit_of_work(self.db) as session:
+                    if not execution.renew(session=session, pipeline_id=pipeline_id, worker=self.worker,
+                                           settings=self.settings):
+                        log.warning("maintenance of pipeline %s lost its hold on the table", pipeline_id)
+                        return
+            except Exception:  # a missed renewal is survivable; the lease outlasts several
+                log.exception("renewing the maintenance lease of pipeline %s failed", pipeline_id)
