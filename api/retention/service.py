@@ -56,25 +56,25 @@ Prune = Callable[[Session, datetime, Resume, int], Batch]
 
 
 @dataclass(frozen=True)
-class Table:
+class PrunedTable:
     name: str  # as the audit event and the log name it
     setting: str  # the retention setting (days) that sets its cutoff
     prune: Prune  # one batch: (session, cutoff, resume after, batch size)
 
 
 # In the order a pass works through them: logs before their runs, deliveries before their events.
-TABLES: tuple[Table, ...] = (
-    Table("run_logs", "retention_run_logs_days",
+TABLES: tuple[PrunedTable, ...] = (
+    PrunedTable("run_logs", "retention_run_logs_days",
           lambda s, before, after, n: runs.prune_run_logs(s, written_before=before, after=after, limit=n)),
-    Table("runs", "retention_runs_days",
+    PrunedTable("runs", "retention_runs_days",
           lambda s, before, after, n: runs.prune_runs(s, finished_before=before, after=after, limit=n)),
-    Table("webhook_deliveries", "retention_webhooks_days",
+    PrunedTable("webhook_deliveries", "retention_webhooks_days",
           lambda s, before, after, n: webhooks.prune_deliveries(s, finished_before=before, after=after, limit=n)),
-    Table("webhook_events", "retention_webhooks_days",
+    PrunedTable("webhook_events", "retention_webhooks_days",
           lambda s, before, after, n: webhooks.prune_events(s, created_before=before, after=after, limit=n)),
-    Table("audit_events", "retention_audit_days",
+    PrunedTable("audit_events", "retention_audit_days",
           lambda s, before, after, n: audit.prune_events(s, before=before, after=after, limit=n)),
-    Table("idempotency_keys", "retention_idempotency_days",
+    PrunedTable("idempotency_keys", "retention_idempotency_days",
           lambda s, before, after, n: idempotency.prune_records(s, before=before, after=after, limit=n)),
 )
 
