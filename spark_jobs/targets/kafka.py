@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from spark_jobs.spec import KafkaTargetSpec, RunSpec  # pydantic costs every Python worker ~1 s to import
 
 _FLUSH_TIMEOUT_S = 120.0
+_AUTH_GRACE_S = 10.0  # auth errors for this long with nothing acknowledged refuse the write
 
 
 class KafkaTopic:
@@ -116,27 +117,32 @@ class _ProduceWriter(DataSourceArrowWriter):
         failures: list[KafkaError] = []
         refused: list[KafkaError] = []
         late_refusals: list[KafkaError] = []
-        acknowledged = 0
+        refused_since: float | None = None  # the first auth error since the last acknowledgement
 
         def on_error(err: KafkaError) -> None:
             # Auth errors reach only error_cb, while the messages wait out message.timeout.ms: without
-            # this a bad password costs the whole flush timeout. Once the cluster has acknowledged a
-            # record, the credentials worked: an auth error then is a re-authentication the broker
-            # judged late (an OAuth token that expired while the broker stalled), which librdkafka
-            # cures by reconnecting with the token oauth_cb has since refreshed; records it cannot
-            # deliver still fail the write at the flush deadline, named by that error.
-            if err.fatal() or (is_auth_error(err) and not acknowledged):
+            # this a bad password costs the whole flush timeout. One is not final at once: a broker that
+            # stalled judges a re-authentication late, with an OAuth token that expired meanwhile, and
+            # librdkafka cures that by reconnecting with the token oauth_cb has since refreshed. So auth
+            # errors refuse the write when they go on for _AUTH_GRACE_S with nothing acknowledged; records
+            # that cannot be delivered still fail it at the flush deadline, named by the last one.
+            nonlocal refused_since
+            if err.fatal():
                 refused.append(err)
             elif is_auth_error(err):
+                now = time.monotonic()
+                refused_since = now if refused_since is None else refused_since
                 late_refusals.append(err)
+                if now - refused_since >= _AUTH_GRACE_S:
+                    refused.append(err)
 
         producer = Producer({**producer_config(self.plan.kafka_config), "error_cb": on_error})
         topic, run_id = self.plan.topic, self.plan.run_id.encode()
 
         def delivered(err: KafkaError | None, _msg: Message) -> None:
-            nonlocal acknowledged
+            nonlocal refused_since
             if err is None:
-                acknowledged += 1
+                refused_since = None
             else:
                 failures.append(err)
 

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from tests.fixtures.local_spark import local_spark
 from tests.formats.json_corpus import FLOAT_SCHEMA, ORDER, Case, corpus, literal
 
 pytestmark = pytest.mark.slow
@@ -96,13 +97,9 @@ def _comparable(row: dict[str, Any]) -> str:
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    from pyspark.sql import SparkSession
-
-    session = (SparkSession.builder.master("local[1]").appName("json-conformance")
-               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "1")
-               .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    session = local_spark()  # the process's one: each group sets its session's time zone, put back after
     yield session
-    session.stop()
+    session.conf.set("spark.sql.session.timeZone", "UTC")
 
 
 SparkResult = tuple[list[str | None], list[dict[str, Any]], list[pa.DataType]]

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from api.pipelines.ddl import ddl_field_names
+from tests.fixtures.local_spark import local_spark
 
 PRIMITIVES = [
     "STRING", "INT", "INTEGER", "BIGINT", "LONG", "SMALLINT", "SHORT", "TINYINT", "BYTE", "DOUBLE", "FLOAT", "REAL",
@@ -218,17 +219,12 @@ def test_refusals_name_the_problem_without_echoing_the_schema() -> None:
 
 @pytest.fixture(scope="module")
 def spark_columns() -> Iterator[Callable[[str], list[str] | None]]:
-    """Spark's reading of a schema, through one local JVM for the module (as small as Spark allows)."""
+    """Spark's reading of a schema, through the test process's local Spark (``tests/fixtures/local_spark.py``)."""
     from py4j.protocol import Py4JJavaError
-    from pyspark import SparkConf, SparkContext
     from pyspark.errors import PySparkException
     from pyspark.sql.types import StructType, _parse_datatype_string
 
-    from worker.launch.submit import LEAN_CONF
-
-    conf = SparkConf().setMaster("local[1]").setAppName("inlet-ddl-conformance").setAll(list(LEAN_CONF.items()))
-    active = SparkContext._active_spark_context  # a process has one JVM: the delta_spark fixture's, when it started first
-    context = active or SparkContext(conf=conf.set("spark.driver.memory", "512m"))
+    local_spark()  # the process's one JVM: ``_parse_datatype_string`` uses the active context
 
     def read(ddl: str) -> list[str] | None:
         try:
@@ -237,11 +233,7 @@ def spark_columns() -> Iterator[Callable[[str], list[str] | None]]:
             return None
         return [f.name for f in parsed.fields] if isinstance(parsed, StructType) else None
 
-    try:
-        yield read
-    finally:
-        if active is None:
-            context.stop()
+    yield read
 
 
 @pytest.mark.slow

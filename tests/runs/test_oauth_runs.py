@@ -4,7 +4,7 @@
 Tokens live 6 s and the broker makes every session re-authenticate every 3 s with no clock-skew
 grace, so a run that outlasts a token only succeeds if every client in it (the planner's, the
 driver's, the executors') refreshes its token. The run is held past several token lifetimes the way
-an outage would hold it: the broker is paused (SIGSTOP) once the run is planned, and resumed later.
+an outage would hold it: the broker is paused (SIGSTOP) once the job has started, and resumed later.
 A broker quota on the run's principal paces its reads and writes (Kafka throttles a client over its
 byte rate), so the pause finds the job's clients mid-transfer on any machine, never after them.
 """
@@ -12,7 +12,7 @@ byte rate), so the pause finds the job's clients mid-transfer on any machine, ne
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -48,10 +48,10 @@ def _paced(broker: RealKafka, principal: str) -> Iterator[None]:
         broker.tool("kafka-configs.sh", "--alter", *entity, "--delete-config", "consumer_byte_rate,producer_byte_rate")
 
 
-def _run_held_past_its_tokens(stack: Any, tenant: Any, pipeline: dict[str, Any], broker: RealKafka,
-                              idp: RealIdp) -> tuple[dict[str, Any], list[TokenRequest]]:
-    """Trigger a paced run, pause the broker once it is planned and launched, resume it after
-    ``_HELD_S``; the finished run and the token requests made while the broker was paused."""
+def _run_held_past_its_tokens(stack: Any, tenant: Any, pipeline: dict[str, Any], broker: RealKafka, idp: RealIdp,
+                              writing: Callable[[], bool] = lambda: True) -> tuple[dict[str, Any], list[TokenRequest]]:
+    """Trigger a paced run, pause the broker once the job's clients run, resume it after ``_HELD_S``;
+    the finished run and the token requests made while the broker was paused."""
     client = stack.client
     with _paced(broker, CLIENT_ID):
         run_id = client.post(f"/pipelines/{pipeline['id']}/runs", headers=tenant.editor).json()["id"]
@@ -61,6 +61,13 @@ def _run_held_past_its_tokens(stack: Any, tenant: Any, pipeline: dict[str, Any],
             return run["state"] == "running" and run["partitions"] is not None
 
         stack.wait_for(planned_and_running, timeout_s=60, every_s=0.1, what="the run to be planned and launched")
+        # Launched is not yet reading: a cold engine may still be starting. The job's driver fetches a
+        # token as its first step (its clients' first, then one every 80 % of a token's life while they
+        # run), so a token request after the plan means the job's clients are there.
+        planned = len(idp.requests())
+        stack.wait_for(lambda: len(idp.requests()) > planned, timeout_s=180, every_s=0.1,
+                       what="the job to fetch its first token")
+        stack.wait_for(writing, timeout_s=120, every_s=0.1, what="the job to write")
         broker.pause()
         before = len(idp.requests())
         try:
@@ -115,14 +122,20 @@ def test_a_kafka_target_over_oauthbearer_lands_every_record_once(
                                target={"type": "kafka", "connection_id": conn.json()["id"], "topic": target})
     stack.start_worker()
 
-    run, during = _run_held_past_its_tokens(stack, tenant, pipeline, oauth_kafka, real_idp)
+    probe = Consumer({"bootstrap.servers": oauth_kafka.bootstrap_servers, "group.id": "inlet-tests-oauth"})
+
+    def ends() -> dict[int, tuple[int, int]]:
+        return {p: probe.get_watermark_offsets(TopicPartition(target, p), timeout=10, cached=False) for p in (0, 1)}
+
+    # Paused once records reach the target: the job's producers are mid-transfer, past their first token.
+    writing = lambda: any(high > 0 for _, high in ends().values())  # noqa: E731
+    run, during = _run_held_past_its_tokens(stack, tenant, pipeline, oauth_kafka, real_idp, writing)
 
     assert run["state"] == "succeeded", (run.get("error"), stack.log_text()[-6000:])
     assert (run["attempt"], run["records_read"]) == (1, n), run
-    probe = Consumer({"bootstrap.servers": oauth_kafka.bootstrap_servers, "group.id": "inlet-tests-oauth"})
-    ends = {p: probe.get_watermark_offsets(TopicPartition(target, p), timeout=10) for p in (0, 1)}
+    written_ends = ends()
     probe.close()
-    written = [(m.key(), m.value()) for p, (low, high) in ends.items()
+    written = [(m.key(), m.value()) for p, (low, high) in written_ends.items()
                for m in read_range(oauth_kafka.bootstrap_servers, target, p, low, high)]
     assert sorted(written) == sorted((f"key-{i % 97}".encode(), _value(i)) for i in range(n))
     assert during and set(during) == {TokenRequest(CLIENT_ID, 200)}, during

@@ -2,12 +2,15 @@
 and write the files themselves on a bare SparkContext (the driver here has no SQL session to give, so
 a run that went through Spark SQL's ``from_json`` would fail), in the session's time zone, and the
 records that do not decode go to the quarantine table with their reasons. The job in this process
-(``spark_jobs.job.execute``), local Spark, the sandbox Kafka; ~20 s."""
+(``spark_jobs.job.execute``) in a process of its own, so that its SparkContext is started with the
+test's time zone (a process has one, and another test's may be running here), local Spark, the sandbox
+Kafka; ~20 s."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import multiprocessing
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,6 +21,7 @@ import pytest
 
 from spark_jobs.formats.json_values import NOT_SCHEMA, NULL_VALUE
 from spark_jobs.job import execute
+from spark_jobs.spec import RunResult, RunSpec
 from tests.spark_jobs.helpers import coordinates, make_spec, read_table
 
 if TYPE_CHECKING:
@@ -48,6 +52,11 @@ class ContextOnly:
         yield  # a generator, as the protocol's context manager
 
 
+def _execute_alone(spec: RunSpec, time_zone: str) -> RunResult:
+    """``execute`` on a ``ContextOnly`` driver, called in a fresh process."""
+    return execute(spec, ContextOnly(time_zone))
+
+
 def _value(i: int) -> bytes | None:
     if i % 10 == 5:
         return None  # a tombstone
@@ -70,7 +79,8 @@ def test_a_json_run_decodes_in_its_tasks_and_quarantines_with_reasons(sandbox_ka
                      value_format="json", schema="n INT, at TIMESTAMP, tags ARRAY<STRING>")
     assert spec.writes_directly
 
-    result = execute(spec, ContextOnly("America/New_York"))
+    with multiprocessing.get_context("spawn").Pool(1) as alone:
+        result = alone.apply(_execute_alone, (spec, "America/New_York"))
 
     assert result.status == "succeeded", result.error
     bad = {i for i in range(80) if _value(i) is None or i % 10 == 0 or i % 7 == 0}
