@@ -207,8 +207,10 @@ def read_chunks(
     """
     from confluent_kafka import Consumer, TopicPartition
 
-    fatal: list[KafkaError] = []
-    consumer = Consumer({**config, "error_cb": lambda err: fatal.append(err) if _kind_of(err) == "kafka_auth" or err.fatal() else None})
+    from spark_jobs.kafka_errors import Refusals
+
+    refusals = Refusals()
+    consumer = Consumer({**config, "error_cb": refusals.on_error})
     with_headers = "headers" in schema.names
     ts_type = schema.field("timestamp").type
     headers_type = schema.field("headers").type if with_headers else None
@@ -228,9 +230,9 @@ def read_chunks(
         for p in pending.values():
             p.last_progress = now
         while pending:
-            if fatal:
+            if (refused := refusals.final()) is not None:
                 only = next(iter(pending)) if len(pending) == 1 else (None, None)
-                raise JobError(_kind_of(fatal[0]), f"{only[0]}[{only[1]}]: {fatal[0].str()}" if only[0] else fatal[0].str(), *only)
+                raise JobError(_kind_of(refused), f"{only[0]}[{only[1]}]: {refused.str()}" if only[0] else refused.str(), *only)
             # consume(n) waits for n messages or the timeout: never ask for more than the ranges hold.
             messages = consumer.consume(min(_MAX_CONSUME, sum(p.chunk.end - p.position for p in pending.values())), timeout=1.0)
             errors = [(m, error) for m in messages if (error := m.error()) is not None]
@@ -240,6 +242,8 @@ def read_chunks(
             for message, error in errors:
                 _note_error(message, error, pending, touched)
             now = time.monotonic()
+            if touched:
+                refusals.progressed()
             for key in touched:
                 p = pending[key]
                 p.last_progress = now

@@ -42,7 +42,6 @@ if TYPE_CHECKING:
     from spark_jobs.spec import KafkaTargetSpec, RunSpec  # pydantic costs every Python worker ~1 s to import
 
 _FLUSH_TIMEOUT_S = 120.0
-_AUTH_GRACE_S = 10.0  # auth errors for this long with nothing acknowledged refuse the write
 
 
 class KafkaTopic:
@@ -111,38 +110,20 @@ class _ProduceWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskReport:
         from confluent_kafka import KafkaException, Producer
 
-        from spark_jobs.kafka_errors import is_auth_error
+        from spark_jobs.kafka_errors import Refusals, is_auth_error
 
         report = TaskReport()
         failures: list[KafkaError] = []
-        refused: list[KafkaError] = []
-        late_refusals: list[KafkaError] = []
-        refused_since: float | None = None  # the first auth error since the last acknowledgement
+        # Auth errors reach only error_cb, while the messages wait out message.timeout.ms: without
+        # Refusals a bad password costs the whole flush timeout.
+        refusals = Refusals()
 
-        def on_error(err: KafkaError) -> None:
-            # Auth errors reach only error_cb, while the messages wait out message.timeout.ms: without
-            # this a bad password costs the whole flush timeout. One is not final at once: a broker that
-            # stalled judges a re-authentication late, with an OAuth token that expired meanwhile, and
-            # librdkafka cures that by reconnecting with the token oauth_cb has since refreshed. So auth
-            # errors refuse the write when they go on for _AUTH_GRACE_S with nothing acknowledged; records
-            # that cannot be delivered still fail it at the flush deadline, named by the last one.
-            nonlocal refused_since
-            if err.fatal():
-                refused.append(err)
-            elif is_auth_error(err):
-                now = time.monotonic()
-                refused_since = now if refused_since is None else refused_since
-                late_refusals.append(err)
-                if now - refused_since >= _AUTH_GRACE_S:
-                    refused.append(err)
-
-        producer = Producer({**producer_config(self.plan.kafka_config), "error_cb": on_error})
+        producer = Producer({**producer_config(self.plan.kafka_config), "error_cb": refusals.on_error})
         topic, run_id = self.plan.topic, self.plan.run_id.encode()
 
         def delivered(err: KafkaError | None, _msg: Message) -> None:
-            nonlocal refused_since
             if err is None:
-                refused_since = None
+                refusals.progressed()
             else:
                 failures.append(err)
 
@@ -168,22 +149,22 @@ class _ProduceWriter(DataSourceArrowWriter):
                             break
                         except BufferError:
                             producer.poll(0.1)  # local queue full: let deliveries drain
-                if failures or refused:
+                if failures or refusals.final():
                     break
                 producer.poll(0)
             deadline = time.monotonic() + _FLUSH_TIMEOUT_S
             remaining = producer.flush(1.0)
-            while remaining and not refused and time.monotonic() < deadline:
+            while remaining and refusals.final() is None and time.monotonic() < deadline:
                 remaining = producer.flush(1.0)
         except KafkaException as exc:
             raise JobError("target_write", f"produce to {topic} failed: {exc.args[0].str()}") from None
-        if refused:
-            kind: JobErrorKind = "kafka_auth" if is_auth_error(refused[0]) else "target_write"
-            raise JobError(kind, f"produce to {topic} refused: {refused[0].str()}")
+        if (refused := refusals.final()) is not None:
+            kind: JobErrorKind = "kafka_auth" if is_auth_error(refused) else "target_write"
+            raise JobError(kind, f"produce to {topic} refused: {refused.str()}")
         if remaining:
             unacknowledged = f"{remaining} records to {topic} unacknowledged after {_FLUSH_TIMEOUT_S:.0f}s"
-            if late_refusals:
-                raise JobError("kafka_auth", f"{unacknowledged}, refused: {late_refusals[-1].str()}")
+            if refusals.last_auth is not None:
+                raise JobError("kafka_auth", f"{unacknowledged}, refused: {refusals.last_auth.str()}")
             raise JobError("target_write", unacknowledged)
         if failures:
             kind = "kafka_auth" if is_auth_error(failures[0]) else "target_write"
