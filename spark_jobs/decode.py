@@ -203,11 +203,19 @@ def decode_framed(batch: pa.RecordBatch, framed: Framed, run_id: str, schema: pa
         decoded[subject.part] = array
         reasons = [mine or theirs for mine, theirs in zip(reasons, why, strict=True)]
     run = pa.repeat(pa.scalar(run_id, pa.string()), n)
+    # The decoded value's columns: a record's fields, or one named "value" (framed_schema refuses a
+    # field named like another of Inlet's columns). A value that did not decode is null, and its row
+    # goes to quarantine.
+    value_columns = {c.name for c in framed.value.columns} if framed.value is not None and "value" in decoded else set()
     columns = []
     for f in schema:
         if f.name == "key" and "key" in decoded:
             column = decoded["key"]
-        elif f.name == "key" or (f.name == "value" and "value" not in decoded):
+        elif f.name in value_columns:
+            assert framed.value is not None
+            value = decoded["value"]
+            column = value.field(f.name) if pa.types.is_struct(framed.value.arrow_type) else value
+        elif f.name in ("key", "value"):
             column = batch.column(f.name)
             if f.type == pa.string():
                 column = column.view(pa.string())
@@ -215,10 +223,6 @@ def decode_framed(batch: pa.RecordBatch, framed: Framed, run_id: str, schema: pa
             column = run
         elif f.name in batch.schema.names:
             column = batch.column(f.name)
-        elif "value" in decoded and framed.value is not None and any(c.name == f.name for c in framed.value.columns):
-            # A value that did not decode is null, and its row goes to quarantine.
-            value = decoded["value"]
-            column = value.field(f.name) if pa.types.is_struct(framed.value.arrow_type) else value
         else:
             column = pa.nulls(n, f.type)
         columns.append(column.cast(f.type) if column.type != f.type else column)

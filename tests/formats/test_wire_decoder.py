@@ -4,7 +4,9 @@ per writer schema, whether a record is decoded, quarantined or fails the run."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from spark_jobs.errors import JobError
@@ -18,7 +20,7 @@ V1 = {"type": "record", "name": "Reading", "fields": [{"name": "celsius", "type"
 V2 = {**V1, "fields": [*V1["fields"], {"name": "sensor", "type": "string", "default": "unknown"}]}
 
 
-def _frame(registry_id: int, schema: dict, record: dict) -> bytes:
+def _frame(registry_id: int, schema: dict | str, record: Any) -> bytes:
     return confluent_frame(registry_id, avro_encoder(json.dumps(schema))(record))
 
 
@@ -79,3 +81,27 @@ def test_a_subject_of_another_type_or_unknown_fails_before_reading(real_registry
         resolve(config, "value", "avro", subject, 7)
     assert missing.value.kind == "schema_not_found"
     assert missing.value.message.startswith(f"schema registry {config.host} has no version 7 of subject {subject!r}")
+
+
+def test_a_value_subject_that_is_not_a_record_and_a_record_field_named_value_land_decoded(real_registry) -> None:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from spark_jobs.decode import Framed, decode_framed, framed_schema, quarantine_struct
+    from spark_jobs.kafka_source import kafka_struct
+
+    read_schema = to_arrow_schema(kafka_struct(False), timezone="UTC")
+    config = RegistryConfig(real_registry.url, egress=LOOPBACK_ALLOWED)
+    named_value = {"type": "record", "name": "Boxed", "fields": [{"name": "value", "type": "long"}]}
+    for schema, record, expected in (("string", "héllo", "héllo"), (named_value, {"value": 7}, 7)):
+        subject = unique_subject()
+        frame = _frame(real_registry.register(subject, json.dumps(schema)), schema, record)
+        value = resolve(config, "value", "avro", subject, "latest")
+        table = framed_schema(read_schema, "avro", None, value, None)
+        batch = pa.RecordBatch.from_pylist(
+            [{"key": b"k", "value": frame, "topic": "t", "partition": 0, "offset": 5, "timestamp": None, "timestampType": 0}],
+            schema=read_schema)
+
+        rows, quarantined = decode_framed(batch, Framed(config, value, None), "run-1", table, quarantine_struct(read_schema))
+
+        # The decoded value, never the record's wire bytes (5-byte header and all).
+        assert (rows.column("value").to_pylist(), quarantined.num_rows) == ([expected], 0), schema
