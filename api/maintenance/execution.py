@@ -31,6 +31,7 @@ from api.maintenance.tables import (
     compaction_due,
     due_steps,
     maintained_table,
+    record_health,
 )
 from api.maintenance.triggers import request
 from api.pipelines.maintenance_policy import RetentionFloor
@@ -145,6 +146,9 @@ def finish(*, session: Session, claimed: Claimed, worker: str, report: Maintenan
     row.updated_at = now
     session.add(row)
     session.flush()
+    pipeline = session.get(Pipeline, pipeline_id)
+    if pipeline is not None:
+        record_health(session, pipeline, row, now)
     asked = claimed.request
     key = asked.get("actor_key_id")
     record(session, tenant_id=claimed.table.tenant_id, actor=str(asked.get("actor") or SYSTEM_ACTOR)[:64],

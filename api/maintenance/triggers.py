@@ -21,7 +21,7 @@ from sqlmodel import Session, col, select
 from api.core.db import rows_changed, utcnow
 from api.core.enqueue import enqueue_table_maintenance
 from api.maintenance.models import TableMaintenance
-from api.maintenance.tables import SYSTEM_ACTOR, Step, add_to, compaction_due, delta_target, ensure_row
+from api.maintenance.tables import SYSTEM_ACTOR, Step, add_to, compaction_due, delta_target, ensure_row, record_health
 from api.pipelines.models import Pipeline
 
 # A request not taken this long after it was sent is sent again by the sweep (its message may be lost).
@@ -48,6 +48,7 @@ def record_commit(session: Session, pipeline: Pipeline, result: Mapping[str, Any
                         .values(version=result["delta_version"], updated_at=now))
     row = session.get(TableMaintenance, pipeline.id, populate_existing=True)
     assert row is not None  # ensured above
+    record_health(session, pipeline, row, now)
     if not compaction_due(row, policy):
         return False
     return request(session, pipeline.id, trigger="runs", actor=SYSTEM_ACTOR, now=now)

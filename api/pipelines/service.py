@@ -26,6 +26,7 @@ from api.pipelines.scheduling import next_fire
 from api.pipelines.schemas import DeltaTarget, KafkaTarget, PipelineRead, PipelineSpec, PipelineStatus, registry_subject
 from api.pipelines.states import PIPELINE_STATES
 from api.pipelines.storage import resolve_delta_uri
+from api.pipelines.table_health import TableHealthRecord, snapshot_of
 from api.tenancy.quotas import QuotaLimits, enforce
 
 
@@ -47,7 +48,9 @@ def to_read(pipeline: Pipeline, storage_root: str) -> PipelineRead:
         state=spec.state, created_at=pipeline.created_at, updated_at=pipeline.updated_at,
         status=PipelineStatus(next_run_at=pipeline.next_run_at,
                               target_uri=target_uri(pipeline, spec.target, storage_root),
-                              consumer_group=pipeline.group_mirror),
+                              consumer_group=pipeline.group_mirror,
+                              table=snapshot_of(pipeline.table_health, spec.target.maintenance, utcnow())
+                              if isinstance(spec.target, DeltaTarget) else None),
     )
 
 
@@ -56,6 +59,12 @@ def record_group_mirror(session: Session, pipeline: Pipeline, outcome: dict[str,
     pipeline.group_mirror = outcome
     session.add(pipeline)
     session.flush()
+
+
+def record_table_health(session: Session, pipeline: Pipeline, record: TableHealthRecord) -> None:
+    """The Delta table's health as a run's commit or a maintenance task left it (status only: no new revision)."""
+    pipeline.table_health = record.model_dump(mode="json")
+    session.add(pipeline)
 
 
 def record_observed_lag(session: Session, pipeline: Pipeline, lag: int) -> None:
