@@ -21,6 +21,7 @@ from api.maintenance.triggers import record_commit
 from api.pipelines.models import Pipeline
 from tests.factories import assert_auth_refused, assert_problem, create_connection, create_pipeline, operator
 from tests.fixtures.dispatch import RecordingDispatcher, app, dispatcher  # noqa: F401  (the fixtures)
+from tests.portal.helpers import sign_in
 from worker.maintenance import TableMaintainer
 
 SMALL = {"compaction": {"min_small_files": 3, "max_commits": 5}, "vacuum": {"retention_hours": 168}}
@@ -204,6 +205,9 @@ def test_the_pipeline_read_embeds_the_table_health_runs_and_tasks_recorded(  # t
     assert [p["status"]["table"] for p in listed] == [table]  # the list shows what is stored, reading no table
     assert read.headers["etag"] == client.get(f"/pipelines/{ident}", headers=tenant.viewer).headers["etag"]
     assert read.json()["updated_at"] == created["updated_at"]  # status only: no new revision
+    sign_in(client, tenant.keys["viewer"])
+    page = client.get("/portal/pipelines", params={"name": created["name"]})
+    assert '<td class="num">3 <small>(3 small; maintenance due)</small></td>' in page.text
 
     assert TableMaintainer(client.app.state.settings, engine).maintain(uuid.UUID(ident)) == "done"
     after = client.get(f"/pipelines/{ident}", headers=tenant.viewer).json()
