@@ -30,6 +30,7 @@ from api.maintenance.tables import (
     add_to,
     compaction_due,
     due_steps,
+    lock_pipeline,
     maintained_table,
     record_health,
 )
@@ -104,6 +105,7 @@ def finish(*, session: Session, claimed: Claimed, worker: str, report: Maintenan
     (runs landed meanwhile, or someone asked). Returns the audit entry's ``after``."""
     now = utcnow()
     pipeline_id = claimed.table.pipeline_id
+    lock_pipeline(session, pipeline_id)
     row = session.get(TableMaintenance, pipeline_id, with_for_update=True, populate_existing=True)
     if row is None:  # the tenant is gone
         return {}

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from sqlalchemy import Table, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlmodel import Session, col
+from sqlmodel import Session, col, select
 
 from api.core.config import Settings
 from api.maintenance.models import TableMaintenance
@@ -111,6 +111,12 @@ def health_of(row: TableMaintenance) -> TableHealthRead:
                            observed_at=row.observed_at, files_since_compaction=row.files_since_compaction,
                            small_files_since_compaction=row.small_files_since_compaction,
                            commits_since_compaction=row.commits_since_compaction)
+
+
+def lock_pipeline(session: Session, pipeline_id: uuid.UUID) -> None:
+    """Take the pipeline's row before its ``table_maintenance`` row: a run's commit and a task's end each
+    write both, and one order keeps them from deadlocking (PostgreSQL; SQLite serialises writers)."""
+    session.execute(select(col(Pipeline.id)).where(col(Pipeline.id) == pipeline_id).with_for_update())
 
 
 def record_health(session: Session, pipeline: Pipeline, row: TableMaintenance, now: datetime) -> None:
