@@ -30,7 +30,9 @@ from api.maintenance.tables import (
     add_to,
     compaction_due,
     due_steps,
+    lock_pipeline,
     maintained_table,
+    record_health,
 )
 from api.maintenance.triggers import request
 from api.pipelines.maintenance_policy import RetentionFloor
@@ -103,6 +105,7 @@ def finish(*, session: Session, claimed: Claimed, worker: str, report: Maintenan
     (runs landed meanwhile, or someone asked). Returns the audit entry's ``after``."""
     now = utcnow()
     pipeline_id = claimed.table.pipeline_id
+    lock_pipeline(session, pipeline_id)
     row = session.get(TableMaintenance, pipeline_id, with_for_update=True, populate_existing=True)
     if row is None:  # the tenant is gone
         return {}
@@ -145,6 +148,9 @@ def finish(*, session: Session, claimed: Claimed, worker: str, report: Maintenan
     row.updated_at = now
     session.add(row)
     session.flush()
+    pipeline = session.get(Pipeline, pipeline_id)
+    if pipeline is not None:
+        record_health(session, pipeline, row, now)
     asked = claimed.request
     key = asked.get("actor_key_id")
     record(session, tenant_id=claimed.table.tenant_id, actor=str(asked.get("actor") or SYSTEM_ACTOR)[:64],

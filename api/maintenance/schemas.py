@@ -9,19 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from api.maintenance.tables import Step
-
-
-class TableHealthRead(BaseModel):
-    files: int = Field(description="Data files the table holds")
-    small_files: int = Field(description="Of those, files under the policy's small-file size (a quarter of "
-                                         "target_file_mb)")
-    bytes: int = Field(description="Bytes of the live data files: what a full read reads")
-    version: int | None = Field(description="The table's version as last seen; null: not written yet")
-    observed_at: datetime | None = Field(description="When maintenance last read the table itself; the counts "
-                                                     "since add what runs reported")
-    files_since_compaction: int
-    small_files_since_compaction: int
-    commits_since_compaction: int
+from api.pipelines.table_health import TableHealthRead
 
 
 class MaintenanceStatus(BaseModel):

@@ -26,7 +26,7 @@ from api.maintenance.schemas import (
     MaintenanceStatus,
     TableHealthRead,
 )
-from api.maintenance.tables import STEPS, MaintainedTable, Step, ensure_row, maintained_table, steps_of
+from api.maintenance.tables import STEPS, MaintainedTable, Step, ensure_row, health_of, maintained_table, steps_of
 from api.maintenance.triggers import request
 from api.pipelines.as_written import in_full
 from api.pipelines.maintenance_policy import RetentionFloor
@@ -56,7 +56,7 @@ def get_status(*, session: Session, ctx: TenantContext, pipeline_id: uuid.UUID, 
     assert row is not None  # ensured above
     now = utcnow()
     return MaintenanceStatus(
-        pipeline_id=pipeline_id, policy=in_full(table.policy), table=_health(row),
+        pipeline_id=pipeline_id, policy=in_full(table.policy), table=health_of(row),
         last_compaction=row.last_compaction, last_compaction_at=row.last_compaction_at, last_vacuum=row.last_vacuum,
         last_vacuum_at=row.last_vacuum_at, last_checkpoint=row.last_checkpoint,
         running=row.lease_owner is not None and row.lease_expires_at is not None and row.lease_expires_at > now,
@@ -84,13 +84,6 @@ def request_maintenance(*, session: Session, ctx: TenantContext, pipeline_id: uu
     record_by(session, ctx, resource_type="pipeline", resource_id=pipeline_id, action="maintenance_requested",
               after={"steps": steps, "queued": queued})
     return MaintenanceAccepted(pipeline_id=pipeline_id, dry_run=False, steps=steps, queued=queued, preview=None)
-
-
-def _health(row: TableMaintenance) -> TableHealthRead:
-    return TableHealthRead(files=row.files, small_files=row.small_files, bytes=row.bytes, version=row.version,
-                           observed_at=row.observed_at, files_since_compaction=row.files_since_compaction,
-                           small_files_since_compaction=row.small_files_since_compaction,
-                           commits_since_compaction=row.commits_since_compaction)
 
 
 def _preview(table: MaintainedTable, steps: list[Step]) -> MaintenancePreviewRead:

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from sqlalchemy import Table, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlmodel import Session, col
+from sqlmodel import Session, col, select
 
 from api.core.config import Settings
 from api.maintenance.models import TableMaintenance
@@ -23,7 +23,9 @@ from api.pipelines.definition import definition_of
 from api.pipelines.maintenance_policy import MaintenancePolicy
 from api.pipelines.models import Pipeline
 from api.pipelines.schemas import DeltaTarget
+from api.pipelines.service import record_table_health
 from api.pipelines.storage import resolve_delta_uri
+from api.pipelines.table_health import TableHealthRead, TableHealthRecord
 from spark_jobs.public import MaintenanceSteps, Store, TablePolicy
 
 Step = Literal["compact", "vacuum", "checkpoint"]
@@ -74,18 +76,12 @@ def steps_of(names: list[Step] | tuple[Step, ...]) -> MaintenanceSteps:
 
 
 def compaction_due(row: TableMaintenance, policy: MaintenancePolicy) -> bool:
-    """Runs added enough small files, or enough commits with at least two small files, since the last compaction."""
-    compaction = policy.compaction
-    if not (policy.enabled and compaction.enabled):
-        return False
-    small = row.small_files_since_compaction
-    return small >= compaction.min_small_files or (row.commits_since_compaction >= compaction.max_commits and small >= 2)
+    return policy.compaction_due(small_files=row.small_files_since_compaction, commits=row.commits_since_compaction)
 
 
 def vacuum_due(row: TableMaintenance, policy: MaintenancePolicy, now: datetime) -> bool:
-    if not (policy.enabled and policy.vacuum.enabled):
-        return False
-    return row.last_vacuum_at is None or row.last_vacuum_at + timedelta(hours=policy.vacuum.interval_hours) <= now
+    due_at = policy.vacuum_due_at(row.last_vacuum_at, row.created_at)
+    return due_at is not None and (row.last_vacuum_at is None or due_at <= now)
 
 
 def due_steps(row: TableMaintenance, policy: MaintenancePolicy, now: datetime) -> list[Step]:
@@ -108,3 +104,25 @@ def add_to(session: Session, pipeline_id: uuid.UUID, **amounts: Any) -> None:
     columns = {name: getattr(TableMaintenance, name) + amount for name, amount in amounts.items()}
     session.execute(update(TableMaintenance).where(col(TableMaintenance.pipeline_id) == pipeline_id)
                     .values(**columns))
+
+
+def health_of(row: TableMaintenance) -> TableHealthRead:
+    return TableHealthRead(files=row.files, small_files=row.small_files, bytes=row.bytes, version=row.version,
+                           observed_at=row.observed_at, files_since_compaction=row.files_since_compaction,
+                           small_files_since_compaction=row.small_files_since_compaction,
+                           commits_since_compaction=row.commits_since_compaction)
+
+
+def lock_pipeline(session: Session, pipeline_id: uuid.UUID) -> None:
+    """Take the pipeline's row before its ``table_maintenance`` row: a run's commit and a task's end each
+    write both, and one order keeps them from deadlocking (PostgreSQL; SQLite serialises writers)."""
+    session.execute(select(col(Pipeline.id)).where(col(Pipeline.id) == pipeline_id).with_for_update())
+
+
+def record_health(session: Session, pipeline: Pipeline, row: TableMaintenance, now: datetime) -> None:
+    """Keep the row's view of the table on the pipeline's row too: what ``GET /pipelines/{id}`` and its
+    list show, without reading this table or the Delta log per pipeline."""
+    record_table_health(session, pipeline, TableHealthRecord(
+        **health_of(row).model_dump(), last_compaction_at=row.last_compaction_at,
+        last_compaction_outcome=(row.last_compaction or {}).get("outcome"), last_vacuum_at=row.last_vacuum_at,
+        last_vacuum_outcome=(row.last_vacuum or {}).get("outcome"), tracked_since=row.created_at, recorded_at=now))

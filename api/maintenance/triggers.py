@@ -21,7 +21,16 @@ from sqlmodel import Session, col, select
 from api.core.db import rows_changed, utcnow
 from api.core.enqueue import enqueue_table_maintenance
 from api.maintenance.models import TableMaintenance
-from api.maintenance.tables import SYSTEM_ACTOR, Step, add_to, compaction_due, delta_target, ensure_row
+from api.maintenance.tables import (
+    SYSTEM_ACTOR,
+    Step,
+    add_to,
+    compaction_due,
+    delta_target,
+    ensure_row,
+    lock_pipeline,
+    record_health,
+)
 from api.pipelines.models import Pipeline
 
 # A request not taken this long after it was sent is sent again by the sweep (its message may be lost).
@@ -40,6 +49,7 @@ def record_commit(session: Session, pipeline: Pipeline, result: Mapping[str, Any
     result = result or {}
     files, size = int(result.get("files_written") or 0), int(result.get("bytes_written") or 0)
     small = files if files and size // files < policy.compaction.small_file_bytes else 0
+    lock_pipeline(session, pipeline.id)
     ensure_row(session, pipeline, policy, now)
     add_to(session, pipeline.id, files_since_compaction=files, small_files_since_compaction=small,
            commits_since_compaction=1, files=files, small_files=small, bytes=size)
@@ -48,6 +58,7 @@ def record_commit(session: Session, pipeline: Pipeline, result: Mapping[str, Any
                         .values(version=result["delta_version"], updated_at=now))
     row = session.get(TableMaintenance, pipeline.id, populate_existing=True)
     assert row is not None  # ensured above
+    record_health(session, pipeline, row, now)
     if not compaction_due(row, policy):
         return False
     return request(session, pipeline.id, trigger="runs", actor=SYSTEM_ACTOR, now=now)

@@ -11,6 +11,7 @@ reader of an older version may still need.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Annotated
 
 from pydantic import ConfigDict, Field
@@ -81,6 +82,21 @@ class MaintenancePolicy(AsWritten):
     compaction: CompactionPolicy = Field(default_factory=CompactionPolicy)
     vacuum: VacuumPolicy = Field(default_factory=VacuumPolicy)
     checkpoints: CheckpointPolicy = Field(default_factory=CheckpointPolicy)
+
+    def compaction_due(self, *, small_files: int, commits: int) -> bool:
+        """Runs added enough small files, or enough commits with at least two small files, since the last
+        compaction (the counters ``api.maintenance`` keeps)."""
+        compaction = self.compaction
+        if not (self.enabled and compaction.enabled):
+            return False
+        return small_files >= compaction.min_small_files or (commits >= compaction.max_commits and small_files >= 2)
+
+    def vacuum_due_at(self, last_vacuum_at: datetime | None, tracked_since: datetime) -> datetime | None:
+        """When Inlet vacuums the table on its own next: an interval after the last vacuum that ran to its
+        end (after the table's maintenance was first tracked, before any); None when it never does."""
+        if not (self.enabled and self.vacuum.enabled):
+            return None
+        return (last_vacuum_at or tracked_since) + timedelta(hours=self.vacuum.interval_hours)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The pipelines table. The ``source``, ``target`` and ``schedule`` columns hold the user's definition as
 written (``*_as_written``: what reads back the same, for ETags, Terraform and the portal's edit forms;
 everything else reads it typed, through ``api.pipelines.definition``); foreign keys, scheduling fields,
-the lag last observed and the lag alert are kept in columns beside it."""
+the lag last observed, the lag alert and the Delta table's health are kept in columns beside it."""
 
 from __future__ import annotations
 
@@ -53,6 +53,10 @@ class Pipeline(SQLModel, table=True):
     )
     group_mirror: dict[str, Any] | None = Field(
         default=None, sa_column=Column(JSON), description="The last mirror of the offsets to source.commit_to_group"
+    )
+    table_health: dict[str, Any] | None = Field(
+        default=None, sa_column=Column(JSON(none_as_null=True)),
+        description="The Delta table's health as last recorded (api.pipelines.table_health.TableHealthRecord)",
     )
     revision: int = 1
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)

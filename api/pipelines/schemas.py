@@ -26,6 +26,7 @@ from api.core.errors import field_error
 from api.pipelines.as_written import AsWritten
 from api.pipelines.ddl import ddl_field_names
 from api.pipelines.maintenance_policy import MaintenancePolicy
+from api.pipelines.table_health import TableHealthSnapshot
 from api.pipelines.topic_patterns import compile_topic_pattern
 from spark_jobs.public import RESERVED_COLUMNS
 
@@ -305,6 +306,10 @@ class PipelineStatus(BaseModel):
     target_uri: str | None = Field(description="Where the Delta table lives (delta targets)")
     consumer_group: ConsumerGroupMirror | None = Field(
         default=None, description="The last copy of the committed offsets to source.commit_to_group")
+    table: TableHealthSnapshot | None = Field(
+        default=None, description="The Delta table's health as the last run's commit or maintenance task recorded it "
+                                  "(GET /pipelines/{id}/maintenance has the rest); null for a Kafka target, or before "
+                                  "either happened")
 
 
 class PipelineRead(BaseModel):

@@ -26,6 +26,7 @@ from api.pipelines.scheduling import next_fire
 from api.pipelines.schemas import DeltaTarget, KafkaTarget, PipelineRead, PipelineSpec, PipelineStatus, registry_subject
 from api.pipelines.states import PIPELINE_STATES
 from api.pipelines.storage import resolve_delta_uri
+from api.pipelines.table_health import TableHealthRecord, TableHealthSnapshot, snapshot_of
 from api.tenancy.quotas import QuotaLimits, enforce
 
 
@@ -47,8 +48,17 @@ def to_read(pipeline: Pipeline, storage_root: str) -> PipelineRead:
         state=spec.state, created_at=pipeline.created_at, updated_at=pipeline.updated_at,
         status=PipelineStatus(next_run_at=pipeline.next_run_at,
                               target_uri=target_uri(pipeline, spec.target, storage_root),
-                              consumer_group=pipeline.group_mirror),
+                              consumer_group=pipeline.group_mirror,
+                              table=table_health_of(pipeline, spec.target)),
     )
+
+
+def table_health_of(pipeline: Pipeline, target: DeltaTarget | KafkaTarget | None = None) -> TableHealthSnapshot | None:
+    """The Delta table's health as last recorded on the pipeline's row (no query); None for a Kafka target."""
+    target = target or definition_of(pipeline).target
+    if not isinstance(target, DeltaTarget):
+        return None
+    return snapshot_of(pipeline.table_health, target.maintenance, utcnow())
 
 
 def record_group_mirror(session: Session, pipeline: Pipeline, outcome: dict[str, Any]) -> None:
@@ -56,6 +66,12 @@ def record_group_mirror(session: Session, pipeline: Pipeline, outcome: dict[str,
     pipeline.group_mirror = outcome
     session.add(pipeline)
     session.flush()
+
+
+def record_table_health(session: Session, pipeline: Pipeline, record: TableHealthRecord) -> None:
+    """The Delta table's health as a run's commit or a maintenance task left it (status only: no new revision)."""
+    pipeline.table_health = record.model_dump(mode="json")
+    session.add(pipeline)
 
 
 def record_observed_lag(session: Session, pipeline: Pipeline, lag: int) -> None:

@@ -78,7 +78,8 @@ def pipelines_page(caller: Viewer, filters: Annotated[PipelineFilters, Query()])
                                            state=filters.chosen_state or None)
     newest = runs.newest_runs(session=caller.session, ctx=caller.ctx, pipelines=rows)
     return caller.render("pipelines.html", items=[{"pipeline": row, "schedule": definition_of(row).schedule,
-                                                   "last_run": newest.get(row.id)} for row in rows],
+                                                   "last_run": newest.get(row.id), "table": pipelines.table_health_of(row)}
+                                                  for row in rows],
                          total=total, page=filters.number, pages=max((total + PAGE_SIZE - 1) // PAGE_SIZE, 1),
                          filters=filters.shown())
 

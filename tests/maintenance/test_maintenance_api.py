@@ -6,6 +6,7 @@ commits making compaction due. The broker is the recording stand-in (tests/fixtu
 from __future__ import annotations
 
 import uuid
+from datetime import datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
@@ -20,6 +21,7 @@ from api.maintenance.triggers import record_commit
 from api.pipelines.models import Pipeline
 from tests.factories import assert_auth_refused, assert_problem, create_connection, create_pipeline, operator
 from tests.fixtures.dispatch import RecordingDispatcher, app, dispatcher  # noqa: F401  (the fixtures)
+from tests.portal.helpers import sign_in
 from worker.maintenance import TableMaintainer
 
 SMALL = {"compaction": {"min_small_files": 3, "max_commits": 5}, "vacuum": {"retention_hours": 168}}
@@ -171,3 +173,56 @@ def test_routes_refuse_roles_other_tenants_kafka_targets_and_bad_bodies(client: 
     kafka = create_pipeline(client, tenant, state="paused",
                             target={"type": "kafka", "connection_id": conn["id"], "topic": "orders.copy"})
     assert_problem(client.get(f"/pipelines/{kafka['id']}/maintenance", headers=tenant.viewer), 409)
+
+
+def test_the_pipeline_read_embeds_the_table_health_runs_and_tasks_recorded(  # type: ignore[no-untyped-def]
+    client: TestClient, tenant, other_tenant, dispatcher: RecordingDispatcher,  # noqa: F811 (the fixture imported above)
+) -> None:
+    created = _pipeline(client, tenant, SMALL)
+    ident, uri = created["id"], created["status"]["target_uri"]
+    assert created["status"]["table"] is None  # nothing recorded yet
+    engine = client.app.state.engine
+    _fill(uri, 3)
+    for version in (1, 2, 3):
+        with unit_of_work(engine) as session:
+            record_commit(session, session.get(Pipeline, uuid.UUID(ident)),
+                          {"files_written": 1, "bytes_written": 1000, "delta_version": version})
+
+    read = client.get(f"/pipelines/{ident}", headers=tenant.viewer)
+    assert read.status_code == 200, read.text
+    table = read.json()["status"]["table"]
+    since = table["tracked_since"]
+    assert table == {
+        "files": 3, "small_files": 3, "bytes": 3000, "version": 3, "observed_at": None,
+        "files_since_compaction": 3, "small_files_since_compaction": 3, "commits_since_compaction": 3,
+        "last_compaction_at": None, "last_compaction_outcome": None, "last_vacuum_at": None,
+        "last_vacuum_outcome": None, "tracked_since": since, "recorded_at": table["recorded_at"],
+        "compaction_due": True,  # min_small_files 3
+        "vacuum_due_at": (datetime.fromisoformat(since) + timedelta(hours=24)).isoformat().replace("+00:00", "Z"),
+        "due": True,
+    }
+    listed = client.get("/pipelines", params={"name": created["name"]}, headers=tenant.viewer).json()["items"]
+    assert [p["status"]["table"] for p in listed] == [table]  # the list shows what is stored, reading no table
+    assert read.headers["etag"] == client.get(f"/pipelines/{ident}", headers=tenant.viewer).headers["etag"]
+    assert read.json()["updated_at"] == created["updated_at"]  # status only: no new revision
+    sign_in(client, tenant.keys["viewer"])
+    page = client.get("/portal/pipelines", params={"name": created["name"]})
+    assert '<td class="num">3 <small>(3 small; maintenance due)</small></td>' in page.text
+
+    assert TableMaintainer(client.app.state.settings, engine).maintain(uuid.UUID(ident)) == "done"
+    after = client.get(f"/pipelines/{ident}", headers=tenant.viewer).json()
+    table = after["status"]["table"]
+    assert (table["files"], table["small_files"], table["version"]) == (1, 1, DeltaTable(uri).version())
+    assert (table["files_since_compaction"], table["small_files_since_compaction"],
+            table["commits_since_compaction"]) == (0, 0, 0)
+    assert (table["last_compaction_outcome"], table["last_vacuum_outcome"]) == ("done", "nothing")
+    assert table["last_compaction_at"] is not None and table["observed_at"] is not None
+    assert (table["compaction_due"], table["due"]) == (False, False)
+    maintenance = client.get(f"/pipelines/{ident}/maintenance", headers=tenant.viewer).json()["table"]
+    assert {k: table[k] for k in maintenance} == maintenance  # the same figures as the maintenance read
+
+    assert_problem(client.get(f"/pipelines/{ident}", headers=other_tenant.viewer), 404)
+    conn = create_connection(client, tenant)
+    kafka = create_pipeline(client, tenant, state="paused",
+                            target={"type": "kafka", "connection_id": conn["id"], "topic": "orders.copy"})
+    assert client.get(f"/pipelines/{kafka['id']}", headers=tenant.viewer).json()["status"]["table"] is None

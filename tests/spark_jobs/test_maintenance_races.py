@@ -141,6 +141,14 @@ def test_a_compaction_merges_small_files_and_keeps_every_record(where: Where) ->
     assert (report.compaction.files_removed, report.compaction.files_added) == (12, 1)
     assert report.health is not None and report.health.files == 1
     assert _records(root) == _expected(6)
+    filesystem, base = root.store.filesystem(root.uri)
+    (written,) = [name for name in root.parquet_files() if name.startswith("compacted-")]
+    with filesystem.open_input_file(f"{base}/{written}") as handle:
+        meta = pq.ParquetFile(handle).metadata
+    columns = {meta.row_group(0).column(i).path_in_schema: meta.row_group(0).column(i) for i in range(meta.num_columns)}
+    assert {c.compression for c in columns.values()} == {"ZSTD"}  # as delta-rs writes: half snappy's size
+    assert "DELTA_BINARY_PACKED" in columns["offset"].encodings  # ascending offsets: a few bits a row
+    assert "RLE_DICTIONARY" in columns["value"].encodings
     assert report.properties_set["delta.checkpointInterval"] == "10"
     assert root.store.delta_table(root.uri).metadata().configuration["delta.logRetentionDuration"] == "interval 30 days"
     assert report.checkpoint is not None and report.checkpoint.outcome == "done"
@@ -268,3 +276,14 @@ def test_vacuum_keeps_a_file_a_run_is_still_writing_and_takes_one_a_checkpoint_f
     reclaimed = maintain(table.store, str(root), POLICY, MaintenanceSteps(compact=False, checkpoint=False))
     assert reclaimed.vacuum is not None and reclaimed.vacuum.files_deleted == 12
     assert _records(root) == _expected(6) + Counter((0, o) for o in range(60, 70))
+
+
+def test_compacted_files_delta_encode_offsets_and_timestamps_and_keep_every_other_leafs_dictionary() -> None:
+    schema = pa.schema([("topic", pa.string()), ("offset", pa.int64()), ("timestamp", pa.timestamp("us", tz="UTC")),
+                        ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
+                        ("amount", pa.float64())])
+    assert compaction._write_options(schema) == {
+        "compression": "zstd",
+        "use_dictionary": ["topic", "headers.list.element.key", "headers.list.element.value", "amount"],
+        "column_encoding": {"offset": "DELTA_BINARY_PACKED", "timestamp": "DELTA_BINARY_PACKED"},
+    }
