@@ -1,0 +1,128 @@
+"""A keyed table (``target.mode`` upsert) from a Debezium-shaped topic, the whole job: the warm engine,
+local Spark, the sandbox Kafka. Inserts, updates, deletes with their tombstones, snapshot reads, keys
+that move partition, and runs whose ranges cut the partitions unevenly (so a key's later changes are
+merged before its earlier ones) land as exactly the state a reference computes; a retried run and a
+replay of everything leave the table as it is. Read back with delta-rs and DuckDB's delta extension."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from deltalake import DeltaTable
+
+from tests.spark_jobs.helpers import make_spec, run_job
+
+pytestmark = pytest.mark.slow
+
+SCHEMA = "id BIGINT, name STRING, tier INT"
+LIVE_COLUMNS = ["id", "name", "tier"]
+
+
+def _changes(seed: int, keys: int, n: int) -> list[tuple[int, str, dict | None, dict | None, int]]:
+    """A change log in LSN order: (id, op, before, after, lsn); a key is created before it changes."""
+    rng, state, log = random.Random(seed), {}, []
+    for lsn in range(100, 100 + n * 10, 10):
+        i = rng.randrange(keys)
+        if i not in state:
+            op, after = rng.choice("cr"), {"id": i, "name": f"n{lsn}", "tier": lsn % 7}
+        elif rng.random() < 0.25:
+            op, after = "d", None
+        else:
+            op, after = "u", {"id": i, "name": f"n{lsn}", "tier": lsn % 7}
+        log.append((i, op, state.get(i), after, lsn))
+        if after is None:
+            del state[i]
+        else:
+            state[i] = after
+    return log
+
+
+def _produce(bootstrap: str, topic: str, log: list[tuple[int, str, dict | None, dict | None, int]]) -> dict[int, int]:
+    """Each change to its key's partition, except that keys move partition halfway (a repartition);
+    Debezium's tombstone after every delete; every third envelope in the JsonConverter wrapper."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    ends: dict[int, int] = {}
+    for n, (i, op, before, after, lsn) in enumerate(log):
+        partition = (i + (n >= len(log) // 2)) % 3
+        key = json.dumps({"id": i}).encode()
+        envelope = {"before": before, "after": after, "op": op, "ts_ms": lsn, "source": {"lsn": lsn, "db": "shop"}}
+        value = json.dumps({"schema": {"type": "struct"}, "payload": envelope} if n % 3 == 0 else envelope).encode()
+        producer.produce(topic, value, key, partition=partition)
+        ends[partition] = ends.get(partition, 0) + 1
+        if op == "d":
+            producer.produce(topic, None, key, partition=partition)
+            ends[partition] += 1
+    assert producer.flush(30) == 0
+    return ends
+
+
+def _reference(log: list[tuple[int, str, dict | None, dict | None, int]]) -> list[tuple]:
+    final: dict[int, dict | None] = {}
+    for i, _, _, after, _ in log:
+        final[i] = after
+    return sorted((row["id"], row["name"], row["tier"]) for row in final.values() if row is not None)
+
+
+def _live_rows(uri: str) -> list[tuple]:
+    rows = DeltaTable(uri).to_pyarrow_table().to_pylist()
+    return sorted(tuple(r[c] for c in LIVE_COLUMNS) for r in rows if not r["_inlet_deleted"])
+
+
+def _duckdb_rows(uri: str) -> list[tuple]:
+    import duckdb
+    import duckdb_ext
+
+    extensions = Path(next(iter(duckdb_ext.__path__))) / "extensions" / f"v{duckdb.__version__}"
+    connection = duckdb.connect(config={"allow_unsigned_extensions": "true", "autoinstall_known_extensions": "false",
+                                        "autoload_known_extensions": "false"})
+    connection.execute(f"LOAD '{next(extensions.glob('*/delta.duckdb_extension'))}'")
+    return sorted(connection.execute(f"SELECT id, name, tier FROM delta_scan('{uri}') WHERE NOT _inlet_deleted").fetchall())
+
+
+def test_a_debezium_topic_lands_as_the_final_state_and_retries_and_replays_change_nothing(
+        sandbox_kafka, kafka_topic, tmp_path: Path) -> None:
+    topic = kafka_topic(partitions=3)
+    log = _changes(seed=30, keys=40, n=600)
+    ends = _produce(sandbox_kafka.bootstrap_servers, topic, log)
+    uri = str(tmp_path / "customers")
+    target = {"type": "delta", "uri": uri, "quarantine_uri": f"{uri}__quarantine", "mode": "upsert", "key": ["id"],
+              "sequence_by": "source.lsn", "changes": "debezium"}
+    # Partition 0 whole in the first run, the others a third: later changes of moved keys go in first.
+    cuts = {p: end if p == 0 else end // 3 for p, end in ends.items()}
+    runs = [{topic: {str(p): (0, cuts[p]) for p in ends}}, {topic: {str(p): (cuts[p], ends[p]) for p in ends}}]
+    deletes = sum(1 for change in log if change[1] == "d")
+
+    results = []
+    for version, ranges in enumerate(runs, start=1):
+        spec = make_spec(sandbox_kafka.bootstrap_servers, ranges, target, version=version, pipeline_id="keyed",
+                         value_format="json", schema=SCHEMA)
+        results.append(run_job(spec, tmp_path / f"work{version}"))
+        assert results[-1].status == "succeeded", results[-1].error
+    assert sum(r.rows_written for r in results) == len(log)  # every change; the tombstones skipped
+    assert sum(r.rows_quarantined for r in results) == 0
+    assert sum(p.records_read for r in results for p in r.partitions) == len(log) + deletes
+    expected = _reference(log)
+    assert _live_rows(uri) == expected
+    assert _duckdb_rows(uri) == expected
+    version = DeltaTable(uri).version()
+
+    retried = run_job(spec, tmp_path / "retry")  # the second run again: its txn is in the table
+    assert retried.status == "succeeded" and retried.already_committed, retried.error
+    assert DeltaTable(uri).version() == version
+
+    replay = make_spec(sandbox_kafka.bootstrap_servers, {topic: {str(p): (0, end) for p, end in ends.items()}}, target,
+                       version=3, pipeline_id="keyed", value_format="json", schema=SCHEMA)
+    replayed = run_job(replay, tmp_path / "replay")
+    assert replayed.status == "succeeded" and not replayed.already_committed, replayed.error
+    assert _live_rows(uri) == expected
+    assert _duckdb_rows(uri) == expected
+    table = DeltaTable(uri)
+    assert table.transaction_version("inlet-pipeline-keyed") == 3
+    # One row per key ever seen; the deleted ones flagged, with only their key.
+    rows = table.to_pyarrow_table().to_pylist()
+    assert sorted(r["id"] for r in rows) == sorted({change[0] for change in log})
+    assert all(r["name"] is None for r in rows if r["_inlet_deleted"])
