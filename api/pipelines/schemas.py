@@ -27,7 +27,7 @@ from api.pipelines.as_written import AsWritten
 from api.pipelines.ddl import ddl_field_names
 from api.pipelines.maintenance_policy import MaintenancePolicy
 from api.pipelines.topic_patterns import compile_topic_pattern
-from spark_jobs.public import RESERVED_COLUMNS
+from spark_jobs.public import KEYED_COLUMNS, RESERVED_COLUMNS
 
 TOPIC_PATTERN = r"^[A-Za-z0-9._-]{1,249}$"
 TopicName = Annotated[str, Field(pattern=TOPIC_PATTERN, description="A Kafka topic name")]
@@ -325,21 +325,22 @@ class PipelineSpec(BaseModel):
         if not isinstance(target, DeltaTarget) or target.mode != "upsert":
             return self
         if source.value_format != "json":
-            raise field_error("target.mode", "mode upsert reads json values (source.value_format json): its key "
+            raise field_error("target.mode", "a keyed table reads json values (source.value_format json): its key "
                                              "columns are fields of the value's schema")
         names = ddl_field_names(source.schema_ or "")  # checked by the source's validator
+        if any(name in KEYED_COLUMNS for name in names):
+            raise field_error("source.schema", f"a keyed table writes {' and '.join(sorted(KEYED_COLUMNS))} beside the "
+                                               "schema's fields: rename those")
         if missing := [k for k in target.key or [] if k not in names]:
-            raise field_error("target.key", f"key columns {', '.join(missing)} are not fields of source.schema")
+            raise field_error("target.key", f"{len(missing)} key column(s) are not fields of source.schema")
         root = (target.sequence_by or "").split(".")[0]
         if target.changes == "rows" and target.sequence_by and root not in names:
-            raise field_error("target.sequence_by", f"sequence_by {target.sequence_by}: {root} is not a field of "
-                                                    "source.schema")
+            raise field_error("target.sequence_by", "sequence_by: its first name is not a field of source.schema")
         if target.changes == "debezium" and root in ("before", "after", "op", "payload"):
             raise field_error("target.sequence_by", "sequence_by names a field of the envelope's source or ts_ms "
-                                                    f"(source.lsn, ts_ms), not of {root}")
+                                                    "(source.lsn, ts_ms), not of before, after, op or payload")
         if missing := [c for c in target.partition_by if c not in names]:
-            raise field_error("target.partition_by", f"partition_by {', '.join(missing)}: a keyed table is "
-                                                     "partitioned by fields of source.schema")
+            raise field_error("target.partition_by", "a keyed table is partitioned by fields of source.schema")
         return self
 
 

@@ -38,7 +38,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from spark_jobs.columns import DELETED, RUN_ID, SEQUENCE
+from spark_jobs.columns import DELETED, KEYED, RUN_ID, SEQUENCE
 from spark_jobs.decode import split_rows
 from spark_jobs.errors import JobError
 
@@ -64,6 +64,8 @@ class ChangeReader:
         from spark_jobs.formats.json_values import JsonValues
 
         names = rows.fieldNames()
+        if clashes := sorted(KEYED & set(names)):
+            raise JobError("invalid_spec", f"schema fields {clashes} clash with a keyed table's columns {sorted(KEYED)}")
         for column in key:
             if column not in names:
                 raise JobError("invalid_spec", f"key column {column} is not a field of the schema")
