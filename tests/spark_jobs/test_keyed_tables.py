@@ -6,65 +6,17 @@ replay of everything leave the table as it is. Read back with delta-rs and DuckD
 
 from __future__ import annotations
 
-import json
-import random
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
 from deltalake import DeltaTable
 
+from tests.fixtures.debezium import SCHEMA, change_log, final_rows, produce_changes
 from tests.spark_jobs.helpers import make_spec, run_job
 
 pytestmark = pytest.mark.slow
 
-SCHEMA = "id BIGINT, name STRING, tier INT"
 LIVE_COLUMNS = ["id", "name", "tier"]
-
-
-def _changes(seed: int, keys: int, n: int) -> list[tuple[int, str, dict | None, dict | None, int]]:
-    """A change log in LSN order: (id, op, before, after, lsn); a key is created before it changes."""
-    rng, state, log = random.Random(seed), {}, []
-    for lsn in range(100, 100 + n * 10, 10):
-        i = rng.randrange(keys)
-        if i not in state:
-            op, after = rng.choice("cr"), {"id": i, "name": f"n{lsn}", "tier": lsn % 7}
-        elif rng.random() < 0.25:
-            op, after = "d", None
-        else:
-            op, after = "u", {"id": i, "name": f"n{lsn}", "tier": lsn % 7}
-        log.append((i, op, state.get(i), after, lsn))
-        if after is None:
-            del state[i]
-        else:
-            state[i] = after
-    return log
-
-
-def _produce(bootstrap: str, topic: str, log: list[tuple[int, str, dict | None, dict | None, int]]) -> dict[int, int]:
-    """Each change to its key's partition, except that keys move partition halfway (a repartition);
-    Debezium's tombstone after every delete; every third envelope in the JsonConverter wrapper."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
-    ends: dict[int, int] = {}
-    for n, (i, op, before, after, lsn) in enumerate(log):
-        partition = (i + (n >= len(log) // 2)) % 3
-        key = json.dumps({"id": i}).encode()
-        envelope = {"before": before, "after": after, "op": op, "ts_ms": lsn, "source": {"lsn": lsn, "db": "shop"}}
-        value = json.dumps({"schema": {"type": "struct"}, "payload": envelope} if n % 3 == 0 else envelope).encode()
-        producer.produce(topic, value, key, partition=partition)
-        ends[partition] = ends.get(partition, 0) + 1
-        if op == "d":
-            producer.produce(topic, None, key, partition=partition)
-            ends[partition] += 1
-    assert producer.flush(30) == 0
-    return ends
-
-
-def _reference(log: list[tuple[int, str, dict | None, dict | None, int]]) -> list[tuple]:
-    final: dict[int, dict | None] = {}
-    for i, _, _, after, _ in log:
-        final[i] = after
-    return sorted((row["id"], row["name"], row["tier"]) for row in final.values() if row is not None)
 
 
 def _live_rows(uri: str) -> list[tuple]:
@@ -86,8 +38,8 @@ def _duckdb_rows(uri: str) -> list[tuple]:
 def test_a_debezium_topic_lands_as_the_final_state_and_retries_and_replays_change_nothing(
         sandbox_kafka, kafka_topic, tmp_path: Path) -> None:
     topic = kafka_topic(partitions=3)
-    log = _changes(seed=30, keys=40, n=600)
-    ends = _produce(sandbox_kafka.bootstrap_servers, topic, log)
+    log = change_log(seed=30, keys=40, n=600)
+    ends = produce_changes(sandbox_kafka.bootstrap_servers, topic, log)
     uri = str(tmp_path / "customers")
     target = {"type": "delta", "uri": uri, "quarantine_uri": f"{uri}__quarantine", "mode": "upsert", "key": ["id"],
               "sequence_by": "source.lsn", "changes": "debezium"}
@@ -105,7 +57,7 @@ def test_a_debezium_topic_lands_as_the_final_state_and_retries_and_replays_chang
     assert sum(r.rows_written for r in results) == len(log)  # every change; the tombstones skipped
     assert sum(r.rows_quarantined for r in results) == 0
     assert sum(p.records_read for r in results for p in r.partitions) == len(log) + deletes
-    expected = _reference(log)
+    expected = final_rows(log)
     assert _live_rows(uri) == expected
     assert _duckdb_rows(uri) == expected
     version = DeltaTable(uri).version()
