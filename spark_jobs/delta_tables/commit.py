@@ -87,12 +87,14 @@ def commit_files(table: Table, txn: Txn, files: Sequence[DataFile], schema: pa.S
     raise AssertionError("unreachable: the last try returns or raises")
 
 
-def merge_changes(table: Table, txn: Txn, changes: pa.Table, key: Sequence[str]) -> int | None:
+def merge_changes(table: Table, txn: Txn, changes: pa.Table, key: Sequence[str]) -> tuple[int, int] | None:
     """ONE delta-rs MERGE of ``changes`` (the latest change per key, ``delta_tables.changes``) into
     ``table``, tagged with ``txn``: a key's row is set, or marked deleted, only by a change of a higher
     ``_inlet_sequence`` than the one it holds, so re-applying older changes never moves it back. The
-    table's version, or None if ``txn`` was committed before. A MERGE that loses to a concurrent
-    commit (compaction, say) reads the table again and merges again."""
+    A MERGE that loses to a concurrent
+    commit (compaction, say) reads the table again and merges again. Returns the table's version and
+    the data files the MERGE added (what table maintenance counts), or None if ``txn`` was committed
+    before."""
     from deltalake import Schema
     from deltalake.exceptions import CommitFailedError, DeltaError
     from deltalake.transaction import CommitProperties, Transaction
@@ -111,17 +113,19 @@ def merge_changes(table: Table, txn: Txn, changes: pa.Table, key: Sequence[str])
             if done is not None and done >= txn.version:
                 return None
             _evolve_schema(table, delta, changes.schema)
+            added = 0
             if changes.num_rows:
-                (delta.merge(changes, on, source_alias="s", target_alias="t", commit_properties=properties)
-                 .when_matched_update_all(predicate=f't."{SEQUENCE}" < s."{SEQUENCE}"')
-                 .when_not_matched_insert_all()
-                 .execute())
+                metrics = (delta.merge(changes, on, source_alias="s", target_alias="t", commit_properties=properties)
+                           .when_matched_update_all(predicate=f't."{SEQUENCE}" < s."{SEQUENCE}"')
+                           .when_not_matched_insert_all()
+                           .execute())
+                added = int(metrics.get("num_target_files_added") or 0)
                 delta.update_incremental()
             if not already_committed(table, txn):  # nothing changed (a MERGE then commits nothing): the txn alone
                 delta.create_write_transaction([], mode="append", schema=delta.schema(), partition_by=list(table.partition_by),
                                                commit_properties=properties)
                 delta.update_incremental()
-            return delta.version()
+            return delta.version(), added
         except (DeltaError, OSError) as exc:
             if _committed_meanwhile(table, txn):
                 return None

@@ -80,15 +80,16 @@ class DeltaUpsert(DeltaAppend):
         changes = latest(pa.concat_tables(parts), self.reader.key) if parts else None
         merged = (changes.drop_columns(list(HIDDEN)) if changes is not None
                   else self.reader.schema.empty_table())
-        version = merge_changes(self.main, self.spec.txn, merged, self.reader.key)
-        if version is None:  # an earlier or concurrent attempt of this run merged first
+        outcome = merge_changes(self.main, self.spec.txn, merged, self.reader.key)
+        if outcome is None:  # an earlier or concurrent attempt of this run merged first
             return ALREADY_COMMITTED
+        version, files = outcome
         self.committed.add("main")
         quarantined = sum(r.quarantined for r in reports)
         read = sum(s.records for r in reports for s in r.partitions.values())
         log.info("merged %d changes of %d keys into %s v%d", read - quarantined, merged.num_rows, self.main.uri, version)
         return Committed(rows=read - quarantined - sum(r.skipped for r in reports), quarantined=quarantined,
-                         version=version, files=None)
+                         version=version, files=files)
 
 
 def changes_unit(reader: ChangeReader, plan: DirectWritePlan, unit: WriteUnit) -> TaskReport:

@@ -167,11 +167,34 @@ def test_merges_apply_the_latest_change_per_key_and_older_changes_never_win(tmp_
 def test_a_run_without_changes_commits_its_txn_and_a_changed_type_is_refused(tmp_path: Path) -> None:
     reader = ChangeReader(ROWS, ["id"], None, False, "UTC")
     table = Table(Store(), str(tmp_path / "t"))
-    version = merge_changes(table, Txn(app_id="a", version=1), reader.schema.empty_table(), reader.key)
-    assert version is not None and DeltaTable(table.uri).transaction_version("a") == 1
+    assert merge_changes(table, Txn(app_id="a", version=1), reader.schema.empty_table(), reader.key) == (1, 0)
+    assert DeltaTable(table.uri).transaction_version("a") == 1
     assert merge_changes(table, Txn(app_id="a", version=1), reader.schema.empty_table(), reader.key) is None
 
     other = pa.schema([pa.field("id", pa.string()) if f.name == "id" else f for f in reader.schema])
     with pytest.raises(JobError) as refused:
         merge_changes(table, Txn(app_id="a", version=2), other.empty_table(), reader.key)
     assert refused.value.kind == "schema_incompatible"
+
+
+def test_a_merge_that_loses_to_a_compaction_merges_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    reader = ChangeReader(ROWS, ["id"], "source.lsn", True, "UTC")
+    table = Table(Store(), str(tmp_path / "t"))
+    for version, rows in enumerate([[(1, "a", 1), (2, "b", 2)], [(3, "c", 3)]], start=1):
+        assert merge_changes(table, Txn(app_id="a", version=version), _changes(reader, rows), reader.key)
+    stale = DeltaTable(table.uri)  # what a MERGE read before the compaction committed
+    assert DeltaTable(table.uri).optimize.compact()["numFilesRemoved"] >= 2
+    reads: list[str] = []
+    fresh = Table.delta
+
+    def first_stale(self: Table) -> DeltaTable:
+        reads.append(self.uri)
+        return stale if len(reads) == 1 else fresh(self)
+
+    monkeypatch.setattr(Table, "delta", first_stale)
+    caplog.set_level("INFO", logger="inlet.delta")
+    assert merge_changes(table, Txn(app_id="a", version=3), _changes(reader, [(1, "z", 10)]), reader.key)
+    assert "met a concurrent commit; merging again (1)" in caplog.text  # the lost MERGE, then one that committed
+    assert _live(table.uri) == {1: ("z", 10), 2: ("b", 2), 3: ("c", 3)}
+    assert DeltaTable(table.uri).transaction_version("a") == 3
