@@ -1,10 +1,9 @@
 """A keyed table for real: a Debezium topic through HTTP API → Redis → Celery worker → Spark → one
 MERGE per run, then replays to earliest in both modes, which leave the same table. Sandbox Kafka over
-TCP; the same on the real broker where one is configured (``INLET_TEST_KAFKA_HOME``)."""
+TCP, and the same on a real broker where one is configured (``INLET_TEST_KAFKA_HOME``)."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 
 import pytest
@@ -13,6 +12,8 @@ from deltalake import DeltaTable
 from api.runs.delta_state import app_id
 from tests.factories import create_sandbox_pipeline, make_tenant
 from tests.fixtures.debezium import SCHEMA, change_log, final_rows, produce_changes
+from tests.fixtures.kafka import SandboxKafka
+from tests.fixtures.kafka_broker import RealKafka
 from tests.fixtures.stack import Stack
 from tests.runs.helpers import committed_offsets, wait_for_run
 
@@ -24,15 +25,9 @@ def _live(uri: str) -> list[tuple]:
     return sorted((r["id"], r["name"], r["tier"]) for r in rows if not r["_inlet_deleted"])
 
 
-@pytest.mark.parametrize("kafka", ["sandbox", "real"])
 def test_a_debezium_pipeline_keeps_the_final_state_through_replays(
-        stack: Stack, kafka: str, request: pytest.FixtureRequest, kafka_topic: Callable[..., str]) -> None:
-    if kafka == "real":
-        broker = request.getfixturevalue("real_kafka")
-        bootstrap, topic = broker.bootstrap_servers, f"customers-{uuid.uuid4().hex[:8]}"
-        broker.create_topic(topic, partitions=3)
-    else:
-        bootstrap, topic = request.getfixturevalue("sandbox_kafka").bootstrap_servers, kafka_topic(partitions=3)
+        stack: Stack, any_kafka: SandboxKafka | RealKafka, any_topic: Callable[..., str]) -> None:
+    bootstrap, topic = any_kafka.bootstrap_servers, any_topic(partitions=3)
     log = change_log(seed=7, keys=25, n=300)
     ends = produce_changes(bootstrap, topic, log)
     client = stack.client

@@ -6,7 +6,9 @@ replay of everything leave the table as it is. Read back with delta-rs and DuckD
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import cast
 
 import pytest
 from deltalake import DeltaTable
@@ -79,3 +81,29 @@ def test_a_debezium_topic_lands_as_the_final_state_and_retries_and_replays_chang
     rows = table.to_pyarrow_table().to_pylist()
     assert sorted(r["id"] for r in rows) == sorted({change[0] for change in log})
     assert all(r["name"] is None for r in rows if r["_inlet_deleted"])
+
+
+def test_a_compacted_topic_of_rows_and_tombstones_lands_as_its_latest_rows(
+        sandbox_kafka, kafka_topic, produce_keyed, tmp_path: Path) -> None:
+    topic = kafka_topic(partitions=2)
+    # Key i % 11 (each key in one partition, as Kafka's partitioner places it); every 7th record a tombstone.
+    def value(i: int) -> bytes | None:
+        return None if i % 7 == 3 else json.dumps({"id": i % 11, "name": f"v{i}", "tier": i}).encode()
+
+    placed = produce_keyed(sandbox_kafka.bootstrap_servers, topic, 120, key=lambda i: json.dumps({"id": i % 11}),
+                           value=lambda i: cast(bytes, value(i)))
+    final: dict[int, bytes | None] = {}
+    for i in range(120):
+        final[i % 11] = value(i)
+    expected = sorted((v["id"], v["name"], v["tier"]) for v in (json.loads(b) for b in final.values() if b is not None))
+    uri = str(tmp_path / "accounts")
+    target = {"type": "delta", "uri": uri, "quarantine_uri": f"{uri}__quarantine", "mode": "upsert", "key": ["id"]}
+    halves = [{topic: {str(p): (0, len(o) // 2) for p, o in placed.items()}},
+              {topic: {str(p): (len(o) // 2, len(o)) for p, o in placed.items()}}]
+    for version, ranges in enumerate(halves, start=1):
+        spec = make_spec(sandbox_kafka.bootstrap_servers, ranges, target, version=version, pipeline_id="rows",
+                         value_format="json", schema=SCHEMA)
+        result = run_job(spec, tmp_path / f"work{version}")
+        assert result.status == "succeeded" and result.rows_quarantined == 0, result.error
+    assert _live_rows(uri) == expected
+    assert _duckdb_rows(uri) == expected
