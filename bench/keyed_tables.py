@@ -13,7 +13,7 @@ Prints end-to-end records/s of each (the launch's wall time) and upsert / append
 stop, checks that the keyed table still holds exactly ``keys`` rows and that every changed key holds
 its latest change.
 
-    .venv/bin/python bench/keyed_tables.py [--changes 1000000] [--keys 100000,1000000] [--partitions 32]
+    .venv/bin/python bench/keyed_tables.py [--changes 1000000] [--keys 100000,1000000] [--partitions 64]
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--changes", type=int, default=1_000_000)
     parser.add_argument("--keys", default="100000,1000000")
-    parser.add_argument("--partitions", type=int, default=32)
+    parser.add_argument("--partitions", type=int, default=64)  # the sandbox keeps ~5 MiB per partition
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args()
     launcher = WarmLauncher(SparkSubmitSettings(master=args.master))
