@@ -113,6 +113,11 @@ def merge_changes(table: Table, txn: Txn, changes: pa.Table, key: Sequence[str])
             if done is not None and done >= txn.version:
                 return None
             _evolve_schema(table, delta, changes.schema)
+            # A change replaces its row whole: the table's columns the run lacks (a field dropped from
+            # the schema) are null in it, as in an appended row, not the value an older change left.
+            for f in pa.schema(delta.schema().to_arrow()):
+                if f.name not in changes.column_names:
+                    changes = changes.append_column(f.name, pa.nulls(changes.num_rows, f.type))
             added = 0
             if changes.num_rows:
                 metrics = (delta.merge(changes, on, source_alias="s", target_alias="t", commit_properties=properties)

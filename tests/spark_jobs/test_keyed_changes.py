@@ -198,3 +198,24 @@ def test_a_merge_that_loses_to_a_compaction_merges_again(tmp_path: Path, monkeyp
     assert "met a concurrent commit; merging again (1)" in caplog.text  # the lost MERGE, then one that committed
     assert _live(table.uri) == {1: ("z", 10), 2: ("b", 2), 3: ("c", 3)}
     assert DeltaTable(table.uri).transaction_version("a") == 3
+
+
+def test_a_mixed_case_key_merges_and_a_new_schema_field_becomes_a_column(tmp_path: Path) -> None:
+    table = Table(Store(), str(tmp_path / "t"))
+    narrow = ChangeReader(StructType([StructField("customerId", LongType()), StructField("Name", StringType())]),
+                          ["customerId"], None, False, "UTC")
+    first, _, _ = narrow.read(_batch([b'{"customerId": 1, "Name": "a"}', b'{"customerId": 2, "Name": "b"}']), "r1", QUARANTINE)
+    assert merge_changes(table, Txn(app_id="a", version=1), latest(first, narrow.key).drop_columns(list(HIDDEN)), narrow.key)
+    wide = ChangeReader(StructType([*narrow.values.schema.fields, StructField("tier", LongType())]), ["customerId"], None,
+                        False, "UTC")
+    second, _, _ = wide.read(_batch([b'{"customerId": 2, "Name": "B", "tier": 3}'], offsets=[5]), "r2", QUARANTINE)
+    assert merge_changes(table, Txn(app_id="a", version=2), latest(second, wide.key).drop_columns(list(HIDDEN)), wide.key)
+    rows = sorted(DeltaTable(table.uri).to_pyarrow_table().select(["customerId", "Name", "tier", "_inlet_sequence"])
+                  .to_pylist(), key=lambda r: r["customerId"])
+    assert rows == [{"customerId": 1, "Name": "a", "tier": None, "_inlet_sequence": 0},
+                    {"customerId": 2, "Name": "B", "tier": 3, "_inlet_sequence": 5}]
+    # The field dropped again: a change replaces its row whole, the dropped column null.
+    third, _, _ = narrow.read(_batch([b'{"customerId": 2, "Name": "C"}'], offsets=[9]), "r3", QUARANTINE)
+    assert merge_changes(table, Txn(app_id="a", version=3), latest(third, narrow.key).drop_columns(list(HIDDEN)), narrow.key)
+    assert DeltaTable(table.uri).to_pyarrow_table().filter(pa.compute.field("customerId") == 2).select(
+        ["Name", "tier"]).to_pylist() == [{"Name": "C", "tier": None}]
