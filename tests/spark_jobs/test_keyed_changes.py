@@ -4,41 +4,21 @@ applies the same changes one by one, including retries and replays of older chan
 
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
-from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
+from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from spark_jobs.decode import quarantine_struct
 from spark_jobs.delta_tables import Table
 from spark_jobs.delta_tables.changes import HIDDEN, ChangeReader, latest
 from spark_jobs.delta_tables.commit import merge_changes
 from spark_jobs.errors import JobError
-from spark_jobs.kafka_source import kafka_struct
 from spark_jobs.spec import Txn
 from spark_jobs.storage import Store
-
-ROWS = StructType([StructField("id", LongType()), StructField("name", StringType()), StructField("at", TimestampType())])
-READ = to_arrow_schema(kafka_struct(False), timezone="UTC")
-QUARANTINE = quarantine_struct(READ)
-
-
-def _batch(values: list[bytes | None], keys: list[bytes | None] | None = None, partition: int = 0,
-           offsets: list[int] | None = None) -> pa.RecordBatch:
-    n = len(values)
-    return pa.RecordBatch.from_pydict({
-        "key": keys or [None] * n, "value": values, "topic": ["t"] * n, "partition": [partition] * n,
-        "offset": offsets or list(range(n)), "timestamp": [None] * n, "timestampType": [0] * n}, schema=READ)
-
-
-def _envelope(op: str, before: dict | None, after: dict | None, lsn: int | None, wrapped: bool = False) -> bytes:
-    change = {"op": op, "before": before, "after": after, "source": {"lsn": lsn, "db": "shop"}, "ts_ms": 5}
-    return json.dumps({"schema": {"type": "struct"}, "payload": change} if wrapped else change).encode()
+from tests.fixtures.debezium import QUARANTINE, ROWS, envelope, record_batch
 
 
 def _reasons(quarantine: pa.Table) -> dict[int, str]:
@@ -51,17 +31,17 @@ def _rows(changes: pa.Table) -> list[tuple]:
 
 def test_debezium_envelopes_with_and_without_the_wrapper_become_changes() -> None:
     reader = ChangeReader(ROWS, ["id"], "source.lsn", True, "UTC")
-    batch = _batch([
-        _envelope("c", None, {"id": 1, "name": "a"}, 10),
-        _envelope("u", {"id": 1, "name": "a"}, {"id": 1, "name": "b"}, 20, wrapped=True),
-        _envelope("d", {"id": 1, "name": "b"}, None, 30),
+    batch = record_batch([
+        envelope("c", None, {"id": 1, "name": "a"}, 10),
+        envelope("u", {"id": 1, "name": "a"}, {"id": 1, "name": "b"}, 20, wrapped=True),
+        envelope("d", {"id": 1, "name": "b"}, None, 30),
         None,  # Debezium's tombstone after the delete: skipped
-        _envelope("r", None, {"id": 2, "name": "snap"}, 5, wrapped=True),
-        _envelope("t", None, None, 40),
+        envelope("r", None, {"id": 2, "name": "snap"}, 5, wrapped=True),
+        envelope("t", None, None, 40),
         b"{not json",
-        _envelope("c", None, {"id": 3, "name": "x"}, None),
-        _envelope("c", None, {"name": "no id"}, 50),
-        _envelope("d", None, None, 60),
+        envelope("c", None, {"id": 3, "name": "x"}, None),
+        envelope("c", None, {"name": "no id"}, 50),
+        envelope("d", None, None, 60),
     ])
     changes, quarantine, skipped = reader.read(batch, "run-1", QUARANTINE)
 
@@ -81,7 +61,7 @@ def test_debezium_envelopes_with_and_without_the_wrapper_become_changes() -> Non
 
 def test_rows_take_the_offset_as_sequence_and_a_tombstone_deletes_the_key_its_kafka_key_names() -> None:
     reader = ChangeReader(ROWS, ["id"], None, False, "UTC")
-    batch = _batch(
+    batch = record_batch(
         [b'{"id": 5, "name": "q", "at": "2026-11-26T10:00:00Z"}', None, None, b'{"name": "no id"}', None],
         keys=[b"whatever", b'{"id": 5}', b'{"schema": {}, "payload": {"id": 6}}', b"k", b"not json"],
         offsets=[40, 41, 42, 43, 44])
@@ -95,7 +75,7 @@ def test_rows_take_the_offset_as_sequence_and_a_tombstone_deletes_the_key_its_ka
 
 def test_a_value_field_orders_changes_and_a_tombstone_without_it_goes_to_quarantine() -> None:
     reader = ChangeReader(ROWS, ["id"], "at", False, "UTC")
-    batch = _batch([b'{"id": 1, "name": "late", "at": "2026-11-26T10:00:01Z"}',
+    batch = record_batch([b'{"id": 1, "name": "late", "at": "2026-11-26T10:00:01Z"}',
                     b'{"id": 1, "name": "early", "at": "2026-11-26T10:00:00Z"}', None], keys=[None, None, b'{"id": 1}'])
     changes, quarantine, _ = reader.read(batch, "run-1", QUARANTINE)
 
@@ -114,16 +94,16 @@ def test_the_schema_decides_what_can_key_and_order_changes() -> None:
 
 def test_latest_breaks_ties_of_equal_sequences_by_partition_then_offset() -> None:
     reader = ChangeReader(ROWS, ["id"], None, False, "UTC")
-    first, _, _ = reader.read(_batch([b'{"id": 1, "name": "p0"}'], partition=0, offsets=[7]), "r", QUARANTINE)
-    second, _, _ = reader.read(_batch([b'{"id": 1, "name": "p2"}'], partition=2, offsets=[7]), "r", QUARANTINE)
+    first, _, _ = reader.read(record_batch([b'{"id": 1, "name": "p0"}'], partition=0, offsets=[7]), "r", QUARANTINE)
+    second, _, _ = reader.read(record_batch([b'{"id": 1, "name": "p2"}'], partition=2, offsets=[7]), "r", QUARANTINE)
     assert [r[1] for r in _rows(latest(pa.concat_tables([first, second]), reader.key))] == ["p2"]
 
 
 def _changes(reader: ChangeReader, rows: list[tuple[int, str | None, int]]) -> pa.Table:
     """Changes (id, name or None for a delete, lsn) as a run would merge them."""
-    values = [_envelope("d", {"id": i}, None, lsn) if name is None else _envelope("u", None, {"id": i, "name": name}, lsn)
+    values = [envelope("d", {"id": i}, None, lsn) if name is None else envelope("u", None, {"id": i, "name": name}, lsn)
               for i, name, lsn in rows]
-    changes, quarantine, _ = reader.read(_batch(values), "run", QUARANTINE)
+    changes, quarantine, _ = reader.read(record_batch(values), "run", QUARANTINE)
     assert quarantine.num_rows == 0
     return latest(changes, reader.key).drop_columns(list(HIDDEN))
 
@@ -204,18 +184,18 @@ def test_a_mixed_case_key_merges_and_a_new_schema_field_becomes_a_column(tmp_pat
     table = Table(Store(), str(tmp_path / "t"))
     narrow = ChangeReader(StructType([StructField("customerId", LongType()), StructField("Name", StringType())]),
                           ["customerId"], None, False, "UTC")
-    first, _, _ = narrow.read(_batch([b'{"customerId": 1, "Name": "a"}', b'{"customerId": 2, "Name": "b"}']), "r1", QUARANTINE)
+    first, _, _ = narrow.read(record_batch([b'{"customerId": 1, "Name": "a"}', b'{"customerId": 2, "Name": "b"}']), "r1", QUARANTINE)
     assert merge_changes(table, Txn(app_id="a", version=1), latest(first, narrow.key).drop_columns(list(HIDDEN)), narrow.key)
     wide = ChangeReader(StructType([*narrow.values.schema.fields, StructField("tier", LongType())]), ["customerId"], None,
                         False, "UTC")
-    second, _, _ = wide.read(_batch([b'{"customerId": 2, "Name": "B", "tier": 3}'], offsets=[5]), "r2", QUARANTINE)
+    second, _, _ = wide.read(record_batch([b'{"customerId": 2, "Name": "B", "tier": 3}'], offsets=[5]), "r2", QUARANTINE)
     assert merge_changes(table, Txn(app_id="a", version=2), latest(second, wide.key).drop_columns(list(HIDDEN)), wide.key)
     rows = sorted(DeltaTable(table.uri).to_pyarrow_table().select(["customerId", "Name", "tier", "_inlet_sequence"])
                   .to_pylist(), key=lambda r: r["customerId"])
     assert rows == [{"customerId": 1, "Name": "a", "tier": None, "_inlet_sequence": 0},
                     {"customerId": 2, "Name": "B", "tier": 3, "_inlet_sequence": 5}]
     # The field dropped again: a change replaces its row whole, the dropped column null.
-    third, _, _ = narrow.read(_batch([b'{"customerId": 2, "Name": "C"}'], offsets=[9]), "r3", QUARANTINE)
+    third, _, _ = narrow.read(record_batch([b'{"customerId": 2, "Name": "C"}'], offsets=[9]), "r3", QUARANTINE)
     assert merge_changes(table, Txn(app_id="a", version=3), latest(third, narrow.key).drop_columns(list(HIDDEN)), narrow.key)
     assert DeltaTable(table.uri).to_pyarrow_table().filter(pa.compute.field("customerId") == 2).select(
         ["Name", "tier"]).to_pylist() == [{"Name": "C", "tier": None}]
