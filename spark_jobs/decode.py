@@ -87,7 +87,7 @@ def decode_json(batch: pa.RecordBatch, values: JsonValues, run_id: str, schema: 
     for string records."""
     columns, reasons = values.decode(batch.column("value"))
     decoded = {"key": batch.column("key").view(pa.string()), **dict(zip(columns.column_names, columns.columns, strict=True))}
-    return _split(_rows(batch, schema, run_id, decoded), batch, reasons, run_id, quarantine_schema)
+    return split_rows(_rows(batch, schema, run_id, decoded), batch, reasons, run_id, quarantine_schema)
 
 
 def _rows(batch: pa.RecordBatch, schema: pa.Schema, run_id: str, decoded: Mapping[str, pa.Array | pa.ChunkedArray]) -> pa.Table:
@@ -108,7 +108,7 @@ def _rows(batch: pa.RecordBatch, schema: pa.Schema, run_id: str, decoded: Mappin
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def _split(rows: pa.Table, batch: pa.RecordBatch, reasons: pa.Array, run_id: str,
+def split_rows(rows: pa.Table, batch: pa.RecordBatch, reasons: pa.Array, run_id: str,
            quarantine_schema: pa.Schema) -> tuple[pa.Table, pa.Table]:
     """The rows of the records that decoded (``reasons`` null), and the others as quarantine rows."""
     if reasons.null_count == len(reasons):
@@ -227,4 +227,4 @@ def decode_framed(batch: pa.RecordBatch, framed: Framed, run_id: str, schema: pa
             column = pa.nulls(n, f.type)
         columns.append(column.cast(f.type) if column.type != f.type else column)
     rows = pa.Table.from_arrays(columns, schema=schema)
-    return _split(rows, batch, pa.array(reasons, pa.string()), run_id, quarantine_schema)
+    return split_rows(rows, batch, pa.array(reasons, pa.string()), run_id, quarantine_schema)

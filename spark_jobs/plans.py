@@ -66,6 +66,10 @@ class TaskReport(WriterCommitMessage):
     files: list[DataFile] = field(default_factory=list)
     partitions: dict[PartitionKey, PartitionStats] = field(default_factory=dict)
     quarantined: int = 0  # records of this run (not rewritten ones) sent to quarantine
+    # A keyed table's (``targets.delta_upsert``): the task's latest change per key (Arrow IPC), and the
+    # records that are no change (debezium's tombstones).
+    changes: bytes | None = None
+    skipped: int = 0
 
 
 def collect_read_stats(batch: pa.RecordBatch, into: dict[PartitionKey, PartitionStats]) -> None:

@@ -164,10 +164,23 @@ class DeltaTargetSpec(_Model):
     replace_ranges: Ranges | None = None
     # Object storage: endpoint and credentials for the driver and every executor (``storage.Store``).
     storage_options: dict[str, str] = {}
+    # upsert: the table holds the latest change per key (``targets.delta_upsert``, docs/keyed-tables.md).
+    mode: Literal["append", "upsert"] = "append"
+    key: list[str] = []
+    sequence_by: str | None = None  # a dotted value field (the envelope's, for debezium); default: the offset
+    changes: Literal["rows", "debezium"] = "rows"
 
     @property
     def store(self) -> Store:
         return Store(self.storage_options)
+
+    @model_validator(mode="after")
+    def _keyed(self) -> DeltaTargetSpec:
+        if (self.mode == "upsert") != bool(self.key):
+            raise ValueError("key goes with mode upsert, and mode upsert needs a key")
+        if self.mode == "append" and (self.sequence_by is not None or self.changes != "rows"):
+            raise ValueError("sequence_by and changes go with mode upsert")
+        return self
 
     @field_validator("replace_ranges")
     @classmethod
@@ -197,6 +210,8 @@ class RunSpec(_Model):
         decodes = self.source.value_format not in ("raw", "string") or self.source.key_format in REGISTRY_FORMATS
         if decodes and isinstance(self.target, DeltaTargetSpec) and not self.target.quarantine_uri:
             raise ValueError(f"a {self.source.value_format} pipeline into Delta needs target.quarantine_uri")
+        if isinstance(self.target, DeltaTargetSpec) and self.target.mode == "upsert" and self.source.value_format != "json":
+            raise ValueError("mode upsert reads json values (key columns are value fields)")
         return self
 
     @property

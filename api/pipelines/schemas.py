@@ -28,7 +28,7 @@ from api.pipelines.ddl import ddl_field_names
 from api.pipelines.maintenance_policy import MaintenancePolicy
 from api.pipelines.table_health import TableHealthSnapshot
 from api.pipelines.topic_patterns import compile_topic_pattern
-from spark_jobs.public import RESERVED_COLUMNS
+from spark_jobs.public import KEYED_COLUMNS, RESERVED_COLUMNS
 
 TOPIC_PATTERN = r"^[A-Za-z0-9._-]{1,249}$"
 TopicName = Annotated[str, Field(pattern=TOPIC_PATTERN, description="A Kafka topic name")]
@@ -191,6 +191,10 @@ def registry_subject(source: KafkaSource, part: Literal["value", "key"]) -> tupl
     return chosen.subject or f"{(source.topics or [''])[0]}-{part}", chosen.version
 
 
+# A Delta target's settings of a keyed table (mode upsert; docs/keyed-tables.md).
+KEYED_TABLE = ("mode", "key", "sequence_by", "changes")
+
+
 class DeltaTarget(AsWritten):
     model_config = ConfigDict(extra="forbid")
 
@@ -201,6 +205,33 @@ class DeltaTarget(AsWritten):
         default_factory=MaintenancePolicy,
         description="Table maintenance: compaction, vacuum, checkpoints; on with its defaults when left out "
                     "(docs/maintenance.md). The table's health: GET /pipelines/{id}/table")
+    mode: Literal["append", "upsert"] = Field(
+        default="append",
+        description="append: every record a row. upsert: a keyed table, the latest change per key (json values; "
+                    "docs/keyed-tables.md)")
+    key: list[ColumnName] | None = Field(default=None, min_length=1, max_length=16,
+                                         description="upsert: the value fields that identify a row")
+    sequence_by: str | None = Field(
+        default=None, max_length=512, pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$",
+        examples=["source.lsn"],
+        description="upsert: the value field (dotted; the envelope's for debezium) that orders a key's changes, an "
+                    "integer, timestamp or date; default: the Kafka offset, for keys that stay in one partition")
+    changes: Literal["rows", "debezium"] = Field(
+        default="rows",
+        description="upsert: rows: a value is the row, a tombstone deletes its key; debezium: a value is a Debezium "
+                    "envelope (before/after/op/source), op d deletes")
+
+    @model_validator(mode="after")
+    def _keyed(self) -> DeltaTarget:
+        if self.mode == "upsert" and not self.key:
+            raise field_error("key", "mode upsert needs key: the value fields that identify a row")
+        if self.mode == "append":
+            for name in KEYED_TABLE[1:]:
+                if name in self.model_fields_set:
+                    raise field_error(name, f"{name} is only used with mode upsert")
+        if self.key and len(set(self.key)) != len(self.key):
+            raise field_error("key", "key columns must not repeat")
+        return self
 
 
 class TopicCreation(AsWritten):
@@ -288,6 +319,30 @@ class PipelineSpec(BaseModel):
     target: Target
     schedule: Schedule | None = None
     state: PipelineState = "active"
+
+    @model_validator(mode="after")
+    def _keyed_target(self) -> PipelineSpec:
+        target, source = self.target, self.source
+        if not isinstance(target, DeltaTarget) or target.mode != "upsert":
+            return self
+        if source.value_format != "json":
+            raise field_error("target.mode", "a keyed table reads json values (source.value_format json): its key "
+                                             "columns are fields of the value's schema")
+        names = ddl_field_names(source.schema_ or "")  # checked by the source's validator
+        if any(name in KEYED_COLUMNS for name in names):
+            raise field_error("source.schema", f"a keyed table writes {' and '.join(sorted(KEYED_COLUMNS))} beside the "
+                                               "schema's fields: rename those")
+        if missing := [k for k in target.key or [] if k not in names]:
+            raise field_error("target.key", f"{len(missing)} key column(s) are not fields of source.schema")
+        root = (target.sequence_by or "").split(".")[0]
+        if target.changes == "rows" and target.sequence_by and root not in names:
+            raise field_error("target.sequence_by", "sequence_by: its first name is not a field of source.schema")
+        if target.changes == "debezium" and root in ("before", "after", "op", "payload"):
+            raise field_error("target.sequence_by", "sequence_by names a field of the envelope's source or ts_ms "
+                                                    "(source.lsn, ts_ms), not of before, after, op or payload")
+        if missing := [c for c in target.partition_by if c not in names]:
+            raise field_error("target.partition_by", "a keyed table is partitioned by fields of source.schema")
+        return self
 
 
 class ConsumerGroupMirror(BaseModel):

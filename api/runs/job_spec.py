@@ -61,7 +61,9 @@ def build_spec(session: Session, run: Run, pipeline: Pipeline, *, settings: Sett
         assert uri is not None
         target = DeltaTargetSpec(uri=uri, partition_by=list(definition.target.partition_by),
                                  quarantine_uri=quarantine_uri(uri), replace_ranges=run.replace_ranges,
-                                 storage_options=settings.resolved_storage_options)
+                                 storage_options=settings.resolved_storage_options, mode=definition.target.mode,
+                                 key=list(definition.target.key or []), sequence_by=definition.target.sequence_by,
+                                 changes=definition.target.changes)
     else:
         target_conn = referenced_connection(session, definition.target.connection_id)
         target = KafkaTargetSpec(

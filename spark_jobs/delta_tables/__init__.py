@@ -4,7 +4,10 @@
   the ``inlet_delta`` data source that writes a DataFrame's rows so, and deleting what a run wrote;
 - ``direct_write``: tasks that read Kafka chunks, decode and write their files themselves;
 - ``replace``: replace mode, the files that hold replaced ranges and the rows they keep;
-- ``commit``: the driver's one commit per table, tagged with the run's app transaction.
+- ``changes``: a keyed table's changes (``targets.delta_upsert``): records as the row each sets or
+  deletes per key, and the latest per key;
+- ``commit``: the driver's one commit per table, tagged with the run's app transaction; a keyed
+  table's one MERGE (``merge_changes``).
 
 delta-rs writes the commits; the executors only ever write Parquet files.
 """

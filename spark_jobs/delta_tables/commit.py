@@ -87,6 +87,63 @@ def commit_files(table: Table, txn: Txn, files: Sequence[DataFile], schema: pa.S
     raise AssertionError("unreachable: the last try returns or raises")
 
 
+def merge_changes(table: Table, txn: Txn, changes: pa.Table, key: Sequence[str]) -> tuple[int, int] | None:
+    """ONE delta-rs MERGE of ``changes`` (the latest change per key, ``delta_tables.changes``) into
+    ``table``, tagged with ``txn``: a key's row is set, or marked deleted, only by a change of a higher
+    ``_inlet_sequence`` than the one it holds, so re-applying older changes never moves it back. The
+    A MERGE that loses to a concurrent
+    commit (compaction, say) reads the table again and merges again. Returns the table's version and
+    the data files the MERGE added (what table maintenance counts), or None if ``txn`` was committed
+    before."""
+    from deltalake import Schema
+    from deltalake.exceptions import CommitFailedError, DeltaError
+    from deltalake.transaction import CommitProperties, Transaction
+
+    from spark_jobs.columns import SEQUENCE
+
+    on = " AND ".join(f't."{k}" = s."{k}"' for k in key)
+    properties = CommitProperties(app_transactions=[Transaction(txn.app_id, txn.version)],
+                                  custom_metadata={"inlet.txn": f"{txn.app_id}:{txn.version}"})
+    for attempt in range(1, _COMMIT_TRIES + 1):
+        try:
+            if not table.exists():
+                _create_empty(table, Schema.from_arrow(changes.schema))
+            delta = table.delta()
+            done = delta.transaction_version(txn.app_id)
+            if done is not None and done >= txn.version:
+                return None
+            _evolve_schema(table, delta, changes.schema)
+            # A change replaces its row whole: the table's columns the run lacks (a field dropped from
+            # the schema) are null in it, as in an appended row, not the value an older change left.
+            for f in pa.schema(delta.schema().to_arrow()):
+                if f.name not in changes.column_names:
+                    changes = changes.append_column(f.name, pa.nulls(changes.num_rows, f.type))
+            added = 0
+            if changes.num_rows:
+                metrics = (delta.merge(changes, on, source_alias="s", target_alias="t", commit_properties=properties)
+                           .when_matched_update_all(predicate=f't."{SEQUENCE}" < s."{SEQUENCE}"')
+                           .when_not_matched_insert_all()
+                           .execute())
+                added = int(metrics.get("num_target_files_added") or 0)
+                delta.update_incremental()
+            if not already_committed(table, txn):  # nothing changed (a MERGE then commits nothing): the txn alone
+                delta.create_write_transaction([], mode="append", schema=delta.schema(), partition_by=list(table.partition_by),
+                                               commit_properties=properties)
+                delta.update_incremental()
+            return delta.version(), added
+        except (DeltaError, OSError) as exc:
+            if _committed_meanwhile(table, txn):
+                return None
+            if attempt < _COMMIT_TRIES and (_METADATA_RACE in str(exc) or isinstance(exc, CommitFailedError)):
+                log.info("merge into %s met a concurrent commit; merging again (%d): %s", table.uri, attempt, exc)
+                continue
+            if isinstance(exc, CommitFailedError):
+                raise JobError("target_conflict", f"the merge into {table.uri} met concurrent commits {_COMMIT_TRIES} "
+                                                  f"times: {exc}; the run is retried") from None
+            raise storage_failure(exc) or JobError("target_commit", f"merge into {table.uri} failed: {exc}") from None
+    raise AssertionError("unreachable: the last try returns or raises")
+
+
 def _create_empty(table: Table, schema: Schema) -> None:
     """A new table without rows, so that the run's rows go in as an append: delta-rs checks an
     append's app transaction against concurrent commits of the same run, but lets two creates with

@@ -24,6 +24,7 @@ deleted even when its tasks could not report them.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
@@ -105,6 +106,16 @@ def pack_chunks(chunks: list[Chunk], max_records_per_task: int, slots: int) -> l
     return [tuple(sorted(members, key=lambda c: (c.topic, c.partition, c.start))) for _, members, _ in bins if members]
 
 
+def read_counted(plan: DirectWritePlan, chunks: tuple[Chunk, ...], report: TaskReport) -> Iterator[tuple[Chunk, pa.RecordBatch]]:
+    """The records of ``chunks``, in batches, counted into ``report`` as they are read."""
+    for chunk, batch in read_chunks(plan.consumer_config, list(chunks), plan.read_schema, plan.stall_timeout_s):
+        low, high = pc.min_max(batch.column("offset")).values()
+        size = sum(pc.sum(pc.binary_length(batch.column(c))).as_py() or 0 for c in ("key", "value"))
+        stats = report.partitions.setdefault((chunk.topic, chunk.partition), PartitionStats())
+        stats.merge(batch.num_rows, low.as_py(), high.as_py(), size)
+        yield chunk, batch
+
+
 def write_unit(plan: DirectWritePlan, unit: WriteUnit) -> TaskReport:
     """Runs on an executor: one unit's files, reported (and deleted again if the task fails)."""
     report = TaskReport()
@@ -120,12 +131,7 @@ def write_unit(plan: DirectWritePlan, unit: WriteUnit) -> TaskReport:
         elif unit.rewrite is not None:
             files.write(carried_rows(plan.store, unit.rewrite, plan.replace_ranges, plan.schema))
         else:
-            batches = read_chunks(plan.consumer_config, list(unit.chunks), plan.read_schema, plan.stall_timeout_s)
-            for chunk, batch in batches:
-                low, high = pc.min_max(batch.column("offset")).values()
-                size = sum(pc.sum(pc.binary_length(batch.column(c))).as_py() or 0 for c in ("key", "value"))
-                stats = report.partitions.setdefault((chunk.topic, chunk.partition), PartitionStats())
-                stats.merge(batch.num_rows, low.as_py(), high.as_py(), size)
+            for chunk, batch in read_counted(plan, unit.chunks, report):
                 group = (chunk.topic, chunk.partition)
                 rows, bad = plan.decode(batch)
                 files.write(rows, group=group)
@@ -142,12 +148,13 @@ def write_unit(plan: DirectWritePlan, unit: WriteUnit) -> TaskReport:
     return report
 
 
-def run_units(context: SparkContext, plan: DirectWritePlan, units: list[WriteUnit]) -> list[TaskReport]:
-    """One Spark job, one task per unit; only the reports come back to the driver."""
+def run_units(context: SparkContext, plan: DirectWritePlan, units: list[WriteUnit],
+              task: Callable[[DirectWritePlan, WriteUnit], TaskReport] = write_unit) -> list[TaskReport]:
+    """One Spark job, one ``task`` per unit; only the reports come back to the driver."""
     if not units:
         return []
     try:
-        return context.parallelize(units, len(units)).map(partial(write_unit, plan)).collect()
+        return context.parallelize(units, len(units)).map(partial(task, plan)).collect()
     except BaseException:
         for root in (plan.uri, plan.quarantine_uri):  # files of the tasks that did finish
             if root:

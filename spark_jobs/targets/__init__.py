@@ -88,8 +88,9 @@ class RunTarget(Protocol):
 def target_for(spec: RunSpec, checkpoint: Checkpoint) -> RunTarget:
     """The target ``spec`` names."""
     from spark_jobs.targets.delta_append import DeltaAppend
+    from spark_jobs.targets.delta_upsert import DeltaUpsert
     from spark_jobs.targets.kafka import KafkaTopic
 
     if spec.target.type == "delta":
-        return DeltaAppend(spec, spec.target, checkpoint)
+        return (DeltaUpsert if spec.target.mode == "upsert" else DeltaAppend)(spec, spec.target, checkpoint)
     return KafkaTopic(spec, spec.target)

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import DataType
 
     from spark_jobs.decode import Framed
+    from spark_jobs.delta_tables.direct_write import DirectWritePlan
     from spark_jobs.egress import EgressPolicy
     from spark_jobs.formats.json_values import JsonValues
     from spark_jobs.plans import DataFile, TableRole, TaskReport
@@ -74,22 +75,30 @@ class DeltaAppend:
         return None
 
     def write(self, reading: Reading) -> list[TaskReport]:
-        from spark_jobs.delta_tables.direct_write import DirectWritePlan, WriteUnit, pack_chunks, run_units
+        from spark_jobs.delta_tables.direct_write import WriteUnit, pack_chunks, run_units
 
         source, chunks = self.spec.source, list(reading.plan.chunks)
         assert self.read_schema is not None  # by prepare
         values = self._json_values(reading.context) if source.value_format == "json" else None
         groups = pack_chunks(chunks, source.max_records_per_task, reading.context.defaultParallelism)
         units = [WriteUnit(chunks=g) for g in groups] + [WriteUnit(rewrite=f) for f in self.replace.rewrite]
-        plan = DirectWritePlan(
+        plan = self._write_plan(reading, self.schemas["main"], values)
+        log.info("writing %d chunks in %d tasks, rewriting %d files", len(chunks), len(groups), len(self.replace.rewrite))
+        return run_units(reading.context, plan, units)
+
+    def _write_plan(self, reading: Reading, schema: pa.Schema, values: JsonValues | None) -> DirectWritePlan:
+        from spark_jobs.delta_tables.direct_write import DirectWritePlan
+
+        assert self.read_schema is not None  # by prepare
+        return DirectWritePlan(
             uri=self.main.uri,
             partition_by=list(self.main.partition_by),
             token=uuid.uuid4().hex[:12],
-            schema=self.schemas["main"],
+            schema=schema,
             read_schema=self.read_schema,
             consumer_config=reading.plan.consumer_config,
             stall_timeout_s=reading.plan.stall_timeout_s,
-            value_format=source.value_format,
+            value_format=self.spec.source.value_format,
             run_id=self.spec.run_id,
             replace_ranges=self.target.replace_ranges or {},
             store=self.main.store,
@@ -97,19 +106,11 @@ class DeltaAppend:
             json=values,
             quarantine_uri=self.quarantine.uri if self.quarantine else None,
         )
-        log.info("writing %d chunks in %d tasks, rewriting %d files", len(chunks), len(groups), len(self.replace.rewrite))
-        return run_units(reading.context, plan, units)
 
     def commit(self, reports: list[TaskReport]) -> Committed:
         self.checkpoint("its Delta commit")
         txn, files = self.spec.txn, {role: _files_of(reports, role) for role in ("main", "quarantine")}
-        if self.quarantine is not None:
-            version = commit_files(self.quarantine, txn, files["quarantine"], self.schemas["quarantine"],
-                                   removes=self.replace.remove["quarantine"])
-            if version is None:  # an earlier attempt committed it
-                self._delete(files["quarantine"])
-            else:
-                self.committed.add("quarantine")
+        self._commit_quarantine(files["quarantine"])
         version = commit_files(self.main, txn, files["main"], self.schemas["main"], removes=self.replace.remove["main"],
                                notes=self.notes)
         if version is None:  # a concurrent duplicate of this run committed first
@@ -125,6 +126,17 @@ class DeltaAppend:
             version=version,
             files=len(files["main"]),
         )
+
+    def _commit_quarantine(self, files: list[DataFile]) -> None:
+        """The quarantine table's commit, first: if the main one fails, the retry skips it by its txn."""
+        if self.quarantine is None:
+            return
+        version = commit_files(self.quarantine, self.spec.txn, files, self.schemas["quarantine"],
+                               removes=self.replace.remove["quarantine"])
+        if version is None:  # an earlier attempt committed it
+            self._delete(files)
+        else:
+            self.committed.add("quarantine")
 
     def discard(self, reports: list[TaskReport]) -> None:
         # A committed table's files are its rows now.
@@ -177,18 +189,24 @@ class DeltaAppend:
         from spark_jobs.decode import json_columns
         from spark_jobs.formats.json_values import JsonValues
 
-        zone = context.getConf().get("spark.sql.session.timeZone")
-        if not zone:
-            assert context._jvm is not None  # a running context's
-            zone = context._jvm.java.util.TimeZone.getDefault().getID()
         try:
-            values = JsonValues(json_columns(self.spec.source.schema_ or ""), zone)
+            values = JsonValues(json_columns(self.spec.source.schema_ or ""), session_time_zone(context))
         except TypeError as exc:  # a type json_values does not read (VARIANT)
             raise JobError("invalid_spec", f"schema: {exc}") from None
         except ValueError as exc:  # a zone Spark refuses too
             raise JobError("invalid_spec", f"spark.sql.session.timeZone: {exc}") from None
         self._plain_columns()
         return values
+
+
+def session_time_zone(context: SparkContext) -> str:
+    """The time zone Spark SQL reads times without one in: ``spark.sql.session.timeZone``, by default
+    the driver JVM's."""
+    zone = context.getConf().get("spark.sql.session.timeZone")
+    if not zone:
+        assert context._jvm is not None  # a running context's
+        zone = context._jvm.java.util.TimeZone.getDefault().getID()
+    return str(zone)
 
 
 def _files_of(reports: list[TaskReport], role: TableRole) -> list[DataFile]:

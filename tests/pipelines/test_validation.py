@@ -49,6 +49,12 @@ ACCEPTED = [
     {"target": {"type": "kafka", "connection_id": "{conn}", "topic": "orders.copy",
                 "create_topic": {"partitions": 6, "replication_factor": 3, "config": {"cleanup.policy": "compact"}}}},
     {"name": "a" * 100},
+    # keyed tables (docs/keyed-tables.md)
+    {"target": {"type": "delta", "path": "silver/orders", "mode": "upsert", "key": ["id"]}},
+    {"target": {"type": "delta", "path": "silver/orders", "mode": "upsert", "key": ["id", "amount"],
+                "sequence_by": "source.lsn", "changes": "debezium", "partition_by": ["id"]}},
+    {**_src(schema="id BIGINT, meta STRUCT<v: BIGINT>"),
+     "target": {"type": "delta", "path": "silver/orders", "mode": "upsert", "key": ["id"], "sequence_by": "meta.v"}},
 ]
 
 
@@ -157,6 +163,28 @@ REFUSED = [
      "target.kafka.create_topic.partitions"),
     ({"target": {"type": "kafka", "connection_id": "{conn}", "topic": "t",
                  "create_topic": {"partitions": 1, "config": {"retention ms": "1"}}}}, "target.kafka.create_topic.config"),
+    # keyed tables
+    ({"target": {"type": "delta", "path": "t", "mode": "upsert"}}, "target.delta.key"),
+    ({"target": {"type": "delta", "path": "t", "mode": "upsert", "key": []}}, "target.delta.key"),
+    ({"target": {"type": "delta", "path": "t", "key": ["id"]}}, "target.delta.key"),
+    ({"target": {"type": "delta", "path": "t", "changes": "debezium"}}, "target.delta.changes"),
+    ({"target": {"type": "delta", "path": "t", "mode": "upsert", "key": ["id", "id"]}}, "target.delta.key"),
+    ({"target": {"type": "delta", "path": "t", "mode": "merge", "key": ["id"]}}, "target.delta.mode"),
+    ({"target": {"type": "delta", "path": "t", "mode": "upsert", "key": ["id"], "changes": "maxwell"}},
+     "target.delta.changes"),
+    ({"target": {"type": "delta", "path": "t", "mode": "upsert", "key": ["id"], "sequence_by": "a..b"}},
+     "target.delta.sequence_by"),
+    ({"target": {"type": "delta", "path": "t", "mode": "upsert", "key": ["customer"]}}, "target.key"),
+    ({**_src(value_format="string", schema=None), "target": {"type": "delta", "path": "t", "mode": "upsert", "key": ["id"]}},
+     "target.mode"),
+    ({"target": {"type": "delta", "path": "t", "mode": "upsert", "key": ["id"], "sequence_by": "version"}},
+     "target.sequence_by"),
+    ({"target": {"type": "delta", "path": "t", "mode": "upsert", "key": ["id"], "changes": "debezium",
+                 "sequence_by": "after.version"}}, "target.sequence_by"),
+    ({"target": {"type": "delta", "path": "t", "mode": "upsert", "key": ["id"], "partition_by": ["partition"]}},
+     "target.partition_by"),
+    ({**_src(schema="id BIGINT, _inlet_sequence BIGINT"),
+      "target": {"type": "delta", "path": "t", "mode": "upsert", "key": ["id"]}}, "source.schema"),
     # the pipeline itself
     ({"name": ""}, "name"),
     ({"name": "a" * 101}, "name"),

@@ -224,6 +224,11 @@ def _read(spec: PipelineSpec) -> PipelineRead:
                                  "2024-05-14T13:05:00Z", "starting_timestamp_strategy": "error", "max_offsets_per_run": 5},
      "target": {"type": "delta", "path": "bronze/x", "partition_by": []}, "schedule": {"cron": "0 6 * * *"},
      "state": "active"},
+    # A keyed table: the form has no inputs for its settings, and keeps them.
+    {"name": "keyed", "source": {"connection_id": CONNECTION_ID, "topics": ["shop.public.customers"],
+                                 "value_format": "json", "schema": "id BIGINT, name STRING"},
+     "target": {"type": "delta", "path": "silver/customers", "mode": "upsert", "key": ["id"],
+                "sequence_by": "source.lsn", "changes": "debezium"}, "state": "paused"},
 ])
 def test_a_pipeline_shown_in_its_form_and_saved_unchanged_is_the_same_pipeline(body: dict[str, object]) -> None:
     # The edit form of a saved pipeline becomes exactly what was stored, defaults written or not.

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from api.core.errors import DomainError
 from api.pipelines.schemas import (
+    KEYED_TABLE,
     REGISTRY_FORMATS,
     CronSchedule,
     DeltaTarget,
@@ -315,6 +316,8 @@ class PipelineForm(PortalForm):
                 target["create_topic"] = creation
             return parts.check(KafkaTarget, target, "target")
         delta: dict[str, Any] = {"type": "delta", "path": self.target_path.strip()}
+        # A keyed table's settings have no inputs here (the API and Terraform write them): an edit keeps them.
+        delta.update({name: written[name] for name in KEYED_TABLE if name in written})
         _put(delta, "partition_by", _words(self.partition_by), [], written)
         if maintenance := self._maintenance(written.get("maintenance") or {}):
             delta["maintenance"] = maintenance

@@ -1,0 +1,219 @@
+"""A keyed table's changes (``target.mode`` upsert, ``targets.delta_upsert``): Kafka records as the row
+each sets or deletes for its key, and the latest change per key. Arrow throughout; runs in the tasks.
+
+A change has the table's columns: the row's (the pipeline's json schema), ``_inlet_sequence`` (what
+orders the changes of a key), ``_inlet_deleted`` and ``_inlet_run_id``; a delete keeps only its key
+columns, the others null. Per ``target.changes``:
+
+- ``rows``: a value is the row. A tombstone (null value) deletes the key its Kafka key names: a JSON
+  object holding the key columns, as Debezium and Kafka Connect's JsonConverter write keys, with or
+  without the ``schema``/``payload`` wrapper.
+- ``debezium``: a value is a Debezium envelope, with or without the wrapper: op ``c``, ``u``, ``r``
+  set the row to ``after``, ``d`` deletes the key ``before`` holds. Tombstones (Debezium writes one
+  after each delete, for compaction) are skipped; other ops (``t`` truncate, ``m`` message) go to the
+  quarantine table, as do records that are not envelopes of the row's schema.
+
+The sequence is the record's offset, or the value's field ``sequence_by`` (a dotted path, into the
+envelope for debezium: ``source.lsn``, ``ts_ms``): an integer, or a timestamp or date as microseconds
+or days. A change without its key columns or its sequence goes to quarantine.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.types import (
+    ByteType,
+    DataType,
+    DateType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from spark_jobs.columns import DELETED, KEYED, RUN_ID, SEQUENCE
+from spark_jobs.decode import split_rows
+from spark_jobs.errors import JobError
+
+if TYPE_CHECKING:
+    from spark_jobs.formats.json_values import JsonValues
+
+# Tie-breakers of a key's changes with equal sequences (the offset default: a key in two partitions),
+# carried from the tasks to the driver's last pick, never into the table.
+PARTITION, OFFSET = "_inlet_partition", "_inlet_offset"
+HIDDEN = (PARTITION, OFFSET)
+WRAPPER = "payload"  # Kafka Connect's JsonConverter with schemas.enable: {"schema": …, "payload": …}
+UPSERT_OPS = ("c", "u", "r")
+_SEQUENCE_TYPES = (ByteType, ShortType, IntegerType, LongType, TimestampType, TimestampNTZType, DateType)
+_ENVELOPE = ("before", "after", "op", WRAPPER)
+
+
+class ChangeReader:
+    """Reads a batch of Kafka records as changes (``read``); pickled to the tasks."""
+
+    def __init__(self, rows: StructType, key: list[str], sequence_by: str | None, debezium: bool, time_zone: str) -> None:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        from spark_jobs.formats.json_values import JsonValues
+
+        names = rows.fieldNames()
+        if clashes := sorted(KEYED & set(names)):
+            raise JobError("invalid_spec", f"schema fields {clashes} clash with a keyed table's columns {sorted(KEYED)}")
+        for column in key:
+            if column not in names:
+                raise JobError("invalid_spec", f"key column {column} is not a field of the schema")
+            if isinstance(rows[column].dataType, StructType) or rows[column].dataType.typeName() in ("array", "map"):
+                raise JobError("invalid_spec", f"key column {column} is not of an atomic type")
+        self.key, self.sequence_by, self.debezium = tuple(key), sequence_by, debezium
+        self.row_schema: pa.Schema = to_arrow_schema(rows, timezone="UTC")
+        self.schema = pa.schema([*self.row_schema, pa.field(SEQUENCE, pa.int64(), False),
+                                 pa.field(DELETED, pa.bool_(), False), pa.field(RUN_ID, pa.string(), False)])
+        shape = _envelope(rows, sequence_by) if debezium else rows
+        if sequence_by is not None:
+            _sequence_type(shape, sequence_by)
+        self.values: JsonValues = JsonValues(_wrapped(shape) if debezium else shape, time_zone)
+        self.keys: JsonValues = JsonValues(_wrapped(StructType([rows[k] for k in key])), time_zone)
+
+    def read(self, batch: pa.RecordBatch, run_id: str, quarantine_schema: pa.Schema) -> tuple[pa.Table, pa.Table, int]:
+        """``batch``'s changes (in ``schema``, plus ``HIDDEN``), its quarantine rows, and how many
+        records were skipped (debezium's tombstones)."""
+        n = batch.num_rows
+        tombstone = pc.is_null(batch.column("value"))
+        decoded, why = self.values.decode(batch.column("value"))
+        reasons: list[str | None] = why.to_pylist()
+        names = self.row_schema.names
+        if self.debezium:
+            envelope = _unwrap(decoded, [n for n in decoded.column_names if n != WRAPPER])
+            op = envelope["op"]
+            deleted = pc.fill_null(pc.equal(op, "d"), False)
+            image = pc.if_else(deleted, envelope["before"], envelope["after"])
+            columns = {name: pc.struct_field(image, name) for name in names}
+            sequence = _path(envelope, self.sequence_by)
+            for i, (kind, has_image) in enumerate(zip(op.to_pylist(), pc.is_valid(image).to_pylist(), strict=True)):
+                if reasons[i] is not None:
+                    continue
+                if kind not in (*UPSERT_OPS, "d"):
+                    reasons[i] = f"op {kind!r} is not applied to a keyed table" if kind else "the envelope has no op"
+                elif not has_image:
+                    reasons[i] = f"op {kind!r} without its {'before' if kind == 'd' else 'after'} image"
+            keep = pc.invert(tombstone)
+        else:
+            found, key_why = self.keys.decode(batch.column("key"))
+            keys = _unwrap(found, list(self.key))
+            deleted = tombstone
+            columns = {name: pc.if_else(tombstone, keys[name] if name in self.key else pa.nulls(n, decoded.schema.field(name).type),
+                                        _column(decoded, name)) for name in names}
+            sequence = _path({name: _column(decoded, name) for name in decoded.column_names}, self.sequence_by)
+            for i, (dead, bad_key) in enumerate(zip(tombstone.to_pylist(), key_why.to_pylist(), strict=True)):
+                if dead:
+                    reasons[i] = (f"a tombstone has no sequence_by field {self.sequence_by}" if self.sequence_by
+                                  else "a tombstone whose key is not a JSON object of the key columns" if bad_key else None)
+            keep = pa.repeat(pa.scalar(True), n)
+        if sequence is None:
+            sequence = batch.column("offset")
+        else:
+            sequence = _as_int64(sequence)
+            _flag_nulls(reasons, sequence, f"sequence_by {self.sequence_by} is null")
+        for name in self.key:
+            _flag_nulls(reasons, columns[name], f"key column {name} is null")
+        rows = pa.Table.from_arrays(
+            [pc.if_else(deleted, pa.nulls(n, f.type), _cast(columns[f.name], f.type)) if f.name not in self.key
+             else _cast(columns[f.name], f.type) for f in self.row_schema]
+            + [pc.fill_null(sequence, 0), deleted, pa.repeat(pa.scalar(run_id, pa.string()), n),
+               batch.column("partition"), batch.column("offset")],
+            schema=pa.schema([*self.schema, pa.field(PARTITION, pa.int32()), pa.field(OFFSET, pa.int64())]))
+        rows, kept = rows.filter(keep), batch.filter(keep)
+        changes, quarantine = split_rows(rows, kept, pa.array(reasons, pa.string()).filter(keep), run_id, quarantine_schema)
+        return changes, quarantine, n - kept.num_rows
+
+
+def latest(changes: pa.Table, key: tuple[str, ...]) -> pa.Table:
+    """The latest change of each key in ``changes``: the highest sequence; among equal sequences, the
+    highest partition, then offset."""
+    if changes.num_rows == 0:
+        return changes
+    ordered = changes.sort_by([(SEQUENCE, "descending"), (PARTITION, "descending"), (OFFSET, "descending")])
+    ordered = ordered.append_column("_inlet_rank", pa.array(range(ordered.num_rows), pa.int64()))
+    firsts = ordered.group_by(list(key)).aggregate([("_inlet_rank", "min")]).column("_inlet_rank_min")
+    return ordered.take(firsts).drop_columns(["_inlet_rank"])
+
+
+def _column(table: pa.Table, name: str) -> pa.Array:
+    return table.column(name).combine_chunks()
+
+
+def _unwrap(decoded: pa.Table, names: list[str]) -> dict[str, pa.Array]:
+    """The fields ``names`` of each record, from inside the ``payload`` wrapper where a record has one."""
+    wrapper = _column(decoded, WRAPPER)
+    wrapped = pc.is_valid(wrapper)
+    return {name: pc.if_else(wrapped, pc.struct_field(wrapper, name), _column(decoded, name)) for name in names}
+
+
+def _path(columns: dict[str, pa.Array], path: str | None) -> pa.Array | None:
+    if path is None:
+        return None
+    root, *rest = path.split(".")
+    array = columns[root]
+    for name in rest:
+        array = pc.struct_field(array, name)
+    return array
+
+
+def _as_int64(array: pa.Array) -> pa.Array:
+    if pa.types.is_date(array.type):
+        array = array.cast(pa.int32())
+    elif pa.types.is_timestamp(array.type):
+        array = array.cast(pa.timestamp("us", array.type.tz)).cast(pa.int64())
+    return array.cast(pa.int64())
+
+
+def _cast(array: pa.Array, to: pa.DataType) -> pa.Array:
+    return array if array.type == to else array.cast(to)
+
+
+def _flag_nulls(reasons: list[str | None], array: pa.Array, reason: str) -> None:
+    for i, valid in enumerate(pc.is_valid(array).to_pylist()):
+        if not valid and reasons[i] is None:
+            reasons[i] = reason
+
+
+def _wrapped(struct: StructType) -> StructType:
+    """``struct``'s fields, and the same again inside ``payload`` (JsonConverter's schemas.enable)."""
+    if WRAPPER in struct.fieldNames():
+        return struct
+    return StructType([*struct.fields, StructField(WRAPPER, struct, True)])
+
+
+def _envelope(rows: StructType, sequence_by: str | None) -> StructType:
+    """A Debezium envelope of ``rows``, with the field ``sequence_by`` (a BIGINT) where it says."""
+    fields = [StructField("before", rows, True), StructField("after", rows, True), StructField("op", StringType(), True)]
+    if sequence_by is not None:
+        root, *rest = sequence_by.split(".")
+        if root in _ENVELOPE:
+            raise JobError("invalid_spec", f"sequence_by {sequence_by}: a field of the envelope's source or ts_ms, "
+                                           f"not of {root}")
+        data_type: DataType = LongType()
+        for name in reversed(rest):
+            data_type = StructType([StructField(name, data_type, True)])
+        fields.append(StructField(root, data_type, True))
+    return StructType(fields)
+
+
+def _sequence_type(shape: StructType, path: str) -> DataType:
+    """The type of the field at ``path``: an integer, a timestamp or a date (``invalid_spec`` else)."""
+    data_type: DataType = shape
+    for name in path.split("."):
+        if not isinstance(data_type, StructType) or name not in data_type.fieldNames():
+            raise JobError("invalid_spec", f"sequence_by {path} is not a field of the schema")
+        data_type = data_type[name].dataType
+    if not isinstance(data_type, _SEQUENCE_TYPES):
+        raise JobError("invalid_spec", f"sequence_by {path} is {data_type.simpleString()}: an integer, timestamp or "
+                                       "date orders changes")
+    return data_type

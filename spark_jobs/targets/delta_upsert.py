@@ -1,0 +1,126 @@
+"""The keyed Delta target (``target.mode`` upsert): the table holds the latest change per key, applied
+by ONE delta-rs MERGE per run tagged with the run's app transaction (``txn``), so that a retried run is
+a no-op and a replay of older offsets cannot move a row back (docs/keyed-tables.md).
+
+    prepare  the run's txn already in the table: nothing to do. Else the Kafka records' columns.
+             Replace-mode replays re-apply their ranges as append-mode ones do: a keyed table
+             has no rows of offsets to take out, and re-applied changes that are not newer than a
+             row's are no-ops.
+    write    one Spark job whose tasks read and decode their chunks (``delta_tables.direct_write``),
+             turn the records into changes (``delta_tables.changes``), keep the latest per key, and
+             report them (Arrow IPC); the records that are no change go to the quarantine table's files.
+    commit   the quarantine table first (as the append target), then the latest change per key over
+             all tasks, merged (``delta_tables.commit.merge_changes``). The run's offsets commit
+             after this, in the run's ledger.
+    discard  the quarantine files this attempt did not commit (a MERGE writes nothing until it commits).
+
+Deletes are kept as rows (``_inlet_deleted`` true, the key and ``_inlet_sequence`` only): a replay of
+the offsets before a delete then finds the delete's higher sequence and cannot bring the row back.
+Readers select ``WHERE NOT _inlet_deleted``.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from spark_jobs.delta_tables.changes import HIDDEN, ChangeReader, latest
+from spark_jobs.delta_tables.commit import already_committed, merge_changes
+from spark_jobs.errors import JobError
+from spark_jobs.targets import ALREADY_COMMITTED, Committed, Reading
+from spark_jobs.targets.delta_append import DeltaAppend, session_time_zone
+
+if TYPE_CHECKING:
+    from spark_jobs.delta_tables.direct_write import DirectWritePlan, WriteUnit
+    from spark_jobs.plans import TaskReport
+
+log = logging.getLogger("inlet.delta")
+
+
+class DeltaUpsert(DeltaAppend):
+    """``spec``'s changes merged into ``target``'s keyed table (a ``targets.RunTarget``)."""
+
+    reader: ChangeReader | None = None
+
+    def prepare(self) -> Committed | None:
+        txn = self.spec.txn
+        if already_committed(self.main, txn):
+            log.info("txn %s v%d is already in %s: nothing to do", txn.app_id, txn.version, self.main.uri)
+            return ALREADY_COMMITTED
+        self._plan_columns()  # json: the Kafka records' and the quarantine table's columns
+        if self.target.replace_ranges:
+            log.info("replace: a keyed table re-applies the replayed changes; older ones leave rows as they are")
+        return None
+
+    def write(self, reading: Reading) -> list[TaskReport]:
+        from spark_jobs.decode import json_columns
+        from spark_jobs.delta_tables.direct_write import WriteUnit, pack_chunks, run_units
+
+        source, target = self.spec.source, self.target
+        try:
+            self.reader = reader = ChangeReader(json_columns(source.schema_ or ""), target.key, target.sequence_by,
+                                                target.changes == "debezium", session_time_zone(reading.context))
+        except (TypeError, ValueError) as exc:  # a type or zone the json decoder refuses
+            raise JobError("invalid_spec", f"schema: {exc}") from None
+        self.schemas["main"] = reader.schema
+        chunks = list(reading.plan.chunks)
+        groups = pack_chunks(chunks, source.max_records_per_task, reading.context.defaultParallelism)
+        log.info("reading the changes of %d chunks in %d tasks", len(chunks), len(groups))
+        plan = self._write_plan(reading, reader.schema, None)
+        return run_units(reading.context, plan, [WriteUnit(chunks=g) for g in groups], task=partial(changes_unit, reader))
+
+    def commit(self, reports: list[TaskReport]) -> Committed:
+        self.checkpoint("its Delta merge")
+        assert self.reader is not None  # by write
+        self._commit_quarantine([f for r in reports for f in r.files if f.table == "quarantine"])
+        parts = [pa.ipc.open_stream(r.changes).read_all() for r in reports if r.changes is not None]
+        changes = latest(pa.concat_tables(parts), self.reader.key) if parts else None
+        merged = (changes.drop_columns(list(HIDDEN)) if changes is not None
+                  else self.reader.schema.empty_table())
+        outcome = merge_changes(self.main, self.spec.txn, merged, self.reader.key)
+        if outcome is None:  # an earlier or concurrent attempt of this run merged first
+            return ALREADY_COMMITTED
+        version, files = outcome
+        self.committed.add("main")
+        quarantined = sum(r.quarantined for r in reports)
+        read = sum(s.records for r in reports for s in r.partitions.values())
+        log.info("merged %d changes of %d keys into %s v%d", read - quarantined, merged.num_rows, self.main.uri, version)
+        return Committed(rows=read - quarantined - sum(r.skipped for r in reports), quarantined=quarantined,
+                         version=version, files=files)
+
+
+def changes_unit(reader: ChangeReader, plan: DirectWritePlan, unit: WriteUnit) -> TaskReport:
+    """Runs on an executor: one unit's changes, the latest per key, in its report (Arrow IPC), and
+    its records that are no change in quarantine files (deleted again if the task fails)."""
+    from spark_jobs.decode import quarantine_struct
+    from spark_jobs.delta_tables.direct_write import read_counted
+    from spark_jobs.delta_tables.files import FileSet
+    from spark_jobs.plans import TaskReport
+
+    report = TaskReport()
+    schema = quarantine_struct(plan.read_schema)
+    quarantine = FileSet("quarantine", plan.store, plan.quarantine_uri, schema, [], plan.token) if plan.quarantine_uri else None
+    try:
+        parts: list[pa.Table] = []
+        for chunk, batch in read_counted(plan, unit.chunks, report):
+            changes, bad, skipped = reader.read(batch, plan.run_id, schema)
+            parts.append(latest(changes, reader.key))
+            report.skipped += skipped
+            report.quarantined += bad.num_rows
+            if quarantine is not None:
+                quarantine.write(bad, group=(chunk.topic, chunk.partition))
+        if parts:
+            sink = pa.BufferOutputStream()
+            table = latest(pa.concat_tables(parts), reader.key)
+            with pa.ipc.new_stream(sink, table.schema) as stream:
+                stream.write_table(table)
+            report.changes = sink.getvalue().to_pybytes()
+        report.files = quarantine.close() if quarantine else []
+    except BaseException:
+        if quarantine:
+            quarantine.discard()
+        raise
+    return report

@@ -1,0 +1,201 @@
+"""A keyed table's changes without Spark or Kafka: records read as changes (``delta_tables.changes``),
+the latest per key, and the MERGE (``delta_tables.commit.merge_changes``) against a reference that
+applies the same changes one by one, including retries and replays of older changes."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from spark_jobs.delta_tables import Table
+from spark_jobs.delta_tables.changes import HIDDEN, ChangeReader, latest
+from spark_jobs.delta_tables.commit import merge_changes
+from spark_jobs.errors import JobError
+from spark_jobs.spec import Txn
+from spark_jobs.storage import Store
+from tests.fixtures.debezium import QUARANTINE, ROWS, envelope, record_batch
+
+
+def _reasons(quarantine: pa.Table) -> dict[int, str]:
+    return dict(zip(quarantine["offset"].to_pylist(), quarantine["_inlet_quarantine_reason"].to_pylist(), strict=True))
+
+
+def _rows(changes: pa.Table) -> list[tuple]:
+    return [(r["id"], r["name"], r["_inlet_sequence"], r["_inlet_deleted"]) for r in changes.to_pylist()]
+
+
+def test_debezium_envelopes_with_and_without_the_wrapper_become_changes() -> None:
+    reader = ChangeReader(ROWS, ["id"], "source.lsn", True, "UTC")
+    batch = record_batch([
+        envelope("c", None, {"id": 1, "name": "a"}, 10),
+        envelope("u", {"id": 1, "name": "a"}, {"id": 1, "name": "b"}, 20, wrapped=True),
+        envelope("d", {"id": 1, "name": "b"}, None, 30),
+        None,  # Debezium's tombstone after the delete: skipped
+        envelope("r", None, {"id": 2, "name": "snap"}, 5, wrapped=True),
+        envelope("t", None, None, 40),
+        b"{not json",
+        envelope("c", None, {"id": 3, "name": "x"}, None),
+        envelope("c", None, {"name": "no id"}, 50),
+        envelope("d", None, None, 60),
+    ])
+    changes, quarantine, skipped = reader.read(batch, "run-1", QUARANTINE)
+
+    assert skipped == 1
+    assert changes.column_names == ["id", "name", "at", "_inlet_sequence", "_inlet_deleted", "_inlet_run_id", *HIDDEN]
+    # A delete keeps only its key columns.
+    assert _rows(changes) == [(1, "a", 10, False), (1, "b", 20, False), (1, None, 30, True), (2, "snap", 5, False)]
+    assert _reasons(quarantine) == {
+        5: "op 't' is not applied to a keyed table",
+        6: "value is not JSON of the pipeline's schema",
+        7: "sequence_by source.lsn is null",
+        8: "key column id is null",
+        9: "op 'd' without its before image",
+    }
+    assert sorted(_rows(latest(changes, reader.key)), key=lambda r: r[0]) == [(1, None, 30, True), (2, "snap", 5, False)]
+
+
+def test_rows_take_the_offset_as_sequence_and_a_tombstone_deletes_the_key_its_kafka_key_names() -> None:
+    reader = ChangeReader(ROWS, ["id"], None, False, "UTC")
+    batch = record_batch(
+        [b'{"id": 5, "name": "q", "at": "2026-11-26T10:00:00Z"}', None, None, b'{"name": "no id"}', None],
+        keys=[b"whatever", b'{"id": 5}', b'{"schema": {}, "payload": {"id": 6}}', b"k", b"not json"],
+        offsets=[40, 41, 42, 43, 44])
+    changes, quarantine, skipped = reader.read(batch, "run-1", QUARANTINE)
+
+    assert skipped == 0
+    assert _rows(changes) == [(5, "q", 40, False), (5, None, 41, True), (6, None, 42, True)]
+    assert _reasons(quarantine) == {43: "key column id is null",
+                                    44: "a tombstone whose key is not a JSON object of the key columns"}
+
+
+def test_a_value_field_orders_changes_and_a_tombstone_without_it_goes_to_quarantine() -> None:
+    reader = ChangeReader(ROWS, ["id"], "at", False, "UTC")
+    batch = record_batch([b'{"id": 1, "name": "late", "at": "2026-11-26T10:00:01Z"}',
+                    b'{"id": 1, "name": "early", "at": "2026-11-26T10:00:00Z"}', None], keys=[None, None, b'{"id": 1}'])
+    changes, quarantine, _ = reader.read(batch, "run-1", QUARANTINE)
+
+    assert [r[1] for r in _rows(latest(changes, reader.key))] == ["late"]
+    assert _reasons(quarantine) == {2: "a tombstone has no sequence_by field at"}
+
+
+def test_the_schema_decides_what_can_key_and_order_changes() -> None:
+    with pytest.raises(JobError, match="key column nope is not a field"):
+        ChangeReader(ROWS, ["nope"], None, False, "UTC")
+    with pytest.raises(JobError, match="sequence_by name is string"):
+        ChangeReader(ROWS, ["id"], "name", False, "UTC")
+    with pytest.raises(JobError, match="not of after"):
+        ChangeReader(ROWS, ["id"], "after.id", True, "UTC")
+
+
+def test_latest_breaks_ties_of_equal_sequences_by_partition_then_offset() -> None:
+    reader = ChangeReader(ROWS, ["id"], None, False, "UTC")
+    first, _, _ = reader.read(record_batch([b'{"id": 1, "name": "p0"}'], partition=0, offsets=[7]), "r", QUARANTINE)
+    second, _, _ = reader.read(record_batch([b'{"id": 1, "name": "p2"}'], partition=2, offsets=[7]), "r", QUARANTINE)
+    assert [r[1] for r in _rows(latest(pa.concat_tables([first, second]), reader.key))] == ["p2"]
+
+
+def _changes(reader: ChangeReader, rows: list[tuple[int, str | None, int]]) -> pa.Table:
+    """Changes (id, name or None for a delete, lsn) as a run would merge them."""
+    values = [envelope("d", {"id": i}, None, lsn) if name is None else envelope("u", None, {"id": i, "name": name}, lsn)
+              for i, name, lsn in rows]
+    changes, quarantine, _ = reader.read(record_batch(values), "run", QUARANTINE)
+    assert quarantine.num_rows == 0
+    return latest(changes, reader.key).drop_columns(list(HIDDEN))
+
+
+def _live(uri: str) -> dict[int, tuple[str | None, int]]:
+    table = DeltaTable(uri).to_pyarrow_table()
+    return {r["id"]: (r["name"], r["_inlet_sequence"]) for r in table.to_pylist() if not r["_inlet_deleted"]}
+
+
+def test_merges_apply_the_latest_change_per_key_and_older_changes_never_win(tmp_path: Path) -> None:
+    reader = ChangeReader(ROWS, ["id"], "source.lsn", True, "UTC")
+    table, txn = Table(Store(), str(tmp_path / "customers")), Txn(app_id="inlet-pipeline-p", version=1)
+    rng = random.Random(30)
+    stream = [(rng.randrange(40), None if rng.random() < 0.2 else f"n{lsn}", lsn) for lsn in range(1, 400)]
+    rng.shuffle(stream)  # sequences arrive out of order across runs
+    reference: dict[int, tuple[str | None, int]] = {}
+    runs = [stream[i:i + 57] for i in range(0, len(stream), 57)]
+    for version, run in enumerate(runs, start=1):
+        txn = Txn(app_id="inlet-pipeline-p", version=version)
+        assert merge_changes(table, txn, _changes(reader, run), reader.key) is not None
+        for i, name, lsn in run:
+            if i not in reference or reference[i][1] < lsn:
+                reference[i] = (name, lsn)
+        # A retried run: its txn is in the table, it merges nothing.
+        assert merge_changes(table, txn, _changes(reader, run), reader.key) is None
+    expected = {i: v for i, v in reference.items() if v[0] is not None}
+    assert _live(table.uri) == expected
+
+    # A replay of every change (any order, other runs' txns) leaves the table as it is: deletes are rows
+    # with their sequence, so an older insert cannot bring a deleted key back.
+    replay = list(stream)
+    rng.shuffle(replay)
+    assert merge_changes(table, Txn(app_id="inlet-pipeline-p", version=100), _changes(reader, replay), reader.key)
+    assert _live(table.uri) == expected
+    deleted = DeltaTable(table.uri).to_pyarrow_table().filter(pa.compute.field("_inlet_deleted"))
+    assert sorted(deleted["id"].to_pylist()) == sorted(i for i, v in reference.items() if v[0] is None)
+    assert set(deleted["name"].to_pylist()) == {None}
+    assert DeltaTable(table.uri).transaction_version("inlet-pipeline-p") == 100
+
+
+def test_a_run_without_changes_commits_its_txn_and_a_changed_type_is_refused(tmp_path: Path) -> None:
+    reader = ChangeReader(ROWS, ["id"], None, False, "UTC")
+    table = Table(Store(), str(tmp_path / "t"))
+    assert merge_changes(table, Txn(app_id="a", version=1), reader.schema.empty_table(), reader.key) == (1, 0)
+    assert DeltaTable(table.uri).transaction_version("a") == 1
+    assert merge_changes(table, Txn(app_id="a", version=1), reader.schema.empty_table(), reader.key) is None
+
+    other = pa.schema([pa.field("id", pa.string()) if f.name == "id" else f for f in reader.schema])
+    with pytest.raises(JobError) as refused:
+        merge_changes(table, Txn(app_id="a", version=2), other.empty_table(), reader.key)
+    assert refused.value.kind == "schema_incompatible"
+
+
+def test_a_merge_that_loses_to_a_compaction_merges_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    reader = ChangeReader(ROWS, ["id"], "source.lsn", True, "UTC")
+    table = Table(Store(), str(tmp_path / "t"))
+    for version, rows in enumerate([[(1, "a", 1), (2, "b", 2)], [(3, "c", 3)]], start=1):
+        assert merge_changes(table, Txn(app_id="a", version=version), _changes(reader, rows), reader.key)
+    stale = DeltaTable(table.uri)  # what a MERGE read before the compaction committed
+    assert DeltaTable(table.uri).optimize.compact()["numFilesRemoved"] >= 2
+    reads: list[str] = []
+    fresh = Table.delta
+
+    def first_stale(self: Table) -> DeltaTable:
+        reads.append(self.uri)
+        return stale if len(reads) == 1 else fresh(self)
+
+    monkeypatch.setattr(Table, "delta", first_stale)
+    caplog.set_level("INFO", logger="inlet.delta")
+    assert merge_changes(table, Txn(app_id="a", version=3), _changes(reader, [(1, "z", 10)]), reader.key)
+    assert "met a concurrent commit; merging again (1)" in caplog.text  # the lost MERGE, then one that committed
+    assert _live(table.uri) == {1: ("z", 10), 2: ("b", 2), 3: ("c", 3)}
+    assert DeltaTable(table.uri).transaction_version("a") == 3
+
+
+def test_a_mixed_case_key_merges_and_a_new_schema_field_becomes_a_column(tmp_path: Path) -> None:
+    table = Table(Store(), str(tmp_path / "t"))
+    narrow = ChangeReader(StructType([StructField("customerId", LongType()), StructField("Name", StringType())]),
+                          ["customerId"], None, False, "UTC")
+    first, _, _ = narrow.read(record_batch([b'{"customerId": 1, "Name": "a"}', b'{"customerId": 2, "Name": "b"}']), "r1", QUARANTINE)
+    assert merge_changes(table, Txn(app_id="a", version=1), latest(first, narrow.key).drop_columns(list(HIDDEN)), narrow.key)
+    wide = ChangeReader(StructType([*narrow.values.schema.fields, StructField("tier", LongType())]), ["customerId"], None,
+                        False, "UTC")
+    second, _, _ = wide.read(record_batch([b'{"customerId": 2, "Name": "B", "tier": 3}'], offsets=[5]), "r2", QUARANTINE)
+    assert merge_changes(table, Txn(app_id="a", version=2), latest(second, wide.key).drop_columns(list(HIDDEN)), wide.key)
+    rows = sorted(DeltaTable(table.uri).to_pyarrow_table().select(["customerId", "Name", "tier", "_inlet_sequence"])
+                  .to_pylist(), key=lambda r: r["customerId"])
+    assert rows == [{"customerId": 1, "Name": "a", "tier": None, "_inlet_sequence": 0},
+                    {"customerId": 2, "Name": "B", "tier": 3, "_inlet_sequence": 5}]
+    # The field dropped again: a change replaces its row whole, the dropped column null.
+    third, _, _ = narrow.read(record_batch([b'{"customerId": 2, "Name": "C"}'], offsets=[9]), "r3", QUARANTINE)
+    assert merge_changes(table, Txn(app_id="a", version=3), latest(third, narrow.key).drop_columns(list(HIDDEN)), narrow.key)
+    assert DeltaTable(table.uri).to_pyarrow_table().filter(pa.compute.field("customerId") == 2).select(
+        ["Name", "tier"]).to_pylist() == [{"Name": "C", "tier": None}]

@@ -1,0 +1,109 @@
+"""A keyed table (``target.mode`` upsert) from a Debezium-shaped topic, the whole job: the warm engine,
+local Spark, the sandbox Kafka. Inserts, updates, deletes with their tombstones, snapshot reads, keys
+that move partition, and runs whose ranges cut the partitions unevenly (so a key's later changes are
+merged before its earlier ones) land as exactly the state a reference computes; a retried run and a
+replay of everything leave the table as it is. Read back with delta-rs and DuckDB's delta extension."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import cast
+
+import pytest
+from deltalake import DeltaTable
+
+from tests.fixtures.debezium import SCHEMA, change_log, final_rows, produce_changes
+from tests.spark_jobs.helpers import make_spec, run_job
+
+pytestmark = pytest.mark.slow
+
+LIVE_COLUMNS = ["id", "name", "tier"]
+
+
+def _live_rows(uri: str) -> list[tuple]:
+    rows = DeltaTable(uri).to_pyarrow_table().to_pylist()
+    return sorted(tuple(r[c] for c in LIVE_COLUMNS) for r in rows if not r["_inlet_deleted"])
+
+
+def _duckdb_rows(uri: str) -> list[tuple]:
+    import duckdb
+    import duckdb_ext
+
+    extensions = Path(next(iter(duckdb_ext.__path__))) / "extensions" / f"v{duckdb.__version__}"
+    connection = duckdb.connect(config={"allow_unsigned_extensions": "true", "autoinstall_known_extensions": "false",
+                                        "autoload_known_extensions": "false"})
+    connection.execute(f"LOAD '{next(extensions.glob('*/delta.duckdb_extension'))}'")
+    return sorted(connection.execute(f"SELECT id, name, tier FROM delta_scan('{uri}') WHERE NOT _inlet_deleted").fetchall())
+
+
+def test_a_debezium_topic_lands_as_the_final_state_and_retries_and_replays_change_nothing(
+        sandbox_kafka, kafka_topic, tmp_path: Path) -> None:
+    topic = kafka_topic(partitions=3)
+    log = change_log(seed=30, keys=40, n=600)
+    ends = produce_changes(sandbox_kafka.bootstrap_servers, topic, log)
+    uri = str(tmp_path / "customers")
+    target = {"type": "delta", "uri": uri, "quarantine_uri": f"{uri}__quarantine", "mode": "upsert", "key": ["id"],
+              "sequence_by": "source.lsn", "changes": "debezium"}
+    # Partition 0 whole in the first run, the others a third: later changes of moved keys go in first.
+    cuts = {p: end if p == 0 else end // 3 for p, end in ends.items()}
+    runs = [{topic: {str(p): (0, cuts[p]) for p in ends}}, {topic: {str(p): (cuts[p], ends[p]) for p in ends}}]
+    deletes = sum(1 for change in log if change[1] == "d")
+
+    results = []
+    for version, ranges in enumerate(runs, start=1):
+        spec = make_spec(sandbox_kafka.bootstrap_servers, ranges, target, version=version, pipeline_id="keyed",
+                         value_format="json", schema=SCHEMA)
+        results.append(run_job(spec, tmp_path / f"work{version}"))
+        assert results[-1].status == "succeeded", results[-1].error
+    assert sum(r.rows_written for r in results) == len(log)  # every change; the tombstones skipped
+    assert sum(r.rows_quarantined for r in results) == 0
+    assert all(r.files_written for r in results)  # what table maintenance counts
+    assert sum(p.records_read for r in results for p in r.partitions) == len(log) + deletes
+    expected = final_rows(log)
+    assert _live_rows(uri) == expected
+    assert _duckdb_rows(uri) == expected
+    version = DeltaTable(uri).version()
+
+    retried = run_job(spec, tmp_path / "retry")  # the second run again: its txn is in the table
+    assert retried.status == "succeeded" and retried.already_committed, retried.error
+    assert DeltaTable(uri).version() == version
+
+    replay = make_spec(sandbox_kafka.bootstrap_servers, {topic: {str(p): (0, end) for p, end in ends.items()}}, target,
+                       version=3, pipeline_id="keyed", value_format="json", schema=SCHEMA)
+    replayed = run_job(replay, tmp_path / "replay")
+    assert replayed.status == "succeeded" and not replayed.already_committed, replayed.error
+    assert _live_rows(uri) == expected
+    assert _duckdb_rows(uri) == expected
+    table = DeltaTable(uri)
+    assert table.transaction_version("inlet-pipeline-keyed") == 3
+    # One row per key ever seen; the deleted ones flagged, with only their key.
+    rows = table.to_pyarrow_table().to_pylist()
+    assert sorted(r["id"] for r in rows) == sorted({change[0] for change in log})
+    assert all(r["name"] is None for r in rows if r["_inlet_deleted"])
+
+
+def test_a_compacted_topic_of_rows_and_tombstones_lands_as_its_latest_rows(
+        sandbox_kafka, kafka_topic, produce_keyed, tmp_path: Path) -> None:
+    topic = kafka_topic(partitions=2)
+    # Key i % 11 (each key in one partition, as Kafka's partitioner places it); every 7th record a tombstone.
+    def value(i: int) -> bytes | None:
+        return None if i % 7 == 3 else json.dumps({"id": i % 11, "name": f"v{i}", "tier": i}).encode()
+
+    placed = produce_keyed(sandbox_kafka.bootstrap_servers, topic, 120, key=lambda i: json.dumps({"id": i % 11}),
+                           value=lambda i: cast(bytes, value(i)))
+    final: dict[int, bytes | None] = {}
+    for i in range(120):
+        final[i % 11] = value(i)
+    expected = sorted((v["id"], v["name"], v["tier"]) for v in (json.loads(b) for b in final.values() if b is not None))
+    uri = str(tmp_path / "accounts")
+    target = {"type": "delta", "uri": uri, "quarantine_uri": f"{uri}__quarantine", "mode": "upsert", "key": ["id"]}
+    halves = [{topic: {str(p): (0, len(o) // 2) for p, o in placed.items()}},
+              {topic: {str(p): (len(o) // 2, len(o)) for p, o in placed.items()}}]
+    for version, ranges in enumerate(halves, start=1):
+        spec = make_spec(sandbox_kafka.bootstrap_servers, ranges, target, version=version, pipeline_id="rows",
+                         value_format="json", schema=SCHEMA)
+        result = run_job(spec, tmp_path / f"work{version}")
+        assert result.status == "succeeded" and result.rows_quarantined == 0, result.error
+    assert _live_rows(uri) == expected
+    assert _duckdb_rows(uri) == expected

@@ -1,0 +1,82 @@
+"""The keyed Delta target's lifecycle without Spark or Kafka (``targets.delta_upsert``): a run whose
+MERGE fails after its quarantine commit is tried again and lands once; a retry of a merged run does
+nothing (tests/spark_jobs/test_keyed_tables.py runs the whole job)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from spark_jobs.delta_tables.changes import ChangeReader
+from spark_jobs.delta_tables.files import FileSet
+from spark_jobs.errors import JobError
+from spark_jobs.plans import PartitionStats, TaskReport
+from spark_jobs.spec import RunSpec
+from spark_jobs.storage import Store
+from spark_jobs.targets import delta_upsert as upsert
+from spark_jobs.targets import target_for
+from tests.fixtures.debezium import QUARANTINE, ROWS, envelope, record_batch
+
+
+def _never_cancelled(before: str) -> None:
+    pass
+
+
+def _attempt(uri: str) -> upsert.DeltaUpsert:
+    spec = RunSpec.model_validate({
+        "run_id": "run-1", "pipeline_id": "p1", "txn": {"app_id": "inlet-pipeline-p1", "version": 1},
+        "source": {"kafka_config": {"bootstrap.servers": "127.0.0.1:9"}, "ranges": {"t": {"0": [0, 3]}},
+                   "value_format": "json", "schema": "id BIGINT, name STRING, at TIMESTAMP"},
+        "target": {"type": "delta", "uri": uri, "quarantine_uri": f"{uri}__quarantine", "mode": "upsert", "key": ["id"],
+                   "sequence_by": "source.lsn", "changes": "debezium"},
+    })
+    target = target_for(spec, _never_cancelled)
+    assert isinstance(target, upsert.DeltaUpsert)
+    return target
+
+
+def _reports(target: upsert.DeltaUpsert) -> list[TaskReport]:
+    """What the tasks would report: two changes (and a tombstone skipped), one record in quarantine."""
+    assert target.prepare() is None
+    target.reader = reader = ChangeReader(ROWS, ["id"], "source.lsn", True, "UTC")
+    target.schemas["main"] = reader.schema
+    batch = record_batch([envelope("c", None, {"id": 1, "name": "a"}, 10), envelope("c", None, {"id": 2, "name": "b"}, 11),
+                    None, b"{not json"])
+    changes, bad, skipped = reader.read(batch, "run-1", QUARANTINE)
+    quarantine = FileSet("quarantine", Store(), f"{target.main.uri}__quarantine", QUARANTINE, [])
+    quarantine.write(bad)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, changes.schema) as stream:
+        stream.write_table(changes)
+    return [TaskReport(files=quarantine.close(), partitions={("t", 0): PartitionStats(4, 0, 3)}, quarantined=bad.num_rows, skipped=skipped,
+                       changes=sink.getvalue().to_pybytes())]
+
+
+def test_a_run_whose_merge_failed_is_tried_again_and_lands_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    uri = str(tmp_path / "customers")
+    first = _attempt(uri)
+    reports = _reports(first)
+
+    def unreachable(*args: object) -> None:
+        raise JobError("target_commit", "the store went away")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(upsert, "merge_changes", unreachable)
+        with pytest.raises(JobError, match="went away"):
+            first.commit(reports)
+    first.discard(reports)
+    assert DeltaTable(f"{uri}__quarantine").to_pyarrow_table().num_rows == 1  # committed before the MERGE
+    assert not Path(uri).exists()
+
+    again = _attempt(uri)
+    done = again.commit(_reports(again))
+    assert (done.rows, done.quarantined, done.already_committed) == (2, 1, False)
+    assert sorted(DeltaTable(uri).to_pyarrow_table().select(["id", "name"]).to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "name": "a"}, {"id": 2, "name": "b"}]
+    assert DeltaTable(f"{uri}__quarantine").to_pyarrow_table().num_rows == 1  # once, though written twice
+
+    retried = _attempt(uri).prepare()  # a retry of the merged run: nothing to do
+    assert retried is not None and retried.already_committed
