@@ -47,12 +47,14 @@ def record_commit(session: Session, pipeline: Pipeline, result: Mapping[str, Any
     now = utcnow()
     policy = target.maintenance
     result = result or {}
-    files, size = int(result.get("files_written") or 0), int(result.get("bytes_written") or 0)
-    small = files if files and size // files < policy.compaction.small_file_bytes else 0
+    files, size = int(result.get("files_written") or 0), result.get("bytes_written")
+    # A keyed table's MERGE does not say its files' bytes: they are counted, none as small, until the
+    # next maintenance task reads the table; its commits still make compaction due.
+    small = files if files and size is not None and int(size) // files < policy.compaction.small_file_bytes else 0
     lock_pipeline(session, pipeline.id)
     ensure_row(session, pipeline, policy, now)
     add_to(session, pipeline.id, files_since_compaction=files, small_files_since_compaction=small,
-           commits_since_compaction=1, files=files, small_files=small, bytes=size)
+           commits_since_compaction=1, files=files, small_files=small, bytes=int(size or 0))
     if result.get("delta_version") is not None:
         session.execute(update(TableMaintenance).where(col(TableMaintenance.pipeline_id) == pipeline.id)
                         .values(version=result["delta_version"], updated_at=now))

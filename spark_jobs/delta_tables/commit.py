@@ -90,9 +90,8 @@ def commit_files(table: Table, txn: Txn, files: Sequence[DataFile], schema: pa.S
 def merge_changes(table: Table, txn: Txn, changes: pa.Table, key: Sequence[str]) -> tuple[int, int] | None:
     """ONE delta-rs MERGE of ``changes`` (the latest change per key, ``delta_tables.changes``) into
     ``table``, tagged with ``txn``: a key's row is set, or marked deleted, only by a change of a higher
-    ``_inlet_sequence`` than the one it holds, so re-applying older changes never moves it back. The
-    A MERGE that loses to a concurrent
-    commit (compaction, say) reads the table again and merges again. Returns the table's version and
+    ``_inlet_sequence`` than the one it holds, so re-applying older changes never moves it back. A MERGE
+    that loses to a concurrent commit (compaction, say) reads the table again and merges again. Returns the table's version and
     the data files the MERGE added (what table maintenance counts), or None if ``txn`` was committed
     before."""
     from deltalake import Schema
