@@ -2,7 +2,7 @@
 local Spark, the sandbox Kafka. Inserts, updates, deletes with their tombstones, snapshot reads, keys
 that move partition, and runs whose ranges cut the partitions unevenly (so a key's later changes are
 merged before its earlier ones) land as exactly the state a reference computes; a retried run and a
-replay of everything leave the table as it is. Read back with delta-rs and DuckDB's delta extension."""
+replay of everything leave the table as it is. Read back with delta-rs, DuckDB's delta extension and delta-spark."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def _duckdb_rows(uri: str) -> list[tuple]:
 
 
 def test_a_debezium_topic_lands_as_the_final_state_and_retries_and_replays_change_nothing(
-        sandbox_kafka, kafka_topic, tmp_path: Path) -> None:
+        sandbox_kafka, kafka_topic, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     topic = kafka_topic(partitions=3)
     log = change_log(seed=30, keys=40, n=600)
     ends = produce_changes(sandbox_kafka.bootstrap_servers, topic, log)
@@ -81,6 +81,7 @@ def test_a_debezium_topic_lands_as_the_final_state_and_retries_and_replays_chang
     rows = table.to_pyarrow_table().to_pylist()
     assert sorted(r["id"] for r in rows) == sorted({change[0] for change in log})
     assert all(r["name"] is None for r in rows if r["_inlet_deleted"])
+    request.getfixturevalue("delta_spark").assert_reads_alike(uri, table.to_pyarrow_table())  # MERGE's files too
 
 
 def test_a_compacted_topic_of_rows_and_tombstones_lands_as_its_latest_rows(
