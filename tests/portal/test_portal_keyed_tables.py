@@ -9,10 +9,12 @@ from html import unescape
 from typing import Any
 
 from fastapi.testclient import TestClient
+from playwright.sync_api import Page, expect
 
-from tests.factories import Tenant, create_connection, create_sandbox_pipeline
+from tests.factories import Tenant, create_connection, create_sandbox_pipeline, make_tenant
 from tests.fixtures.kafka import SandboxKafka
 from tests.portal.helpers import created_id, field_errors, form_fields, save_edit, sign_in
+from tests.portal.test_portal_browser import sign_in as browser_sign_in
 
 KEYED = {"type": "delta", "path": "silver/customers", "mode": "upsert", "key": ["id"], "sequence_by": "source.lsn",
          "changes": "debezium"}
@@ -133,3 +135,34 @@ def test_a_keyed_tables_replay_preview_says_the_changes_are_reapplied_by_sequenc
     assert ("A keyed table (upsert by id): The replayed changes are re-applied per key, ordered by Kafka offset: a "
             "change sets a row only if it is newer than the one the row holds") in text
     assert "replay_mode replace behaves as append for a keyed table: nothing is taken out first." in text
+
+
+def test_the_keyed_inputs_show_for_upsert_and_a_refusal_sits_beside_key_fields_in_a_browser(
+        client: TestClient, live_server: str, browser_page: Page) -> None:
+    page, base = browser_page, live_server
+    tenant = make_tenant(client)
+    conn = create_connection(client, tenant, name="cdc")
+    browser_sign_in(page, base, tenant.keys["editor"])
+    page.goto(f"{base}/portal/pipelines/new")
+    expect(page.get_by_label("The table holds")).to_have_value("append")
+    expect(page.get_by_label("Key fields")).to_be_hidden()
+    page.get_by_label("The table holds").select_option("upsert")
+    expect(page.get_by_label("Key fields")).to_be_visible()
+    expect(page.get_by_label("Order a key’s changes by (optional)")).to_be_visible()
+    page.get_by_label("Name", exact=True).fill("customers")
+    page.get_by_label("Connection", exact=True).select_option(conn["id"])
+    page.get_by_label("Topics", exact=True).fill("shop.public.customers")
+    page.get_by_label("Value format").select_option("json")
+    page.get_by_label("Schema of JSON values (Spark DDL)").fill("id BIGINT, name STRING")
+    page.get_by_label("Path under the tenant's storage root").fill("silver/customers")
+    page.get_by_label("Key fields").fill("customer_id")
+    page.get_by_label("Each value is").select_option("debezium")
+    page.get_by_role("button", name="Create pipeline").click()
+    expect(page.locator("#err-key_fields")).to_have_text("1 key column(s) are not fields of source.schema")
+    expect(page.get_by_label("Key fields")).to_be_visible()  # the choice of upsert is shown again, with its inputs
+    page.get_by_label("Key fields").fill("id")
+    page.get_by_role("button", name="Create pipeline").click()
+    expect(page.get_by_role("status")).to_contain_text("created")
+    pipeline_id = page.url.split("/")[-1].split("?")[0]
+    assert _target(client, tenant, pipeline_id) == {"type": "delta", "path": "silver/customers", "mode": "upsert",
+                                                    "key": ["id"], "changes": "debezium"}
