@@ -49,6 +49,9 @@ def test_an_upsert_pipeline_is_created_through_the_form(client: TestClient, tena
 
     pipeline_id = _create(client, {**data, "key_fields": " id ,", "sequence_by": " source.lsn "})
     assert _target(client, tenant, pipeline_id) == KEYED
+    page = client.get(f"/portal/pipelines/{pipeline_id}").text
+    assert ('<span id="keyed">the latest change per key (id), ordered by source.lsn, Debezium envelopes</span>'
+            in page)
     rows = _create(client, {**data, "name": "rows", "target_path": "silver/rows", "key_fields": "id, tier",
                             "sequence_by": "", "changes": "rows"})
     # An upsert's defaults (rows, the offset order) are not written, as the API's own body would not.
