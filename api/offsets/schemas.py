@@ -19,7 +19,7 @@ from pydantic import (
 )
 
 from api.core.errors import field_error
-from api.pipelines.schemas import TopicName
+from api.pipelines.schemas import DeltaTarget, Target, TopicName
 
 ReplayMode = Literal["append", "replace"]
 OffsetsMode = Literal["offsets", "earliest", "latest", "to_timestamp", "by_duration", "shift_by", "starting_offsets"]
@@ -160,11 +160,39 @@ class OffsetChange(BaseModel):
     latest: int
 
 
+class KeyedReplay(BaseModel):
+    """What the next runs do with the replayed ranges of a keyed table (a Delta target in mode upsert):
+    they re-apply the changes by sequence (docs/keyed-tables.md)."""
+
+    key: list[str] = Field(description="The value fields that identify a row")
+    sequence_by: str | None = Field(description="What orders a key's changes: a value field; null: the Kafka offset")
+    applied_as: Literal["append"] = Field(
+        default="append", description="A replace replay re-applies its ranges as an append replay does: a keyed "
+                                      "table holds a row per key, not rows of offsets to take out")
+    detail: str
+
+    @classmethod
+    def of(cls, target: Target, replay_mode: ReplayMode) -> KeyedReplay | None:
+        """The note for ``target``'s replays; None unless it is a keyed table."""
+        if not isinstance(target, DeltaTarget) or target.mode != "upsert":
+            return None
+        order = f"by {target.sequence_by}" if target.sequence_by else "by Kafka offset"
+        replace = (" replay_mode replace behaves as append for a keyed table: nothing is taken out first."
+                   if replay_mode == "replace" else "")
+        return cls(key=list(target.key or []), sequence_by=target.sequence_by, detail=(
+            f"The replayed changes are re-applied per key, ordered {order}: a change sets a row only if it is newer "
+            "than the one the row holds, so rows only move forward and replayed older changes are no-ops; a deleted "
+            f"key stays deleted unless a replayed change is newer than its delete.{replace}"))
+
+
 class OffsetsChangeResult(BaseModel):
     dry_run: bool
     mode: OffsetsMode
     replay_mode: ReplayMode
     rows: list[OffsetChange]
+    keyed_table: KeyedReplay | None = Field(
+        default=None, description="A keyed table (target mode upsert): how the next runs re-apply the replayed "
+                                  "changes; null for other targets")
     etag: str = Field(description="The offsets' ETag after the change (unchanged for a dry run)")
 
 

@@ -39,6 +39,7 @@ from api.ledger.models import PartitionOffset
 from api.ledger.positions import reads_topic, select_partitions, starting_positions
 from api.offsets.schemas import (
     ClusterStatus,
+    KeyedReplay,
     OffsetChange,
     OffsetLookup,
     OffsetsChangeResult,
@@ -362,6 +363,7 @@ def change_offsets(
         if definition.source.commit_to_group:
             enqueue_group_mirror(session, pipeline.id)
     return OffsetsChangeResult(dry_run=dry, mode=mode, replay_mode=replay_mode, rows=rows,
+                               keyed_table=KeyedReplay.of(definition.target, replay_mode),
                                etag=offsets_etag(stored.values()))
 
 

@@ -83,6 +83,7 @@ def test_inspect_before_any_run_then_after_setting_offsets(client: TestClient, t
     moved = _patch(client, tenant, pipe, {"offsets": [{"topic": topic, "partition": 0, "offset": 7}]}, **{"If-Match": etag})
     assert moved.status_code == 200, moved.text
     assert moved.json() == {"dry_run": False, "mode": "offsets", "replay_mode": "append", "etag": moved.headers["etag"],
+                            "keyed_table": None,
                             "rows": [{"topic": topic, "partition": 0, "before": None, "after": 7, "clamped": False,
                                       "earliest": 0, "latest": 10}]}
     after, new_etag = _get(client, tenant, pipe)

@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from html import unescape
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -118,6 +119,24 @@ class _FormReader(HTMLParser):
         elif tag == "textarea" and self._textarea is not None:
             self.fields.append((self._textarea, "".join(self._text).removeprefix("\n")))
             self._textarea = None
+
+
+def field_errors(html: str) -> dict[str, str]:
+    """The errors a form page shows beside its inputs, by input."""
+    return {name: unescape(message) for name, message in re.findall(r'<p class="error" id="err-([\w-]+)">([^<]+)</p>', html)}
+
+
+def created_id(response: Any) -> str:
+    """The id of what a new-form's post created (it redirects to the created thing's page)."""
+    assert response.status_code == 303, response.text
+    return str(response.headers["location"].split("/")[3].split("?")[0])
+
+
+def save_edit(client: TestClient, pipeline_id: str, **changes: str) -> Any:
+    """Open a pipeline's edit form, change ``changes`` as a person would, and save it."""
+    action = f"/portal/pipelines/{pipeline_id}/edit"
+    fields = form_fields(client.get(action).text, action)
+    return client.post(action, data={**fields, **changes}, follow_redirects=False)
 
 
 def form_fields(html: str, action: str) -> dict[str, str]:

@@ -5,35 +5,18 @@ someone else's, the schedule's next firings, and delete with what it loses."""
 from __future__ import annotations
 
 import re
-from html import unescape
 from typing import Any
 
 from fastapi.testclient import TestClient
 
 from tests.factories import Tenant, create_connection, create_pipeline
-from tests.portal.helpers import form_fields, sign_in
-
-
-def _field_errors(html: str) -> dict[str, str]:
-    return {name: unescape(message) for name, message in re.findall(r'<p class="error" id="err-([\w-]+)">([^<]+)</p>', html)}
+from tests.portal.helpers import created_id, field_errors, form_fields, save_edit, sign_in
 
 
 def _api(client: TestClient, tenant: Tenant, pipeline_id: str) -> Any:
     response = client.get(f"/pipelines/{pipeline_id}", headers=tenant.viewer)
     assert response.status_code == 200, response.text
     return response
-
-
-def _created_id(response: Any) -> str:
-    assert response.status_code == 303, response.text
-    return str(response.headers["location"].split("/")[3].split("?")[0])
-
-
-def _edit(client: TestClient, pipeline_id: str, **changes: str) -> Any:
-    """Open the edit form, change ``changes`` as a person would, and save it."""
-    action = f"/portal/pipelines/{pipeline_id}/edit"
-    fields = form_fields(client.get(action).text, action)
-    return client.post(action, data={**fields, **changes}, follow_redirects=False)
 
 
 def _events(client: TestClient, tenant: Tenant, pipeline_id: str) -> list[str]:
@@ -47,13 +30,13 @@ def test_an_unchanged_edit_form_saved_changes_nothing(client: TestClient, tenant
     pipeline = create_pipeline(client, tenant, name="orders", state="paused")
     before = _api(client, tenant, pipeline["id"])
     sign_in(client, tenant.keys["editor"])
-    saved = _edit(client, pipeline["id"])
+    saved = save_edit(client, pipeline["id"])
     assert saved.status_code == 303 and saved.headers["location"].endswith("?notice=unchanged"), saved.text
     after = _api(client, tenant, pipeline["id"])
     assert after.json() == before.json() and after.headers["etag"] == before.headers["etag"]
     assert _events(client, tenant, pipeline["id"]) == ["create"]
 
-    changed = _edit(client, pipeline["id"], cron="0 6 * * 1-5", include_headers="on")
+    changed = save_edit(client, pipeline["id"], cron="0 6 * * 1-5", include_headers="on")
     assert changed.headers["location"].endswith("?notice=saved")
     body = _api(client, tenant, pipeline["id"]).json()
     assert body["schedule"] == {"cron": "0 6 * * 1-5", "timezone": "Europe/Paris"}
@@ -75,7 +58,7 @@ def test_every_source_option_of_the_api_is_on_the_form(client: TestClient, tenan
         "commit_to_group": "inlet-orders", "include_headers": "on", "on_data_loss": "skip",
         "target_path": "bronze/everything", "partition_by": "event_date, region",
     }, follow_redirects=False)
-    body = _api(client, tenant, _created_id(made)).json()
+    body = _api(client, tenant, created_id(made)).json()
     assert body["source"] == {
         "connection_id": conn["id"], "topic_pattern": r"orders\..*", "value_format": "avro",
         "value_schema": {"subject": "orders-value", "version": 2}, "key_format": "protobuf",
@@ -87,10 +70,10 @@ def test_every_source_option_of_the_api_is_on_the_form(client: TestClient, tenan
         **base, "name": "from-a-time", "topics": "orders", "value_format": "string", "starting_offsets": "timestamp",
         "starting_timestamp": "2024-05-14T13:05", "starting_timestamp_strategy": "latest", "target_path": "bronze/t",
     }, follow_redirects=False)
-    source = _api(client, tenant, _created_id(timed)).json()["source"]
+    source = _api(client, tenant, created_id(timed)).json()["source"]
     assert source["starting_timestamp"] == "2024-05-14T13:05:00Z" and source["starting_timestamp_strategy"] == "latest"
     assert "starting_offsets" not in source
-    edit = client.get(f"/portal/pipelines/{_created_id(timed)}/edit").text
+    edit = client.get(f"/portal/pipelines/{created_id(timed)}/edit").text
     assert 'value="2024-05-14T13:05:00"' in edit
 
 
@@ -117,7 +100,7 @@ def test_the_sources_rules_are_shown_beside_the_input_they_concern(client: TestC
     ):
         refused = client.post("/portal/pipelines/new", data={**base, **fields})
         assert refused.status_code == 422, fields
-        shown = _field_errors(refused.text)
+        shown = field_errors(refused.text)
         assert shown.keys() == expected.keys() and all(shown[k].startswith(v) for k, v in expected.items()), shown
 
 
@@ -126,7 +109,7 @@ def test_a_pipeline_moves_to_a_kafka_target_with_a_created_topic_and_back(client
     sink = create_connection(client, tenant, name="sink", security_protocol="PLAINTEXT", sasl_mechanism=None,
                              credentials=None)
     sign_in(client, tenant.keys["editor"])
-    kafka = _edit(client, pipeline["id"], target_type="kafka", target_connection_id=sink["id"], target_topic="orders-copy",
+    kafka = save_edit(client, pipeline["id"], target_type="kafka", target_connection_id=sink["id"], target_topic="orders-copy",
                   create_topic="on", create_partitions="6", create_config="retention.ms=86400000\ncleanup.policy=delete")
     assert kafka.headers["location"].endswith("?notice=saved"), kafka.text
     assert _api(client, tenant, pipeline["id"]).json()["target"] == {
@@ -136,8 +119,8 @@ def test_a_pipeline_moves_to_a_kafka_target_with_a_created_topic_and_back(client
     assert "Kafka topic <code>orders-copy</code> (created with 6 partitions if missing)" in page
     users = client.get(f"/portal/connections/{sink['id']}").text
     assert f'<a href="/portal/pipelines/{pipeline["id"]}">orders</a> (writes to it)' in users
-    assert _edit(client, pipeline["id"]).headers["location"].endswith("?notice=unchanged")  # the form reads it back
-    delta = _edit(client, pipeline["id"], target_type="delta", target_path="bronze/orders-2")
+    assert save_edit(client, pipeline["id"]).headers["location"].endswith("?notice=unchanged")  # the form reads it back
+    delta = save_edit(client, pipeline["id"], target_type="delta", target_path="bronze/orders-2")
     assert delta.headers["location"].endswith("?notice=saved")
     assert _api(client, tenant, pipeline["id"]).json()["target"] == {"type": "delta", "path": "bronze/orders-2"}
 
@@ -201,7 +184,7 @@ def test_deleting_a_pipeline_names_what_is_lost_and_waits_for_its_run(client: Te
     assert f'Run <a href="/portal/runs/{run["id"]}">#1</a> is queued' in page
     fields = form_fields(page, action)
     wrong = client.post(action, data={**fields, "confirm_name": "order"})
-    assert wrong.status_code == 422 and _field_errors(wrong.text) == {"confirm_name": "Type orders to confirm"}
+    assert wrong.status_code == 422 and field_errors(wrong.text) == {"confirm_name": "Type orders to confirm"}
     busy = client.post(action, data={**fields, "confirm_name": "orders"})
     assert busy.status_code == 409 and "cancel it or let it finish first" in busy.text
     assert client.post(f"/runs/{run['id']}/cancel", headers=tenant.editor).status_code == 200
@@ -245,7 +228,7 @@ def test_the_table_maintenance_policy_is_on_the_form_and_the_tables_health_on_th
     made = client.post("/portal/pipelines/new", data={
         **base, "name": "kept", "target_path": "bronze/kept", "target_file_mb": "256", "z_order_by": "id, region",
         "vacuum_retention_hours": "336"}, follow_redirects=False)
-    ident = _created_id(made)
+    ident = created_id(made)
     assert _api(client, tenant, ident).json()["target"] == {
         "type": "delta", "path": "bronze/kept",
         "maintenance": {"compaction": {"target_file_mb": 256, "z_order_by": ["id", "region"]},
@@ -253,7 +236,7 @@ def test_the_table_maintenance_policy_is_on_the_form_and_the_tables_health_on_th
     page = client.get(f"/portal/pipelines/{ident}").text
     assert "Table health" in page and 'id="table-files">0<' in page
 
-    off = _edit(client, ident, maintenance_off="on", target_file_mb="")
+    off = save_edit(client, ident, maintenance_off="on", target_file_mb="")
     assert off.headers["location"].endswith("?notice=saved"), off.text
     assert _api(client, tenant, ident).json()["target"]["maintenance"] == {
         "enabled": False, "compaction": {"target_file_mb": 128, "z_order_by": ["id", "region"]},
@@ -262,4 +245,4 @@ def test_the_table_maintenance_policy_is_on_the_form_and_the_tables_health_on_th
     refused = client.post("/portal/pipelines/new", data={
         **base, "name": "short", "target_path": "bronze/short", "vacuum_retention_hours": "24"}, follow_redirects=False)
     assert refused.status_code == 422
-    assert "minimum" in _field_errors(refused.text)["vacuum_retention_hours"]
+    assert "minimum" in field_errors(refused.text)["vacuum_retention_hours"]

@@ -11,7 +11,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from api.core.errors import DomainError
 from api.pipelines.schemas import (
-    KEYED_TABLE,
     REGISTRY_FORMATS,
     CronSchedule,
     DeltaTarget,
@@ -120,6 +119,10 @@ class PipelineForm(PortalForm):
     target_file_mb: str = ""
     z_order_by: str = ""
     vacuum_retention_hours: str = ""
+    delta_mode: str = ""
+    key_fields: str = ""
+    sequence_by: str = ""
+    changes: str = ""
     target_connection_id: str = ""
     target_topic: str = ""
     create_topic: str = ""
@@ -156,6 +159,8 @@ class PipelineForm(PortalForm):
         "target.maintenance.compaction.target_file_mb": "target_file_mb",
         "target.maintenance.compaction.z_order_by": "z_order_by",
         "target.maintenance.vacuum.retention_hours": "vacuum_retention_hours",
+        "target.mode": "delta_mode", "target.key": "key_fields", "target.sequence_by": "sequence_by",
+        "target.changes": "changes",
         "target.topic": "target_topic", "target.create_topic": "create_partitions",
         "target.create_topic.partitions": "create_partitions",
         "target.create_topic.replication_factor": "create_replication_factor",
@@ -169,7 +174,7 @@ class PipelineForm(PortalForm):
     def initial(cls) -> PipelineForm:
         return cls(topics_kind="topics", value_format="string", starting_offsets="earliest", target_type="delta",
                    schedule_kind="none", timezone="UTC", state="active", on_data_loss="fail",
-                   starting_timestamp_strategy="error")
+                   starting_timestamp_strategy="error", delta_mode="append", changes="rows")
 
     @classmethod
     def of(cls, read: PipelineRead, etag: str) -> PipelineForm:
@@ -214,7 +219,9 @@ class PipelineForm(PortalForm):
                           maintenance_off="" if policy.enabled else "on",
                           target_file_mb=str(policy.compaction.target_file_mb),
                           z_order_by=", ".join(policy.compaction.z_order_by),
-                          vacuum_retention_hours=str(policy.vacuum.retention_hours))
+                          vacuum_retention_hours=str(policy.vacuum.retention_hours),
+                          delta_mode=target.mode, key_fields=", ".join(target.key or []),
+                          sequence_by=target.sequence_by or "", changes=target.changes)
         return cls.model_validate(values)
 
     def errors(self, failure: DomainError, fields: Mapping[str, str] | None = None) -> FormErrors:
@@ -316,12 +323,22 @@ class PipelineForm(PortalForm):
                 target["create_topic"] = creation
             return parts.check(KafkaTarget, target, "target")
         delta: dict[str, Any] = {"type": "delta", "path": self.target_path.strip()}
-        # A keyed table's settings have no inputs here (the API and Terraform write them): an edit keeps them.
-        delta.update({name: written[name] for name in KEYED_TABLE if name in written})
+        self._keyed(delta, written)
         _put(delta, "partition_by", _words(self.partition_by), [], written)
         if maintenance := self._maintenance(written.get("maintenance") or {}):
             delta["maintenance"] = maintenance
         return parts.check(DeltaTarget, delta, "target")
+
+    def _keyed(self, delta: dict[str, Any], written: Mapping[str, Any]) -> None:
+        """A keyed table's settings (mode upsert; docs/keyed-tables.md). Those of an append table are not
+        sent: the page hides them, and the API refuses them without upsert."""
+        if self.delta_mode.strip() != "upsert":
+            _put(delta, "mode", self.delta_mode.strip() or "append", "append", written)
+            return
+        delta["mode"] = "upsert"
+        delta["key"] = _words(self.key_fields) or None  # none: the API's "mode upsert needs key", beside the input
+        _put(delta, "sequence_by", self.sequence_by.strip() or None, None, written)
+        _put(delta, "changes", self.changes.strip() or "rows", "rows", written)
 
     def _maintenance(self, written: Mapping[str, Any]) -> dict[str, Any]:
         """The table maintenance policy: the form's few inputs over what the pipeline had written (the
