@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from spark_jobs.delta_log import check_still_live, rewrite_fence
 from spark_jobs.delta_tables import Table
@@ -90,7 +91,9 @@ def commit_files(table: Table, txn: Txn, files: Sequence[DataFile], schema: pa.S
 def merge_changes(table: Table, txn: Txn, changes: pa.Table, key: Sequence[str]) -> tuple[int, int] | None:
     """ONE delta-rs MERGE of ``changes`` (the latest change per key, ``delta_tables.changes``) into
     ``table``, tagged with ``txn``: a key's row is set, or marked deleted, only by a change of a higher
-    ``_inlet_sequence`` than the one it holds, so re-applying older changes never moves it back. A MERGE
+    ``_inlet_sequence`` than the one it holds, so re-applying older changes never moves it back. The
+    condition carries the batch's key range (``_key_bounds``): delta-rs reads only the files that can
+    hold its keys (bench/keyed_scale.py: 0.5 s, not 7 s, for 100k clustered keys of 10M). A MERGE
     that loses to a concurrent commit (compaction, say) reads the table again and merges again. Returns the table's version and
     the data files the MERGE added (what table maintenance counts), or None if ``txn`` was committed
     before."""
@@ -100,7 +103,7 @@ def merge_changes(table: Table, txn: Txn, changes: pa.Table, key: Sequence[str])
 
     from spark_jobs.columns import SEQUENCE
 
-    on = " AND ".join(f't."{k}" = s."{k}"' for k in key)
+    on = " AND ".join([f't."{k}" = s."{k}"' for k in key] + _key_bounds(changes, key))
     properties = CommitProperties(app_transactions=[Transaction(txn.app_id, txn.version)],
                                   custom_metadata={"inlet.txn": f"{txn.app_id}:{txn.version}"})
     for attempt in range(1, _COMMIT_TRIES + 1):
@@ -141,6 +144,18 @@ def merge_changes(table: Table, txn: Txn, changes: pa.Table, key: Sequence[str])
                                                   f"times: {exc}; the run is retried") from None
             raise storage_failure(exc) or JobError("target_commit", f"merge into {table.uri} failed: {exc}") from None
     raise AssertionError("unreachable: the last try returns or raises")
+
+
+def _key_bounds(changes: pa.Table, key: Sequence[str]) -> list[str]:
+    """The batch's range of each integer key column, as literals for the MERGE's condition, so that
+    delta-rs reads only the files whose statistics overlap it (every row a change matches lies in it)."""
+    bounds = []
+    for k in key:
+        if changes.num_rows and pa.types.is_integer(changes.schema.field(k).type):
+            least, most = pc.min_max(changes[k]).values()
+            if least.is_valid:
+                bounds += [f't."{k}" >= {least.as_py()}', f't."{k}" <= {most.as_py()}']
+    return bounds
 
 
 def _create_empty(table: Table, schema: Schema) -> None:

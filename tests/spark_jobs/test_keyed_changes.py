@@ -14,7 +14,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from spark_jobs.delta_tables import Table
 from spark_jobs.delta_tables.changes import HIDDEN, ChangeReader, latest
-from spark_jobs.delta_tables.commit import merge_changes
+from spark_jobs.delta_tables.commit import _key_bounds, merge_changes
 from spark_jobs.errors import JobError
 from spark_jobs.spec import Txn
 from spark_jobs.storage import Store
@@ -199,3 +199,24 @@ def test_a_mixed_case_key_merges_and_a_new_schema_field_becomes_a_column(tmp_pat
     assert merge_changes(table, Txn(app_id="a", version=3), latest(third, narrow.key).drop_columns(list(HIDDEN)), narrow.key)
     assert DeltaTable(table.uri).to_pyarrow_table().filter(pa.compute.field("customerId") == 2).select(
         ["Name", "tier"]).to_pylist() == [{"Name": "C", "tier": None}]
+
+
+def test_a_merge_carries_its_key_range_and_leaves_the_files_outside_it_alone(tmp_path: Path) -> None:
+    reader = ChangeReader(ROWS, ["id"], "source.lsn", True, "UTC")
+    table = Table(Store(), str(tmp_path / "t"))
+    for version, start in enumerate((0, 10, 20), start=1):  # a file per ten keys
+        rows = [(i, f"n{i}", 1) for i in range(start, start + 10)]
+        assert merge_changes(table, Txn(app_id="a", version=version), _changes(reader, rows), reader.key)
+    before = set(DeltaTable(table.uri).file_uris())
+    batch = _changes(reader, [(12, "x", 5), (13, None, 5), (35, "new", 5), (-1, "neg", 5)])
+    assert _key_bounds(batch, reader.key) == ['t."id" >= -1', 't."id" <= 35']
+    assert _key_bounds(batch.slice(0, 0), reader.key) == []
+    assert _key_bounds(pa.table({"name": ["a"]}), ["name"]) == []  # only integer keys get bounds
+    assert merge_changes(table, Txn(app_id="a", version=4), batch, reader.key)
+    expected = {i: (f"n{i}", 1) for i in range(30) if i != 13} | {12: ("x", 5), 35: ("new", 5), -1: ("neg", 5)}
+    assert _live(table.uri) == expected
+    narrow = _changes(reader, [(25, "y", 6), (26, "z", 6)])
+    assert merge_changes(table, Txn(app_id="a", version=5), narrow, reader.key)
+    after = set(DeltaTable(table.uri).file_uris())
+    assert len(before - after) == 2  # 10..19's file (12, 13) and 20..29's (25, 26) rewritten; 0..9's left alone
+    assert _live(table.uri) == expected | {25: ("y", 6), 26: ("z", 6)}

@@ -1,0 +1,205 @@
+"""Benchmark: the driver's delta-rs work as a table grows (issue 35: where it stops being enough).
+
+merge   A keyed table (bench/keyed_tables.py's columns) of each ``--keys`` size is written directly
+        with pyarrow / delta-rs (not through Kafka: producing 10M records would take longer than the
+        MERGE), in files of ``--rows-per-file`` rows sorted by the key (as a table compacted or
+        Z-ordered by its key is). Then, for each batch size in ``--changes``, a batch of distinct keys
+        (updates only, each a newer sequence) is merged with ``merge_changes``, the keyed target's
+        MERGE, into a fresh copy of the table, in a child process of its own, so its peak RSS is the
+        MERGE's. Batches: ``uniform`` (keys drawn from the whole key range: no file can be skipped) and
+        ``recent`` (the top keys: the files of one end of the range). Each runs twice, with the
+        MERGE's key-range bounds (``commit._key_bounds``) and without them.
+compact 2,000 (``--files``) small files of append-shaped rows (topic, partition, offset, timestamp,
+        200 B of random bytes as the value, so zstd cannot shrink them) committed as one table, then
+        Inlet's compaction (``maintenance._compact``, 128 MB target files) in a child process.
+
+Prints seconds, peak RSS (``VmHWM``), files read/rewritten and, after the clocks stop, checks the
+rows (every key still once, the batch's keys set by the bench's run).
+
+    .venv/bin/python bench/keyed_scale.py [--keys 1000000,3000000,10000000] [--changes 100000,1000000]
+        [--files 2000] [--skip merge|compact]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from deltalake import DeltaTable, write_deltalake
+from keyed_tables import _schema
+
+MB = 1 << 20
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS")) / 1024
+
+
+def _peak_mb() -> float:
+    """This process's peak RSS (VmHWM: getrusage's ru_maxrss would carry the parent's peak over fork and exec)."""
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM")) / 1024
+
+
+def rows(ids: np.ndarray, sequence: int, run: str) -> pa.Table:
+    """Orders (bench/kafka_bench.py's columns) for ``ids``, built column-wise."""
+    customers = pa.array([f"customer-{i:05d}" for i in range(5000)])
+    statuses = pa.array(["NEW", "PAID", "SHIPPED"])
+    placed = np.datetime64("2026-11-01T00:00:00", "us") + ids.astype("timedelta64[ms]")
+    columns = [pa.array(ids, pa.int64()), customers.take(pa.array(ids % 5000)), pa.array(np.round(ids * 0.37 % 1000, 2)),
+               statuses.take(pa.array(ids % 3)), pa.array(placed, pa.timestamp("us", "UTC")),
+               pa.array((ids % 17).astype(np.int32)), pa.array(np.full(len(ids), sequence, np.int64)),
+               pa.array(np.zeros(len(ids), bool)), pa.array([run] * len(ids), pa.string())]
+    return pa.Table.from_arrays(columns, schema=_schema())
+
+
+def seed(uri: str, keys: int, per_file: int) -> None:
+    for start in range(0, keys, per_file):
+        write_deltalake(uri, rows(np.arange(start, min(keys, start + per_file)), -1, "seed"), mode="append")
+
+
+def batch_ids(keys: int, count: int, spread: str) -> np.ndarray:
+    if spread == "recent":
+        return np.arange(keys - count, keys)
+    return np.sort(np.random.default_rng(keys + count).choice(keys, size=min(count, keys), replace=False))
+
+
+def merge_child(uri: str, keys: int, count: int, spread: str, bounds: bool) -> dict[str, float | int]:
+    """One MERGE, in this (child) process: its seconds, RSS and delta-rs's metrics."""
+    from spark_jobs.delta_tables import Table, commit
+    from spark_jobs.spec import Txn
+    from spark_jobs.storage import Store
+
+    if not bounds:
+        commit._key_bounds = lambda changes, key: []  # the MERGE as it was before the bounds
+    changes = rows(batch_ids(keys, count, spread), 1, "bench").drop_columns(["_inlet_run_id"])
+    changes = changes.append_column("_inlet_run_id", pa.array(["bench"] * changes.num_rows))
+    before = _rss_mb()
+    began = time.monotonic()
+    outcome = commit.merge_changes(Table(Store(), uri), Txn(app_id="bench", version=1), changes, ["id"])
+    seconds = time.monotonic() - began
+    assert outcome is not None
+    metrics = DeltaTable(uri).history(1)[0].get("operationMetrics", {})
+    return {"seconds": seconds, "rss_before_mb": before, "peak_mb": _peak_mb(),
+            "removed": int(metrics.get("num_target_files_removed", -1)), "added": int(metrics.get("num_target_files_added", -1)),
+            "scanned": int(metrics.get("num_target_files_scanned", -1))}
+
+
+def check(uri: str, keys: int, count: int) -> None:
+    table = DeltaTable(uri).to_pyarrow_table(columns=["id", "_inlet_run_id"])
+    assert table.num_rows == keys and len(pa.compute.unique(table["id"])) == keys, table.num_rows
+    assert pa.compute.sum(pa.compute.equal(table["_inlet_run_id"], "bench")).as_py() == min(count, keys)
+
+
+def compact_child(uri: str) -> dict[str, float | int]:
+    from spark_jobs.maintenance import TablePolicy, _compact
+    from spark_jobs.storage import Store
+
+    before = _rss_mb()
+    result = _compact(Store(), uri, TablePolicy(target_file_bytes=128 * MB, small_file_bytes=32 * MB), {})
+    assert result.outcome == "done", result
+    return {"seconds": result.seconds, "rss_before_mb": before, "peak_mb": _peak_mb(), "removed": result.files_removed,
+            "added": result.files_added, "mb_removed": result.bytes_removed / MB, "mb_added": result.bytes_added / MB}
+
+
+def small_files(uri: str, files: int) -> tuple[int, int]:
+    """``files`` Parquet files of ~100 KB of append-shaped rows, committed as one table."""
+    from deltalake import Schema
+    from deltalake.transaction import AddAction, create_table_with_add_actions
+
+    rng, per_file, offset, adds = np.random.default_rng(7), 450, 0, []
+    schema = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
+                        ("timestamp", pa.timestamp("ms", "UTC")), ("value", pa.binary())])
+    Path(uri).mkdir(parents=True)
+    for n in range(files):
+        values = rng.integers(0, 256, size=(per_file, 200), dtype=np.uint8)
+        table = pa.Table.from_arrays([pa.array(["orders"] * per_file), pa.array(np.full(per_file, n % 64, np.int32)),
+                                      pa.array(np.arange(offset, offset + per_file)),
+                                      pa.array(np.arange(offset, offset + per_file) + 1_764_000_000_000, pa.timestamp("ms", "UTC")),
+                                      pa.array([v.tobytes() for v in values], pa.binary())], schema=schema)
+        offset += per_file
+        path = f"part-{n:05d}.parquet"
+        pq.write_table(table, f"{uri}/{path}", compression="zstd")
+        adds.append(AddAction(path, Path(f"{uri}/{path}").stat().st_size, {}, 1_764_000_000_000 + n, True,
+                              json.dumps({"numRecords": per_file})))
+    create_table_with_add_actions(uri, Schema.from_arrow(schema), adds, mode="error")
+    return files * per_file, sum(a.size for a in adds)
+
+
+def child(*argv: str) -> dict[str, float | int]:
+    done = subprocess.run([sys.executable, __file__, "--child", json.dumps(argv)], check=True, capture_output=True, text=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def measure_merges(tmp: str, sizes: list[int], counts: list[int], per_file: int) -> None:
+    print("MERGE: keys, batch, spread, bounds -> seconds, peak RSS (before), files scanned, rewritten -> written")
+    best: dict[tuple[int, int, str, bool], float] = {}
+    for keys in sizes:
+        began = time.monotonic()
+        seed(f"{tmp}/seed-{keys}", keys, per_file)
+        files = len(DeltaTable(f"{tmp}/seed-{keys}").file_uris())
+        print(f"{keys:,} keys: {files} files, seeded in {time.monotonic() - began:.1f}s", flush=True)
+        for count in counts:
+            for spread in ("uniform", "recent"):
+                for bounds in (False, True, True, False):  # twice each, in both orders
+                    uri = f"{tmp}/run"
+                    shutil.rmtree(uri, ignore_errors=True)
+                    shutil.copytree(f"{tmp}/seed-{keys}", uri)
+                    m = child("merge", uri, str(keys), str(count), spread, str(bounds))
+                    check(uri, keys, count)
+                    at = (keys, count, spread, bounds)
+                    best[at] = min(best.get(at, m["seconds"]), m["seconds"])
+                    print(f"  {keys:>10,} {count:>9,} {spread:7} {'bounds' if bounds else 'plain':6} -> {m['seconds']:6.2f}s, "
+                          f"peak {m['peak_mb']:,.0f} MB ({m['rss_before_mb']:,.0f}), scanned {m['scanned']}/{files}, "
+                          f"rewrote {m['removed']} -> {m['added']}", flush=True)
+        shutil.rmtree(f"{tmp}/seed-{keys}")
+    print("best of two: keys, batch, spread, bounds -> seconds, ms per 1k changes, per change vs the smallest table")
+    for (keys, count, spread, bounds), seconds in best.items():
+        ratio = seconds / best[(sizes[0], count, spread, bounds)]
+        print(f"  {keys:>10,} {count:>9,} {spread:7} {'bounds' if bounds else 'plain':6} -> {seconds:6.2f}s "
+              f"{seconds / count * 1e6:7.1f} ms/1k {ratio:5.2f}x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keys", default="1000000,3000000,10000000")
+    parser.add_argument("--changes", default="100000,1000000")
+    parser.add_argument("--rows-per-file", type=int, default=250_000)
+    parser.add_argument("--files", type=int, default=2000)
+    parser.add_argument("--skip", choices=("merge", "compact"))
+    parser.add_argument("--child")
+    args = parser.parse_args()
+    if args.child:
+        kind, *rest = json.loads(args.child)
+        out = (merge_child(rest[0], int(rest[1]), int(rest[2]), rest[3], rest[4] == "True") if kind == "merge"
+               else compact_child(rest[0]))
+        print(json.dumps(out))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.skip != "merge":
+            measure_merges(tmp, [int(k) for k in args.keys.split(",")], [int(c) for c in args.changes.split(",")],
+                           args.rows_per_file)
+        if args.skip != "compact":
+            count, size = small_files(f"{tmp}/small", args.files)
+            m = child("compact", f"{tmp}/small")
+            table = DeltaTable(f"{tmp}/small")
+            assert table.to_pyarrow_table(columns=["offset"]).num_rows == count and len(table.file_uris()) == m["added"]
+            print(f"compaction: {m['removed']:,} files, {size / MB:,.0f} MB ({count:,} rows) -> {m['added']} files, "
+                  f"{m['mb_added']:,.0f} MB in {m['seconds']:.1f}s: {size / MB / m['seconds']:.1f} MB/s; peak RSS "
+                  f"{m['peak_mb']:,.0f} MB ({m['rss_before_mb']:,.0f} before)")
+
+
+if __name__ == "__main__":
+    main()
