@@ -122,7 +122,9 @@ def test_a_run_cancelled_or_timed_out_in_its_spark_job_stops_it_and_commits_noth
     topic = kafka_topic(partitions=2)
     produced = produce_keyed(sandbox_kafka.bootstrap_servers, topic, 40)
     tenant, pipeline = sandbox_pipeline(stack, sandbox_kafka.bootstrap_servers, topic, "faults/cancelled")
-    stack.env |= {"INLET_RUN_ENGINE": engine, "INLET_RUN_TIMEOUT_S": "25", "INLET_RUN_MAX_ATTEMPTS": "1"}
+    # The timeout counts from launch, so a cold engine's start (tens of seconds on a loaded machine)
+    # must fit in it before the job's tasks are there to cancel.
+    stack.env |= {"INLET_RUN_ENGINE": engine, "INLET_RUN_TIMEOUT_S": "60", "INLET_RUN_MAX_ATTEMPTS": "1"}
     stack.start_worker()
     kafka_faults.hold_fetches()  # the job's tasks wait on Kafka
 
