@@ -16,7 +16,7 @@ from tests.factories import create_sandbox_pipeline, make_tenant
 from tests.fixtures.delta_spark import DeltaSpark
 from tests.fixtures.kafka import SandboxKafka, produce_keyed
 from tests.fixtures.stack import Stack
-from tests.runs.helpers import delta_coordinates, wait_for_run
+from tests.runs.helpers import delta_coordinates, run_succeeded
 
 pytestmark = pytest.mark.slow
 
@@ -31,14 +31,7 @@ def test_append_replay_duplicates_and_replace_replay_restores_exactly_once(
     offsets = f"/pipelines/{pipeline['id']}/offsets"
     stack.start_worker()
 
-    def run() -> dict:
-        triggered = client.post(f"/pipelines/{pipeline['id']}/runs", headers=tenant.editor)
-        assert triggered.status_code == 202, triggered.text
-        done = wait_for_run(stack, triggered.json()["id"], tenant.viewer)
-        assert done["state"] == "succeeded", (done, stack.log_text())
-        return done
-
-    first = run()
+    first = run_succeeded(stack, tenant, pipeline)
     uri = pipeline["status"]["target_uri"]
     once = sorted((topic, p, o) for p, offs in produced.items() for o in offs)
     assert delta_coordinates(uri) == once
@@ -47,7 +40,7 @@ def test_append_replay_duplicates_and_replace_replay_restores_exactly_once(
     etag = client.get(offsets, headers=tenant.viewer).headers["etag"]
     appended = client.patch(offsets, json={"shift_by": -3, "clamp": True}, headers={**tenant.editor, "If-Match": etag})
     assert appended.status_code == 200, appended.text
-    second = run()
+    second = run_succeeded(stack, tenant, pipeline)
     assert second["records_read"] == len(replayed) and second["replace_ranges"] is None
     counts = Counter(delta_coordinates(uri))
     assert {c for c, n in counts.items() if n == 2} == replayed and set(counts.values()) == {1, 2}
@@ -57,7 +50,7 @@ def test_append_replay_duplicates_and_replace_replay_restores_exactly_once(
     assert [p["replay"] for p in client.get(offsets, headers=tenant.viewer).json()["partitions"]] == [
         [len(produced[p]) - 3, len(produced[p])] if p in produced else None for p in range(3)
     ]
-    third = run()
+    third = run_succeeded(stack, tenant, pipeline)
     assert third["replace_ranges"] == {topic: {str(p): [len(offs) - 3, len(offs)] for p, offs in produced.items()}}
     assert delta_coordinates(uri) == once
     delta_spark.assert_reads_alike(uri, DeltaTable(uri).to_pyarrow_table())  # files partly rewritten by the replace

@@ -37,6 +37,15 @@ def wait_for_run(stack: Stack, run_id: str, headers: dict[str, str], *, timeout_
     return stack.wait_for(finished, timeout_s=timeout_s, what=f"run {run_id} to finish")  # type: ignore[return-value]
 
 
+def run_succeeded(stack: Stack, tenant: Any, pipeline: dict[str, Any]) -> dict[str, Any]:
+    """A run of ``pipeline`` triggered by ``tenant``'s editor, waited for, and asserted succeeded."""
+    triggered = stack.client.post(f"/pipelines/{pipeline['id']}/runs", headers=tenant.editor)
+    assert triggered.status_code == 202, triggered.text
+    done = wait_for_run(stack, triggered.json()["id"], tenant.viewer)
+    assert done["state"] == "succeeded", (done, stack.log_text())
+    return done
+
+
 def spark_job_pgids(run_id: str) -> set[int]:
     """Process groups running ``run_id``: its spark-submit job (found by its command line) or the warm
     engine running it (whose run thread is named ``run-<id>``, cut to the kernel's 15 bytes)."""

@@ -15,7 +15,7 @@ from tests.fixtures.debezium import SCHEMA, change_log, final_rows, produce_chan
 from tests.fixtures.kafka import SandboxKafka
 from tests.fixtures.kafka_broker import RealKafka
 from tests.fixtures.stack import Stack
-from tests.runs.helpers import committed_offsets, wait_for_run
+from tests.runs.helpers import committed_offsets, run_succeeded
 
 pytestmark = pytest.mark.slow
 
@@ -40,14 +40,7 @@ def test_a_debezium_pipeline_keeps_the_final_state_through_replays(
     offsets = f"/pipelines/{pipeline['id']}/offsets"
     stack.start_worker()
 
-    def run() -> dict:
-        triggered = client.post(f"/pipelines/{pipeline['id']}/runs", headers=tenant.editor)
-        assert triggered.status_code == 202, triggered.text
-        done = wait_for_run(stack, triggered.json()["id"], tenant.viewer)
-        assert done["state"] == "succeeded", (done, stack.log_text())
-        return done
-
-    first = run()
+    first = run_succeeded(stack, tenant, pipeline)
     uri = pipeline["status"]["target_uri"]
     expected = final_rows(log)
     deletes = sum(1 for change in log if change[1] == "d")
@@ -58,7 +51,7 @@ def test_a_debezium_pipeline_keeps_the_final_state_through_replays(
     for mode in ("replace", "append"):
         patched = client.patch(offsets, json={"reset": "earliest", "replay_mode": mode}, headers=tenant.editor)
         assert patched.status_code == 200, patched.text
-        again = run()
+        again = run_succeeded(stack, tenant, pipeline)
         assert again["records_read"] == len(log) + deletes
         assert _live(uri) == expected, mode
     assert DeltaTable(uri).transaction_version(app_id(pipeline["id"])) == again["seq"]

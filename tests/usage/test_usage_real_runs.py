@@ -15,7 +15,7 @@ from api.runs.models import Run
 from tests.factories import create_sandbox_pipeline, make_tenant
 from tests.fixtures.kafka import SandboxKafka, produce_keyed
 from tests.fixtures.stack import Stack
-from tests.runs.helpers import wait_for_run
+from tests.runs.helpers import run_succeeded
 
 pytestmark = pytest.mark.slow
 
@@ -28,18 +28,11 @@ def test_real_runs_and_a_replace_replay_are_metered_as_they_report(stack: Stack,
     pipeline = create_sandbox_pipeline(client, tenant, sandbox_kafka.bootstrap_servers, [topic])
     stack.start_worker()
 
-    def run() -> dict:  # type: ignore[type-arg]
-        triggered = client.post(f"/pipelines/{pipeline['id']}/runs", headers=tenant.editor)
-        assert triggered.status_code == 202, triggered.text
-        done = wait_for_run(stack, triggered.json()["id"], tenant.viewer)
-        assert done["state"] == "succeeded", (done, stack.log_text())
-        return done
-
-    first = run()
+    first = run_succeeded(stack, tenant, pipeline)
     replaced = client.patch(f"/pipelines/{pipeline['id']}/offsets", headers=tenant.editor,
                             json={"shift_by": -3, "clamp": True, "replay_mode": "replace"})
     assert replaced.status_code == 200, replaced.text
-    second = run()
+    second = run_succeeded(stack, tenant, pipeline)
     replayed = sum(min(3, len(offsets)) for offsets in produced.values())
     assert (first["records_read"], second["records_read"]) == (30, replayed)
 
