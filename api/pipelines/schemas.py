@@ -204,7 +204,7 @@ class DeltaTarget(AsWritten):
     maintenance: MaintenancePolicy = Field(
         default_factory=MaintenancePolicy,
         description="Table maintenance: compaction, vacuum, checkpoints; on with its defaults when left out "
-                    "(docs/maintenance.md). The table's health: GET /pipelines/{id}/table")
+                    "(docs/maintenance.md). The table's health: status.table here, GET /pipelines/{id}/maintenance")
     mode: Literal["append", "upsert"] = Field(
         default="append",
         description="append: every record a row. upsert: a keyed table, the latest change per key (json values; "
