@@ -5,8 +5,8 @@ read on an executor with confluent-kafka and yielded as Arrow batches whose colu
 those of Spark's own Kafka source (``KAFKA_COLUMNS``): a reader through Spark's JVM connector, where
 its jars can be had, would yield the same DataFrame.
 
-Before reading, ``check_watermarks`` compares the ranges with the partitions' earliest and latest
-offsets on the driver: a consumer asked for a deleted offset would otherwise reset silently.
+Before reading, ``spark_jobs.watermarks`` compares the ranges with the partitions' earliest and
+latest offsets on the driver: a consumer asked for a deleted offset would otherwise reset silently.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from spark_jobs.egress import EgressPolicy
-    from spark_jobs.spec import Ranges, SourceSpec  # pydantic costs every Python worker ~1 s to import
+    from spark_jobs.spec import Ranges  # pydantic costs every Python worker ~1 s to import
 
 _Headers = list[tuple[str, bytes | None]]
 
@@ -76,14 +76,6 @@ class Chunk(InputPartition):
 
 
 @dataclass(frozen=True)
-class Gap:
-    topic: str
-    partition: int
-    start: int
-    end: int
-
-
-@dataclass(frozen=True)
 class ReadPlan:
     """The ``inlet_kafka`` source's plan: the chunks its tasks read, and the client config (secrets)."""
 
@@ -108,7 +100,7 @@ def consumer_config(kafka_config: dict[str, str], group_id: str, egress: EgressP
     }
 
 
-def _kind_of(error: KafkaError) -> JobErrorKind:
+def kafka_error_kind(error: KafkaError) -> JobErrorKind:
     from confluent_kafka import KafkaError
 
     from spark_jobs.kafka_errors import is_auth_error
@@ -121,59 +113,6 @@ def _kind_of(error: KafkaError) -> JobErrorKind:
     if code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION):
         return "data_loss"
     return "kafka_unavailable"
-
-
-def check_watermarks(
-    source: SourceSpec, group_id: str, egress: EgressPolicy, timeout_s: float = 30.0
-) -> tuple[Ranges, list[Gap]]:
-    """The ranges that can still be read, and the gaps lost to retention (on_data_loss=skip).
-
-    Raises ``JobError(data_loss)`` for on_data_loss=fail. An end past the latest offset is always
-    an error: the planner only asks for offsets that existed, so the log was truncated or recreated.
-    """
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
-
-    consumer = Consumer(consumer_config(source.kafka_config, group_id, egress))
-    readable: Ranges = {}
-    gaps: list[Gap] = []
-    try:
-        for topic, partitions in source.ranges.items():
-            for key, (start, end) in partitions.items():
-                partition = int(key)
-                if start == end:
-                    continue
-                try:
-                    low, high = consumer.get_watermark_offsets(
-                        TopicPartition(topic, partition), timeout=timeout_s, cached=False
-                    )
-                except KafkaException as exc:
-                    error = exc.args[0]
-                    raise JobError(_kind_of(error), f"watermarks of {topic}[{partition}]: {error.str()}", topic, partition) from None
-                if end > high:
-                    raise JobError(
-                        "data_loss",
-                        f"{topic}[{partition}]: range [{start}, {end}) ends past the latest offset {high}"
-                        " (topic truncated or recreated)",
-                        topic,
-                        partition,
-                    )
-                if start < low:
-                    lost_to = min(low, end)
-                    if source.on_data_loss == "fail":
-                        raise JobError(
-                            "data_loss",
-                            f"{topic}[{partition}]: offsets [{start}, {lost_to}) were deleted"
-                            f" (earliest available is {low})",
-                            topic,
-                            partition,
-                        )
-                    gaps.append(Gap(topic, partition, start, lost_to))
-                    start = lost_to
-                if start < end:
-                    readable.setdefault(topic, {})[key] = (start, end)
-    finally:
-        consumer.close()
-    return readable, gaps
 
 
 def chunk_ranges(ranges: Ranges, max_records_per_task: int) -> list[Chunk]:
@@ -232,7 +171,7 @@ def read_chunks(
         while pending:
             if (refused := refusals.final()) is not None:
                 only = next(iter(pending)) if len(pending) == 1 else (None, None)
-                raise JobError(_kind_of(refused), f"{only[0]}[{only[1]}]: {refused.str()}" if only[0] else refused.str(), *only)
+                raise JobError(kafka_error_kind(refused), f"{only[0]}[{only[1]}]: {refused.str()}" if only[0] else refused.str(), *only)
             # consume(n) waits for n messages or the timeout: never ask for more than the ranges hold.
             messages = consumer.consume(min(_MAX_CONSUME, sum(p.chunk.end - p.position for p in pending.values())), timeout=1.0)
             errors = [(m, error) for m in messages if (error := m.error()) is not None]
@@ -273,10 +212,10 @@ def _note_error(message: Message, error: KafkaError, pending: dict[PartitionKey,
             waiting.position = waiting.chunk.end
             touched.add(key)
         return
-    if _kind_of(error) == "kafka_unavailable" and not error.fatal():
+    if kafka_error_kind(error) == "kafka_unavailable" and not error.fatal():
         return
     where = f"{topic}[{partition}] at offset {waiting.position}" if waiting is not None else f"{topic}[{partition}]"
-    raise JobError(_kind_of(error), f"{where}: {error.str()}", *((topic, partition) if topic else (None, None)))
+    raise JobError(kafka_error_kind(error), f"{where}: {error.str()}", *((topic, partition) if topic else (None, None)))
 
 
 def _check_progress(pending: dict[PartitionKey, _Pending], now: float, stall_timeout_s: float) -> None:

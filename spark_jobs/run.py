@@ -3,7 +3,7 @@ the target's write and commit (``spark_jobs.targets``: prepare, write, commit, d
 run's tally of what was read (``spark_jobs.tally``).
 
 The run owns the offsets: it decides what is read (the spec's ranges less what retention took,
-``check_watermarks``), counts what the tasks read, and reports both; the target only writes.
+``watermarks.check_watermarks``), counts what the tasks read, and reports both; the target only writes.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from spark_jobs.kafka_source import ReadPlan, check_watermarks, chunk_ranges, consumer_config, read_records
+from spark_jobs.kafka_source import ReadPlan, chunk_ranges, consumer_config, read_records
 from spark_jobs.targets import Reading, target_for
+from spark_jobs.watermarks import check_watermarks
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -40,7 +41,7 @@ def run(spec: RunSpec, driver: Driver, scratch: str, tally: Tally) -> None:
     # Cheap checks before paying for a Spark session.
     source, egress = spec.source, spec.egress.policy()
     group_id = f"inlet-pipeline-{spec.pipeline_id}"
-    readable, gaps = check_watermarks(source, group_id, egress)
+    readable, gaps = check_watermarks(source, egress)
     tally.skipped(gaps)
     for gap in gaps:
         log.warning("data loss skipped: %s[%d] offsets [%d, %d) no longer exist", gap.topic, gap.partition, gap.start, gap.end)

@@ -15,8 +15,8 @@ from spark_jobs.plans import PartitionKey, PartitionStats, TaskReport
 from spark_jobs.spec import JobFailure, OffsetRange, PartitionResult, RunResult, RunSpec, Timings, redact
 
 if TYPE_CHECKING:
-    from spark_jobs.kafka_source import Gap
     from spark_jobs.targets import Committed
+    from spark_jobs.watermarks import Gap
 
 
 class Tally:

@@ -96,7 +96,9 @@ def test_a_run_longer_than_its_tokens_lands_every_record_once_in_delta(
     run, during = _run_held_past_its_tokens(stack, tenant, pipeline, oauth_kafka, real_idp)
 
     assert run["state"] == "succeeded", (run.get("error"), stack.log_text()[-6000:])
-    assert (run["attempt"], run["records_read"]) == (1, _RECORDS), run  # held, not failed and retried
+    held = (run["attempt"], run["records_read"]) == (1, _RECORDS)  # held, not failed and retried
+    assert held, (run, stack.client.get(f"/runs/{run['id']}/log", headers=tenant.viewer).text[-6000:],
+                  stack.log_text()[-6000:])
     assert time.monotonic() - began > _HELD_S > 2 * TOKEN_TTL_S
     once = sorted((topic, p, o) for p, offsets in placed.items() for o in offsets)
     assert delta_coordinates(pipeline["status"]["target_uri"]) == once
@@ -132,7 +134,9 @@ def test_a_kafka_target_over_oauthbearer_lands_every_record_once(
     run, during = _run_held_past_its_tokens(stack, tenant, pipeline, oauth_kafka, real_idp, writing)
 
     assert run["state"] == "succeeded", (run.get("error"), stack.log_text()[-6000:])
-    assert (run["attempt"], run["records_read"]) == (1, n), run
+    held = (run["attempt"], run["records_read"]) == (1, n)
+    assert held, (run, stack.client.get(f"/runs/{run['id']}/log", headers=tenant.viewer).text[-6000:],
+                  stack.log_text()[-6000:])
     written_ends = ends()
     probe.close()
     written = [(m.key(), m.value()) for p, (low, high) in written_ends.items()

@@ -1,0 +1,149 @@
+"""The job's first look at Kafka: before any task reads, the driver compares the run's ranges with
+the partitions' earliest and latest offsets, because a consumer asked for a deleted offset would
+otherwise reset silently.
+
+The offsets come from the Admin API's ListOffsets (one request per leader for all the run's
+partitions), never from ``Consumer.get_watermark_offsets``: after a broker answered its earliest
+query with a retriable error (NOT_LEADER_OR_FOLLOWER, as during a leader change), librdkafka 2.16
+answered the latest offset as the earliest one, which here reads as records deleted by retention.
+A lookup that fails transiently (a dropped connection, a leader moving, a session re-authenticating
+after a broker stalled) is asked again until ``timeout_s``; auth errors as long as
+``kafka_errors.Refusals`` allows.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from spark_jobs.errors import JobError
+from spark_jobs.kafka_errors import Refusals
+from spark_jobs.kafka_source import kafka_error_kind
+from spark_jobs.plans import ClientConfig
+
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    from spark_jobs.egress import EgressPolicy
+    from spark_jobs.spec import Ranges, SourceSpec
+
+Partition = tuple[str, int]
+
+_RETRY_PAUSE_S = 0.2
+
+
+@dataclass(frozen=True)
+class Gap:
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+def check_watermarks(source: SourceSpec, egress: EgressPolicy, timeout_s: float = 30.0) -> tuple[Ranges, list[Gap]]:
+    """The ranges that can still be read, and the gaps lost to retention (on_data_loss=skip).
+
+    Raises ``JobError(data_loss)`` for on_data_loss=fail. An end past the latest offset is always
+    an error: the planner only asks for offsets that existed, so the log was truncated or recreated.
+    """
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    from spark_jobs.oauth import job_client_config  # httpx: only the driver needs it
+
+    wanted = [(topic, int(key)) for topic, partitions in source.ranges.items()
+              for key, (start, end) in partitions.items() if start < end]
+    if not wanted:
+        return {}, []
+    refusals = Refusals()
+    config: ClientConfig = {**job_client_config(source.kafka_config, egress), "error_cb": refusals.on_error}
+    admin = AdminClient(config)
+    deadline = time.monotonic() + timeout_s
+    earliest = _offsets(admin, wanted, OffsetSpec.earliest(), deadline, refusals)
+    latest = _offsets(admin, wanted, OffsetSpec.latest(), deadline, refusals)
+
+    readable: Ranges = {}
+    gaps: list[Gap] = []
+    for topic, partition in wanted:
+        start, end = source.ranges[topic][str(partition)]
+        low, high = earliest[(topic, partition)], latest[(topic, partition)]
+        if end > high:
+            raise JobError("data_loss", f"{topic}[{partition}]: range [{start}, {end}) ends past the latest offset {high}"
+                                        " (topic truncated or recreated)", topic, partition)
+        if start < low:
+            lost_to = min(low, end)
+            if source.on_data_loss == "fail":
+                raise JobError("data_loss", f"{topic}[{partition}]: offsets [{start}, {lost_to}) were deleted"
+                                            f" (earliest available is {low})", topic, partition)
+            gaps.append(Gap(topic, partition, start, lost_to))
+            start = lost_to
+        if start < end:
+            readable.setdefault(topic, {})[str(partition)] = (start, end)
+    return readable, gaps
+
+
+def _offsets(admin: AdminClient, wanted: list[Partition], spec: OffsetSpec, deadline: float,
+             refusals: Refusals) -> dict[Partition, int]:
+    """``spec``'s offset of every partition in ``wanted``; the partitions whose lookup failed
+    transiently are asked again until ``deadline``."""
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+    found: dict[Partition, int] = {}
+    while True:
+        asked = [p for p in wanted if p not in found]
+        failed: list[tuple[Partition, KafkaError]] = []
+        remaining = max(0.1, deadline - time.monotonic())
+        try:
+            futures = admin.list_offsets({TopicPartition(t, p): spec for t, p in asked}, request_timeout=remaining)
+        except KafkaException as exc:
+            failed = [(asked[0], exc.args[0])]
+        else:  # a future fails as a whole ("no leaders found") or for its own partition
+            for tp, future in futures.items():
+                try:
+                    offset = future.result(timeout=remaining + 1).offset
+                except KafkaException as exc:
+                    failed.append(((tp.topic, tp.partition), exc.args[0]))
+                    continue
+                if offset < 0:  # librdkafka's answer for a leader it could not reach
+                    failed.append(((tp.topic, tp.partition), _unreachable()))
+                else:
+                    found[(tp.topic, tp.partition)] = offset
+        if not failed:
+            refusals.progressed()
+            return found
+        if any(e.code() == KafkaError._NOENT for _, e in failed):  # no leader: gone, or between leaders?
+            failed = [_absent(admin, asked, remaining) or failed[0]]
+        (topic, partition), error = failed[0]
+        for _, e in failed:
+            refusals.on_error(e)
+        cause = refusals.final()
+        if cause is None and (error.fatal() or kafka_error_kind(error) not in ("kafka_unavailable", "kafka_auth")
+                              or time.monotonic() >= deadline):
+            cause = error
+        if cause is not None:
+            raise JobError(kafka_error_kind(cause), f"offsets of {topic}[{partition}]: {cause.str()}", topic, partition)
+        time.sleep(_RETRY_PAUSE_S)
+
+
+def _absent(admin: AdminClient, partitions: list[Partition], timeout: float) -> tuple[Partition, KafkaError] | None:
+    """The first of ``partitions`` that the cluster's metadata says does not exist (its topic
+    deleted), with the error that names it; None while the metadata cannot be had."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    try:
+        topics = admin.list_topics(timeout=min(timeout, 10.0)).topics
+    except KafkaException:
+        return None
+    for topic, partition in partitions:
+        meta = topics.get(topic)
+        if (meta is None or partition not in meta.partitions
+                or (meta.error is not None and meta.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART)):
+            return (topic, partition), KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART, "the topic or partition does not exist")
+    return None
+
+
+def _unreachable() -> KafkaError:
+    from confluent_kafka import KafkaError
+
+    return KafkaError(KafkaError._TRANSPORT, "no answer from the partition's leader")
