@@ -77,3 +77,12 @@ def delta_txn_version(uri: str, pipeline_id: str) -> int | None:
         return committed_txn_version(Store(), uri, pipeline_id)
     except Exception:  # noqa: BLE001 (the table is being created: not committed yet)
         return None
+
+
+def txn_operations(uri: str, pipeline_id: str, version: int) -> list[str]:
+    """The operations (WRITE, MERGE…) of the table's commits that carry the run ``version``'s app
+    transaction, oldest first: one, however often the run was tried."""
+    from api.runs.delta_state import app_id
+
+    txn = f"{app_id(pipeline_id)}:{version}"
+    return [c["operation"] for c in reversed(DeltaTable(uri).history()) if c.get("inlet.txn") == txn]

@@ -11,18 +11,13 @@ from deltalake import DeltaTable
 
 from api.runs.delta_state import app_id
 from tests.factories import create_sandbox_pipeline, make_tenant
-from tests.fixtures.debezium import SCHEMA, change_log, final_rows, produce_changes
+from tests.fixtures.debezium import SCHEMA, change_log, final_rows, live_rows, produce_changes
 from tests.fixtures.kafka import SandboxKafka
 from tests.fixtures.kafka_broker import RealKafka
 from tests.fixtures.stack import Stack
 from tests.runs.helpers import committed_offsets, run_succeeded
 
 pytestmark = pytest.mark.slow
-
-
-def _live(uri: str) -> list[tuple]:
-    rows = DeltaTable(uri).to_pyarrow_table().to_pylist()
-    return sorted((r["id"], r["name"], r["tier"]) for r in rows if not r["_inlet_deleted"])
 
 
 def test_a_debezium_pipeline_keeps_the_final_state_through_replays(
@@ -45,7 +40,7 @@ def test_a_debezium_pipeline_keeps_the_final_state_through_replays(
     expected = final_rows(log)
     deletes = sum(1 for change in log if change[1] == "d")
     assert (first["records_read"], first["rows_written"]) == (len(log) + deletes, len(log))
-    assert _live(uri) == expected
+    assert live_rows(uri) == expected
     assert committed_offsets(stack.settings.resolved_database_url, pipeline["id"]) == {(topic, p): n for p, n in ends.items()}
 
     for mode in ("replace", "append"):
@@ -53,5 +48,5 @@ def test_a_debezium_pipeline_keeps_the_final_state_through_replays(
         assert patched.status_code == 200, patched.text
         again = run_succeeded(stack, tenant, pipeline)
         assert again["records_read"] == len(log) + deletes
-        assert _live(uri) == expected, mode
+        assert live_rows(uri) == expected, mode
     assert DeltaTable(uri).transaction_version(app_id(pipeline["id"])) == again["seq"]

@@ -13,18 +13,10 @@ from typing import cast
 import pytest
 from deltalake import DeltaTable
 
-from tests.fixtures.debezium import SCHEMA, change_log, final_rows, produce_changes
+from tests.fixtures.debezium import SCHEMA, change_log, final_rows, live_rows, produce_changes
 from tests.spark_jobs.helpers import make_spec, run_job
 
 pytestmark = pytest.mark.slow
-
-LIVE_COLUMNS = ["id", "name", "tier"]
-
-
-def _live_rows(uri: str) -> list[tuple]:
-    rows = DeltaTable(uri).to_pyarrow_table().to_pylist()
-    return sorted(tuple(r[c] for c in LIVE_COLUMNS) for r in rows if not r["_inlet_deleted"])
-
 
 def _duckdb_rows(uri: str) -> list[tuple]:
     import duckdb
@@ -61,7 +53,7 @@ def test_a_debezium_topic_lands_as_the_final_state_and_retries_and_replays_chang
     assert all(r.files_written for r in results)  # what table maintenance counts
     assert sum(p.records_read for r in results for p in r.partitions) == len(log) + deletes
     expected = final_rows(log)
-    assert _live_rows(uri) == expected
+    assert live_rows(uri) == expected
     assert _duckdb_rows(uri) == expected
     version = DeltaTable(uri).version()
 
@@ -73,7 +65,7 @@ def test_a_debezium_topic_lands_as_the_final_state_and_retries_and_replays_chang
                        version=3, pipeline_id="keyed", value_format="json", schema=SCHEMA)
     replayed = run_job(replay, tmp_path / "replay")
     assert replayed.status == "succeeded" and not replayed.already_committed, replayed.error
-    assert _live_rows(uri) == expected
+    assert live_rows(uri) == expected
     assert _duckdb_rows(uri) == expected
     table = DeltaTable(uri)
     assert table.transaction_version("inlet-pipeline-keyed") == 3
@@ -106,5 +98,5 @@ def test_a_compacted_topic_of_rows_and_tombstones_lands_as_its_latest_rows(
                          value_format="json", schema=SCHEMA)
         result = run_job(spec, tmp_path / f"work{version}")
         assert result.status == "succeeded" and result.rows_quarantined == 0, result.error
-    assert _live_rows(uri) == expected
+    assert live_rows(uri) == expected
     assert _duckdb_rows(uri) == expected
