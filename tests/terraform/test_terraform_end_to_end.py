@@ -250,3 +250,45 @@ def test_terraform_lifecycle(
     assert _only(client, tenant, "pipelines") == [] and _only(client, tenant, "connections") == []
     assert _vault_paths(vault, tenant) == []
     assert client.get(f"/api-keys/{key_id}", headers=tenant.admin).json()["revoked_at"] is not None
+
+
+KEYED = """
+resource "inlet_pipeline" "customers" {{
+  name   = "customers"
+  source = jsonencode({{
+    connection_id = inlet_connection.sandbox.id
+    topics        = ["{topic}"]
+    value_format  = "json"
+    schema        = "id BIGINT, name STRING, tier INT"
+  }})
+  target = jsonencode({{
+    type        = "delta"
+    path        = "silver/customers"
+    mode        = "upsert"
+    key         = ["id"]
+    sequence_by = "source.lsn"
+    changes     = "debezium"
+  }})
+  schedule = jsonencode({{ interval_seconds = 300 }})
+  state    = "paused"
+}}
+"""
+
+
+def test_a_keyed_table_is_applied_as_written_and_imports_without_drift(
+    terraform: Terraform, client: TestClient, tenant: Tenant, sandbox_kafka: SandboxKafka, kafka_topic: Callable[..., str],
+) -> None:
+    topic = kafka_topic(partitions=1)
+    terraform.write(config(bootstrap=sandbox_kafka.bootstrap_servers, topic=topic, extra=KEYED.format(topic=topic)))
+    terraform.run("init")
+    terraform.apply()
+    terraform.assert_no_changes()
+    keyed = next(p for p in _only(client, tenant, "pipelines") if p["name"] == "customers")
+    assert keyed["target"] == {"type": "delta", "path": "silver/customers", "mode": "upsert", "key": ["id"],
+                               "sequence_by": "source.lsn", "changes": "debezium"}  # as written: no drift to come
+
+    terraform.run("state", "rm", "inlet_pipeline.customers")
+    terraform.run("import", "inlet_pipeline.customers", keyed["id"])
+    terraform.assert_no_changes()
+    terraform.run("destroy", "-auto-approve")
+    assert _only(client, tenant, "pipelines") == []
