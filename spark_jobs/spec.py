@@ -167,6 +167,7 @@ class DeltaTargetSpec(_Model):
     # upsert: the table holds the latest change per key (``targets.delta_upsert``, docs/keyed-tables.md).
     mode: Literal["append", "upsert"] = "append"
     key: list[str] = []
+    key_from: Literal["value", "kafka_key"] = "value"  # kafka_key: the Kafka key's text is the one key column
     sequence_by: str | None = None  # a dotted value field (the envelope's, for debezium); default: the offset
     changes: Literal["rows", "debezium"] = "rows"
 

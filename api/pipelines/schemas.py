@@ -192,7 +192,7 @@ def registry_subject(source: KafkaSource, part: Literal["value", "key"]) -> tupl
 
 
 # A Delta target's settings of a keyed table (mode upsert; docs/keyed-tables.md).
-KEYED_TABLE = ("mode", "key", "sequence_by", "changes")
+KEYED_TABLE = ("mode", "key", "key_from", "sequence_by", "changes")
 
 
 class DeltaTarget(AsWritten):
@@ -210,7 +210,12 @@ class DeltaTarget(AsWritten):
         description="append: every record a row. upsert: a keyed table, the latest change per key (json values; "
                     "docs/keyed-tables.md)")
     key: list[ColumnName] | None = Field(default=None, min_length=1, max_length=16,
-                                         description="upsert: the value fields that identify a row")
+                                         description="upsert: the columns that identify a row (see key_from)")
+    key_from: Literal["value", "kafka_key"] = Field(
+        default="value",
+        description="upsert: value: the key columns are fields of the value. kafka_key: the record's Kafka key "
+                    "(UTF-8 text) is the row's identity, in the one key column, which the value does not hold; a "
+                    "tombstone deletes it (changes rows)")
     sequence_by: str | None = Field(
         default=None, max_length=512, pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$",
         examples=["source.lsn"],
@@ -231,6 +236,10 @@ class DeltaTarget(AsWritten):
                     raise field_error(name, f"{name} is only used with mode upsert")
         if self.key and len(set(self.key)) != len(self.key):
             raise field_error("key", "key columns must not repeat")
+        if self.key_from == "kafka_key" and self.key is not None and len(self.key) != 1:
+            raise field_error("key", "a key taken from the Kafka key is one column: the key's text")
+        if self.key_from == "kafka_key" and self.changes == "debezium":
+            raise field_error("key_from", "a Debezium envelope holds its row's key: the Kafka key is taken with changes rows only")
         return self
 
 
@@ -332,7 +341,12 @@ class PipelineSpec(BaseModel):
         if any(name in KEYED_COLUMNS for name in names):
             raise field_error("source.schema", f"a keyed table writes {' and '.join(sorted(KEYED_COLUMNS))} beside the "
                                                "schema's fields: rename those")
-        if missing := [k for k in target.key or [] if k not in names]:
+        if target.key_from == "kafka_key":
+            if (target.key or [""])[0] in names:
+                raise field_error("target.key", "the key column holds the Kafka key: name it apart from "
+                                                "source.schema's fields")
+            names = [*(target.key or []), *names]
+        elif missing := [k for k in target.key or [] if k not in names]:
             raise field_error("target.key", f"{len(missing)} key column(s) are not fields of source.schema")
         root = (target.sequence_by or "").split(".")[0]
         if target.changes == "rows" and target.sequence_by and root not in names:

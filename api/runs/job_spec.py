@@ -62,7 +62,8 @@ def build_spec(session: Session, run: Run, pipeline: Pipeline, *, settings: Sett
         target = DeltaTargetSpec(uri=uri, partition_by=list(definition.target.partition_by),
                                  quarantine_uri=quarantine_uri(uri), replace_ranges=run.replace_ranges,
                                  storage_options=settings.resolved_storage_options, mode=definition.target.mode,
-                                 key=list(definition.target.key or []), sequence_by=definition.target.sequence_by,
+                                 key=list(definition.target.key or []), key_from=definition.target.key_from,
+                                 sequence_by=definition.target.sequence_by,
                                  changes=definition.target.changes)
     else:
         target_conn = referenced_connection(session, definition.target.connection_id)

@@ -7,7 +7,9 @@ columns, the others null. Per ``target.changes``:
 
 - ``rows``: a value is the row. A tombstone (null value) deletes the key its Kafka key names: a JSON
   object holding the key columns, as Debezium and Kafka Connect's JsonConverter write keys, with or
-  without the ``schema``/``payload`` wrapper.
+  without the ``schema``/``payload`` wrapper. With ``key_from`` kafka_key the Kafka key's UTF-8 text
+  is the row's identity for every record, in the one key column (first in the table), which the
+  value does not hold: the compacted topic's own key, as Tableflow's upsert tables take it.
 - ``debezium``: a value is a Debezium envelope, with or without the wrapper: op ``c``, ``u``, ``r``
   set the row to ``after``, ``d`` deletes the key ``before`` holds. Tombstones (Debezium writes one
   after each delete, for compaction) are skipped; other ops (``t`` truncate, ``m`` message) go to the
@@ -58,11 +60,17 @@ _ENVELOPE = ("before", "after", "op", WRAPPER)
 class ChangeReader:
     """Reads a batch of Kafka records as changes (``read``); pickled to the tasks."""
 
-    def __init__(self, rows: StructType, key: list[str], sequence_by: str | None, debezium: bool, time_zone: str) -> None:
+    def __init__(self, rows: StructType, key: list[str], sequence_by: str | None, debezium: bool, time_zone: str,
+                 key_from_kafka: bool = False) -> None:
         from pyspark.sql.pandas.types import to_arrow_schema
 
         from spark_jobs.formats.json_values import JsonValues
 
+        self.key_from_kafka, value_fields = key_from_kafka, rows
+        if key_from_kafka:
+            if len(key) != 1 or key[0] in rows.fieldNames() or debezium:
+                raise JobError("invalid_spec", "key_from kafka_key: one key column, not a field of the schema, changes rows")
+            rows = StructType([StructField(key[0], StringType(), False), *rows.fields])
         names = rows.fieldNames()
         if clashes := sorted(KEYED & set(names)):
             raise JobError("invalid_spec", f"schema fields {clashes} clash with a keyed table's columns {sorted(KEYED)}")
@@ -75,7 +83,7 @@ class ChangeReader:
         self.row_schema: pa.Schema = to_arrow_schema(rows, timezone="UTC")
         self.schema = pa.schema([*self.row_schema, pa.field(SEQUENCE, pa.int64(), False),
                                  pa.field(DELETED, pa.bool_(), False), pa.field(RUN_ID, pa.string(), False)])
-        shape = _envelope(rows, sequence_by) if debezium else rows
+        shape = _envelope(rows, sequence_by) if debezium else value_fields
         if sequence_by is not None:
             _sequence_type(shape, sequence_by)
         self.values: JsonValues = JsonValues(_wrapped(shape) if debezium else shape, time_zone)
@@ -105,11 +113,15 @@ class ChangeReader:
                     reasons[i] = f"op {kind!r} without its {'before' if kind == 'd' else 'after'} image"
             keep = pc.invert(tombstone)
         else:
-            found, key_why = self.keys.decode(batch.column("key"))
-            keys = _unwrap(found, list(self.key))
+            if self.key_from_kafka:
+                keys, key_why = {self.key[0]: _utf8(batch.column("key"))}, pa.nulls(n, pa.string())
+            else:
+                found, key_why = self.keys.decode(batch.column("key"))
+                keys = _unwrap(found, list(self.key))
             deleted = tombstone
-            columns = {name: pc.if_else(tombstone, keys[name] if name in self.key else pa.nulls(n, decoded.schema.field(name).type),
-                                        _column(decoded, name)) for name in names}
+            columns = {name: keys[name] if self.key_from_kafka and name in self.key else
+                       pc.if_else(tombstone, keys[name] if name in self.key else pa.nulls(n, decoded.schema.field(name).type),
+                                  _column(decoded, name)) for name in names}
             sequence = _path({name: _column(decoded, name) for name in decoded.column_names}, self.sequence_by)
             for i, (dead, bad_key) in enumerate(zip(tombstone.to_pylist(), key_why.to_pylist(), strict=True)):
                 if dead:
@@ -122,7 +134,8 @@ class ChangeReader:
             sequence = _as_int64(sequence)
             _flag_nulls(reasons, sequence, f"sequence_by {self.sequence_by} is null")
         for name in self.key:
-            _flag_nulls(reasons, columns[name], f"key column {name} is null")
+            _flag_nulls(reasons, columns[name], "the record's Kafka key is null or not UTF-8 text" if self.key_from_kafka
+                        else f"key column {name} is null")
         rows = pa.Table.from_arrays(
             [pc.if_else(deleted, pa.nulls(n, f.type), _cast(columns[f.name], f.type)) if f.name not in self.key
              else _cast(columns[f.name], f.type) for f in self.row_schema]
@@ -172,6 +185,19 @@ def _as_int64(array: pa.Array) -> pa.Array:
     elif pa.types.is_timestamp(array.type):
         array = array.cast(pa.timestamp("us", array.type.tz)).cast(pa.int64())
     return array.cast(pa.int64())
+
+
+def _utf8(keys: pa.Array) -> pa.Array:
+    """Kafka keys (binary) as text; null where a key is null or not valid UTF-8."""
+    try:
+        return keys.cast(pa.string())
+    except pa.ArrowInvalid:  # one invalid key: judged one by one
+        def text(key: bytes | None) -> str | None:
+            try:
+                return None if key is None else key.decode("utf-8")
+            except UnicodeDecodeError:
+                return None
+        return pa.array([text(k) for k in keys.to_pylist()], pa.string())
 
 
 def _cast(array: pa.Array, to: pa.DataType) -> pa.Array:

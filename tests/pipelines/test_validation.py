@@ -55,6 +55,8 @@ ACCEPTED = [
                 "sequence_by": "source.lsn", "changes": "debezium", "partition_by": ["id"]}},
     {**_src(schema="id BIGINT, meta STRUCT<v: BIGINT>"),
      "target": {"type": "delta", "path": "silver/orders", "mode": "upsert", "key": ["id"], "sequence_by": "meta.v"}},
+    {"target": {"type": "delta", "path": "silver/orders", "mode": "upsert", "key": ["customer"], "key_from": "kafka_key",
+                "partition_by": ["customer"]}},
 ]
 
 
@@ -185,6 +187,14 @@ REFUSED = [
      "target.partition_by"),
     ({**_src(schema="id BIGINT, _inlet_sequence BIGINT"),
       "target": {"type": "delta", "path": "t", "mode": "upsert", "key": ["id"]}}, "source.schema"),
+    ({"target": {"type": "delta", "path": "t", "key_from": "kafka_key"}}, "target.delta.key_from"),
+    ({"target": {"type": "delta", "path": "t", "mode": "upsert", "key": ["a", "b"], "key_from": "kafka_key"}},
+     "target.delta.key"),
+    ({"target": {"type": "delta", "path": "t", "mode": "upsert", "key": ["k"], "key_from": "kafka_key",
+                 "changes": "debezium"}}, "target.delta.key_from"),
+    ({"target": {"type": "delta", "path": "t", "mode": "upsert", "key": ["id"], "key_from": "kafka_key"}}, "target.key"),
+    ({"target": {"type": "delta", "path": "t", "mode": "upsert", "key": ["k"], "key_from": "headers"}},
+     "target.delta.key_from"),
     # the pipeline itself
     ({"name": ""}, "name"),
     ({"name": "a" * 101}, "name"),

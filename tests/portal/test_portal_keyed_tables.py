@@ -57,6 +57,12 @@ def test_an_upsert_pipeline_is_created_through_the_form(client: TestClient, tena
     # An upsert's defaults (rows, the offset order) are not written, as the API's own body would not.
     assert _target(client, tenant, rows) == {"type": "delta", "path": "silver/rows", "mode": "upsert",
                                              "key": ["id", "tier"]}
+    by_kafka_key = _create(client, {**data, "name": "compacted", "target_path": "silver/compacted", "key_from": "kafka_key",
+                                    "key_fields": "customer", "sequence_by": "", "changes": "rows"})
+    assert _target(client, tenant, by_kafka_key) == {"type": "delta", "path": "silver/compacted", "mode": "upsert",
+                                                     "key": ["customer"], "key_from": "kafka_key"}
+    assert ('<span id="keyed">the latest change per key (customer: the Kafka key), ordered by Kafka offset</span>'
+            in client.get(f"/portal/pipelines/{by_kafka_key}").text)
     # The settings of a mode not chosen are hidden on the page, and not sent.
     plain = _create(client, {**data, "name": "plain", "target_path": "bronze/plain", "delta_mode": "append"})
     assert _target(client, tenant, plain) == {"type": "delta", "path": "bronze/plain"}
@@ -78,6 +84,10 @@ def test_a_keyed_tables_refusals_sit_beside_their_inputs(client: TestClient, ten
         ({"value_format": "string"}, {"delta_mode": "a keyed table reads json values (source.value_format json)"}),
         ({"schema": "id BIGINT, _inlet_deleted BOOLEAN"}, {"schema": "a keyed table writes _inlet_deleted and"}),
         ({"partition_by": "region"}, {"partition_by": "a keyed table is partitioned by fields of source.schema"}),
+        ({"key_from": "kafka_key", "key_fields": "id", "changes": "rows", "sequence_by": ""},
+         {"key_fields": "the key column holds the Kafka key: name it apart from source.schema's fields"}),
+        ({"key_from": "kafka_key", "key_fields": "k"}, {"key_from": "a Debezium envelope holds its row's key"}),
+        ({"key_from": "headers"}, {"key_from": "Input should be 'value' or 'kafka_key'"}),
     ):
         refused = client.post("/portal/pipelines/new", data={**data, **fields})
         assert refused.status_code == 422, fields

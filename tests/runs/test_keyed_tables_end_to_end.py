@@ -4,6 +4,7 @@ TCP, and the same on a real broker where one is configured (``INLET_TEST_KAFKA_H
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import pytest
@@ -12,7 +13,7 @@ from deltalake import DeltaTable
 from api.runs.delta_state import app_id
 from tests.factories import create_sandbox_pipeline, make_tenant
 from tests.fixtures.debezium import SCHEMA, change_log, final_rows, live_rows, produce_changes
-from tests.fixtures.kafka import SandboxKafka
+from tests.fixtures.kafka import SandboxKafka, produce_keyed
 from tests.fixtures.kafka_broker import RealKafka
 from tests.fixtures.stack import Stack
 from tests.runs.helpers import committed_offsets, run_succeeded
@@ -50,3 +51,29 @@ def test_a_debezium_pipeline_keeps_the_final_state_through_replays(
         assert again["records_read"] == len(log) + deletes
         assert live_rows(uri) == expected, mode
     assert DeltaTable(uri).transaction_version(app_id(pipeline["id"])) == again["seq"]
+
+
+def test_a_compacted_topic_keyed_by_its_kafka_key_lands_as_the_latest_value_per_key(
+        stack: Stack, sandbox_kafka: SandboxKafka, kafka_topic: Callable[..., str]) -> None:
+    topic = kafka_topic(partitions=3)
+
+    def value(i: int) -> bytes | None:  # every 7th record a tombstone
+        return None if i % 7 == 3 else json.dumps({"name": f"n{i}", "tier": i % 4}).encode()
+
+    produce_keyed(sandbox_kafka.bootstrap_servers, topic, 200, key=lambda i: f"customer-{i % 20}", value=value)  # type: ignore[arg-type]
+    latest = {f"customer-{i % 20}": value(i) for i in range(200)}  # a key's records land in one partition, in order
+    client = stack.client
+    tenant = make_tenant(client)
+    pipeline = create_sandbox_pipeline(
+        client, tenant, sandbox_kafka.bootstrap_servers, [topic],
+        source={"value_format": "json", "schema": "name STRING, tier INT"},
+        target={"type": "delta", "path": "silver/by-kafka-key", "mode": "upsert", "key": ["customer"],
+                "key_from": "kafka_key"})
+    stack.start_worker()
+
+    run = run_succeeded(stack, tenant, pipeline)
+    assert run["records_read"] == 200
+    rows = DeltaTable(pipeline["status"]["target_uri"]).to_pyarrow_table().to_pylist()
+    assert sorted((r["customer"], r["name"], r["tier"]) for r in rows if not r["_inlet_deleted"]) == sorted(
+        (k, json.loads(v)["name"], json.loads(v)["tier"]) for k, v in latest.items() if v is not None)
+    assert sorted(r["customer"] for r in rows if r["_inlet_deleted"]) == sorted(k for k, v in latest.items() if v is None)

@@ -83,6 +83,36 @@ def test_a_value_field_orders_changes_and_a_tombstone_without_it_goes_to_quarant
     assert _reasons(quarantine) == {2: "a tombstone has no sequence_by field at"}
 
 
+def test_the_kafka_key_can_be_the_rows_identity_for_every_record_of_a_compacted_topic(tmp_path: Path) -> None:
+    reader = ChangeReader(ROWS, ["customer"], None, False, "UTC", key_from_kafka=True)
+    assert reader.schema.names[:2] == ["customer", "id"]  # the key column first, the value's fields after
+    batch = record_batch(
+        [b'{"id": 1, "name": "a"}', b'{"id": 2, "name": "b"}', b'{"id": 1, "name": "a2"}', None, b'{"id": 9}',
+         b'{"id": 8}', None],
+        keys=[b"cust-1", "cust-\u00e9".encode(), b"cust-1", "cust-\u00e9".encode(), None, b"\xff\xfe", b"cust-3"],
+        offsets=[10, 11, 12, 13, 14, 15, 16])
+    changes, quarantine, skipped = reader.read(batch, "run-1", QUARANTINE)
+
+    assert skipped == 0
+    assert [(r["customer"], r["name"], r["_inlet_sequence"], r["_inlet_deleted"]) for r in changes.to_pylist()] == [
+        ("cust-1", "a", 10, False), ("cust-\u00e9", "b", 11, False), ("cust-1", "a2", 12, False),
+        ("cust-\u00e9", None, 13, True), ("cust-3", None, 16, True)]
+    assert _reasons(quarantine) == {14: "the record's Kafka key is null or not UTF-8 text",
+                                    15: "the record's Kafka key is null or not UTF-8 text"}
+
+    table = Table(Store(), str(tmp_path / "by-kafka-key"))
+    merged = latest(changes, reader.key).drop_columns(list(HIDDEN))
+    assert merge_changes(table, Txn(app_id="p", version=1), merged, reader.key) is not None
+    live = [r for r in DeltaTable(table.uri).to_pyarrow_table().to_pylist() if not r["_inlet_deleted"]]
+    assert [(r["customer"], r["id"], r["name"]) for r in live] == [("cust-1", 1, "a2")]
+
+
+def test_a_kafka_key_column_is_one_column_apart_from_the_schema_of_rows() -> None:
+    for key, debezium in ((["id"], False), (["a", "b"], False), (["customer"], True)):
+        with pytest.raises(JobError, match="key_from kafka_key"):
+            ChangeReader(ROWS, key, None, debezium, "UTC", key_from_kafka=True)
+
+
 def test_the_schema_decides_what_can_key_and_order_changes() -> None:
     with pytest.raises(JobError, match="key column nope is not a field"):
         ChangeReader(ROWS, ["nope"], None, False, "UTC")

@@ -121,6 +121,7 @@ class PipelineForm(PortalForm):
     vacuum_retention_hours: str = ""
     delta_mode: str = ""
     key_fields: str = ""
+    key_from: str = ""
     sequence_by: str = ""
     changes: str = ""
     target_connection_id: str = ""
@@ -159,8 +160,8 @@ class PipelineForm(PortalForm):
         "target.maintenance.compaction.target_file_mb": "target_file_mb",
         "target.maintenance.compaction.z_order_by": "z_order_by",
         "target.maintenance.vacuum.retention_hours": "vacuum_retention_hours",
-        "target.mode": "delta_mode", "target.key": "key_fields", "target.sequence_by": "sequence_by",
-        "target.changes": "changes",
+        "target.mode": "delta_mode", "target.key": "key_fields", "target.key_from": "key_from",
+        "target.sequence_by": "sequence_by", "target.changes": "changes",
         "target.topic": "target_topic", "target.create_topic": "create_partitions",
         "target.create_topic.partitions": "create_partitions",
         "target.create_topic.replication_factor": "create_replication_factor",
@@ -174,7 +175,7 @@ class PipelineForm(PortalForm):
     def initial(cls) -> PipelineForm:
         return cls(topics_kind="topics", value_format="string", starting_offsets="earliest", target_type="delta",
                    schedule_kind="none", timezone="UTC", state="active", on_data_loss="fail",
-                   starting_timestamp_strategy="error", delta_mode="append", changes="rows")
+                   starting_timestamp_strategy="error", delta_mode="append", key_from="value", changes="rows")
 
     @classmethod
     def of(cls, read: PipelineRead, etag: str) -> PipelineForm:
@@ -220,7 +221,7 @@ class PipelineForm(PortalForm):
                           target_file_mb=str(policy.compaction.target_file_mb),
                           z_order_by=", ".join(policy.compaction.z_order_by),
                           vacuum_retention_hours=str(policy.vacuum.retention_hours),
-                          delta_mode=target.mode, key_fields=", ".join(target.key or []),
+                          delta_mode=target.mode, key_fields=", ".join(target.key or []), key_from=target.key_from,
                           sequence_by=target.sequence_by or "", changes=target.changes)
         return cls.model_validate(values)
 
@@ -337,6 +338,7 @@ class PipelineForm(PortalForm):
             return
         delta["mode"] = "upsert"
         delta["key"] = _words(self.key_fields) or None  # none: the API's "mode upsert needs key", beside the input
+        _put(delta, "key_from", self.key_from.strip() or "value", "value", written)
         _put(delta, "sequence_by", self.sequence_by.strip() or None, None, written)
         _put(delta, "changes", self.changes.strip() or "rows", "rows", written)
 
