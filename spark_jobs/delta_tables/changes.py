@@ -136,7 +136,7 @@ class ChangeReader:
 
 def latest(changes: pa.Table, key: tuple[str, ...]) -> pa.Table:
     """The latest change of each key in ``changes``: the highest sequence; among equal sequences, the
-    highest partition, then offset."""
+    highest partition, then offset. ``key`` with the sequence: one change per key and sequence."""
     if changes.num_rows == 0:
         return changes
     ordered = changes.sort_by([(SEQUENCE, "descending"), (PARTITION, "descending"), (OFFSET, "descending")])

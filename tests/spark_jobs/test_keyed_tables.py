@@ -14,7 +14,7 @@ import pytest
 from deltalake import DeltaTable
 
 from tests.fixtures.debezium import SCHEMA, change_log, final_rows, produce_changes
-from tests.spark_jobs.helpers import make_spec, run_job
+from tests.spark_jobs.helpers import duckdb_connection, make_spec, run_job
 
 pytestmark = pytest.mark.slow
 
@@ -27,14 +27,7 @@ def _live_rows(uri: str) -> list[tuple]:
 
 
 def _duckdb_rows(uri: str) -> list[tuple]:
-    import duckdb
-    import duckdb_ext
-
-    extensions = Path(next(iter(duckdb_ext.__path__))) / "extensions" / f"v{duckdb.__version__}"
-    connection = duckdb.connect(config={"allow_unsigned_extensions": "true", "autoinstall_known_extensions": "false",
-                                        "autoload_known_extensions": "false"})
-    connection.execute(f"LOAD '{next(extensions.glob('*/delta.duckdb_extension'))}'")
-    return sorted(connection.execute(f"SELECT id, name, tier FROM delta_scan('{uri}') WHERE NOT _inlet_deleted").fetchall())
+    return sorted(duckdb_connection().execute(f"SELECT id, name, tier FROM delta_scan('{uri}') WHERE NOT _inlet_deleted").fetchall())
 
 
 def test_a_debezium_topic_lands_as_the_final_state_and_retries_and_replays_change_nothing(
