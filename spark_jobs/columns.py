@@ -18,7 +18,8 @@ DELETED = "_inlet_deleted"
 VALID_FROM = "_inlet_valid_from"
 VALID_TO = "_inlet_valid_to"
 CURRENT = "_inlet_current"
-KEYED = frozenset({SEQUENCE, DELETED, VALID_FROM, VALID_TO, CURRENT})
+KEYED = frozenset({SEQUENCE, DELETED})
+HISTORY = frozenset({*KEYED, VALID_FROM, VALID_TO, CURRENT})  # reserved in an SCD type 2 table's schema
 COORDINATES = ("topic", "partition", "offset")
 METADATA = (*COORDINATES, "timestamp", "timestampType")
 # With two names of Inlet's own kept back for the record as read beside decoded columns.

@@ -38,7 +38,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from spark_jobs.columns import DELETED, KEYED, RUN_ID, SEQUENCE
+from spark_jobs.columns import DELETED, HISTORY, KEYED, RUN_ID, SEQUENCE
 from spark_jobs.decode import split_rows
 from spark_jobs.errors import JobError
 
@@ -58,14 +58,17 @@ _ENVELOPE = ("before", "after", "op", WRAPPER)
 class ChangeReader:
     """Reads a batch of Kafka records as changes (``read``); pickled to the tasks."""
 
-    def __init__(self, rows: StructType, key: list[str], sequence_by: str | None, debezium: bool, time_zone: str) -> None:
+    def __init__(self, rows: StructType, key: list[str], sequence_by: str | None, debezium: bool, time_zone: str,
+                 history: bool = False) -> None:
+        """``history``: for an SCD type 2 table (``delta_tables.history``), whose columns differ."""
         from pyspark.sql.pandas.types import to_arrow_schema
 
         from spark_jobs.formats.json_values import JsonValues
 
         names = rows.fieldNames()
-        if clashes := sorted(KEYED & set(names)):
-            raise JobError("invalid_spec", f"schema fields {clashes} clash with a keyed table's columns {sorted(KEYED)}")
+        reserved = HISTORY if history else KEYED
+        if clashes := sorted(reserved & set(names)):
+            raise JobError("invalid_spec", f"schema fields {clashes} clash with a keyed table's columns {sorted(reserved)}")
         for column in key:
             if column not in names:
                 raise JobError("invalid_spec", f"key column {column} is not a field of the schema")

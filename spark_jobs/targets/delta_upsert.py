@@ -67,7 +67,8 @@ class DeltaUpsert(DeltaAppend):
         source, target = self.spec.source, self.target
         try:
             self.reader = reader = ChangeReader(json_columns(source.schema_ or ""), target.key, target.sequence_by,
-                                                target.changes == "debezium", session_time_zone(reading.context))
+                                                target.changes == "debezium", session_time_zone(reading.context),
+                                                history=target.scd_type == 2)
         except (TypeError, ValueError) as exc:  # a type or zone the json decoder refuses
             raise JobError("invalid_spec", f"schema: {exc}") from None
         self.schemas["main"] = reader.schema
