@@ -13,7 +13,7 @@ from typing import cast
 import pytest
 from deltalake import DeltaTable
 
-from tests.fixtures.debezium import SCHEMA, change_log, final_rows, produce_changes
+from tests.fixtures.debezium import SCHEMA, change_log, final_rows, history_rows, produce_changes
 from tests.spark_jobs.helpers import duckdb_connection, make_spec, run_job
 
 pytestmark = pytest.mark.slow
@@ -101,3 +101,51 @@ def test_a_compacted_topic_of_rows_and_tombstones_lands_as_its_latest_rows(
         assert result.status == "succeeded" and result.rows_quarantined == 0, result.error
     assert _live_rows(uri) == expected
     assert _duckdb_rows(uri) == expected
+
+
+HISTORY_COLUMNS = [*LIVE_COLUMNS, "_inlet_valid_from", "_inlet_valid_to", "_inlet_current", "_inlet_deleted"]
+
+
+def _history(uri: str) -> list[tuple]:
+    rows = DeltaTable(uri).to_pyarrow_table().to_pylist()
+    return sorted((tuple(r[c] for c in HISTORY_COLUMNS) for r in rows), key=lambda r: (r[0], r[3]))
+
+
+def test_an_scd_type_2_table_keeps_every_change_as_the_reference_history_through_retries_and_replays(
+        sandbox_kafka, kafka_topic, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    topic = kafka_topic(partitions=3)
+    log = change_log(seed=31, keys=30, n=500)
+    ends = produce_changes(sandbox_kafka.bootstrap_servers, topic, log)
+    uri = str(tmp_path / "customers_history")
+    target = {"type": "delta", "uri": uri, "quarantine_uri": f"{uri}__quarantine", "mode": "upsert", "key": ["id"],
+              "sequence_by": "source.lsn", "changes": "debezium", "scd_type": 2}
+    # Partition 0 whole first, the others a third: moved keys' later changes land before their earlier ones.
+    cuts = {p: end if p == 0 else end // 3 for p, end in ends.items()}
+    runs = [{topic: {str(p): (0, cuts[p]) for p in ends}}, {topic: {str(p): (cuts[p], ends[p]) for p in ends}}]
+    for version, ranges in enumerate(runs, start=1):
+        spec = make_spec(sandbox_kafka.bootstrap_servers, ranges, target, version=version, pipeline_id="history",
+                         value_format="json", schema=SCHEMA)
+        result = run_job(spec, tmp_path / f"work{version}")
+        assert result.status == "succeeded" and result.rows_quarantined == 0, result.error
+    expected = history_rows(log)
+    assert len(expected) == len(log)  # every change a row: several versions of a key in one run
+    assert _history(uri) == expected
+    duckdb = duckdb_connection()
+    assert sorted(duckdb.execute(f"SELECT {', '.join(HISTORY_COLUMNS)} FROM delta_scan('{uri}')").fetchall(),
+                  key=lambda r: (r[0], r[3])) == expected
+    # The current rows are what SCD type 1 holds.
+    assert sorted(duckdb.execute(f"SELECT id, name, tier FROM delta_scan('{uri}') WHERE _inlet_current").fetchall()) == \
+        final_rows(log)
+    version = DeltaTable(uri).version()
+
+    retried = run_job(spec, tmp_path / "retry")
+    assert retried.status == "succeeded" and retried.already_committed, retried.error
+    assert DeltaTable(uri).version() == version
+    replay = make_spec(sandbox_kafka.bootstrap_servers, {topic: {str(p): (0, end) for p, end in ends.items()}}, target,
+                       version=3, pipeline_id="history", value_format="json", schema=SCHEMA)
+    replayed = run_job(replay, tmp_path / "replay")
+    assert replayed.status == "succeeded" and not replayed.already_committed, replayed.error
+    assert _history(uri) == expected
+    assert DeltaTable(uri).transaction_version("inlet-pipeline-history") == 3
+    request.getfixturevalue("delta_spark").assert_reads_alike(uri, DeltaTable(uri).to_pyarrow_table())
+
