@@ -30,17 +30,25 @@ def _duckdb_rows(uri: str) -> list[tuple]:
     return sorted(duckdb_connection().execute(f"SELECT id, name, tier FROM delta_scan('{uri}') WHERE NOT _inlet_deleted").fetchall())
 
 
+def _debezium_topic(bootstrap: str, topic: str, seed: int, keys: int, n: int, uri: str,
+                    **target: object) -> tuple[list, dict[int, int], dict, list[dict]]:
+    """A Debezium change log on ``topic`` (keys moved partition halfway), a keyed target at ``uri``, and
+    two runs' ranges: partition 0 whole in the first, the others a third, so later changes of moved keys
+    go in first."""
+    log = change_log(seed=seed, keys=keys, n=n)
+    ends = produce_changes(bootstrap, topic, log)
+    spec = {"type": "delta", "uri": uri, "quarantine_uri": f"{uri}__quarantine", "mode": "upsert", "key": ["id"],
+            "sequence_by": "source.lsn", "changes": "debezium", **target}
+    cuts = {p: end if p == 0 else end // 3 for p, end in ends.items()}
+    runs = [{topic: {str(p): (0, cuts[p]) for p in ends}}, {topic: {str(p): (cuts[p], ends[p]) for p in ends}}]
+    return log, ends, spec, runs
+
+
 def test_a_debezium_topic_lands_as_the_final_state_and_retries_and_replays_change_nothing(
         sandbox_kafka, kafka_topic, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     topic = kafka_topic(partitions=3)
-    log = change_log(seed=30, keys=40, n=600)
-    ends = produce_changes(sandbox_kafka.bootstrap_servers, topic, log)
     uri = str(tmp_path / "customers")
-    target = {"type": "delta", "uri": uri, "quarantine_uri": f"{uri}__quarantine", "mode": "upsert", "key": ["id"],
-              "sequence_by": "source.lsn", "changes": "debezium"}
-    # Partition 0 whole in the first run, the others a third: later changes of moved keys go in first.
-    cuts = {p: end if p == 0 else end // 3 for p, end in ends.items()}
-    runs = [{topic: {str(p): (0, cuts[p]) for p in ends}}, {topic: {str(p): (cuts[p], ends[p]) for p in ends}}]
+    log, ends, target, runs = _debezium_topic(sandbox_kafka.bootstrap_servers, topic, 30, 40, 600, uri)
     deletes = sum(1 for change in log if change[1] == "d")
 
     results = []
@@ -114,14 +122,8 @@ def _history(uri: str) -> list[tuple]:
 def test_an_scd_type_2_table_keeps_every_change_as_the_reference_history_through_retries_and_replays(
         sandbox_kafka, kafka_topic, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     topic = kafka_topic(partitions=3)
-    log = change_log(seed=31, keys=30, n=500)
-    ends = produce_changes(sandbox_kafka.bootstrap_servers, topic, log)
     uri = str(tmp_path / "customers_history")
-    target = {"type": "delta", "uri": uri, "quarantine_uri": f"{uri}__quarantine", "mode": "upsert", "key": ["id"],
-              "sequence_by": "source.lsn", "changes": "debezium", "scd_type": 2}
-    # Partition 0 whole first, the others a third: moved keys' later changes land before their earlier ones.
-    cuts = {p: end if p == 0 else end // 3 for p, end in ends.items()}
-    runs = [{topic: {str(p): (0, cuts[p]) for p in ends}}, {topic: {str(p): (cuts[p], ends[p]) for p in ends}}]
+    log, ends, target, runs = _debezium_topic(sandbox_kafka.bootstrap_servers, topic, 31, 30, 500, uri, scd_type=2)
     for version, ranges in enumerate(runs, start=1):
         spec = make_spec(sandbox_kafka.bootstrap_servers, ranges, target, version=version, pipeline_id="history",
                          value_format="json", schema=SCHEMA)
