@@ -13,7 +13,13 @@ QUARANTINE_REASON = "_inlet_quarantine_reason"
 # Reserved in such a table's schema only.
 SEQUENCE = "_inlet_sequence"
 DELETED = "_inlet_deleted"
+# An SCD type 2 keyed table's (target.scd_type 2): a version of a key holds from the sequence of the change
+# that set it (VALID_FROM) to that of the key's next change (VALID_TO, null while it is the latest).
+VALID_FROM = "_inlet_valid_from"
+VALID_TO = "_inlet_valid_to"
+CURRENT = "_inlet_current"
 KEYED = frozenset({SEQUENCE, DELETED})
+HISTORY = frozenset({*KEYED, VALID_FROM, VALID_TO, CURRENT})  # reserved in an SCD type 2 table's schema
 COORDINATES = ("topic", "partition", "offset")
 METADATA = (*COORDINATES, "timestamp", "timestampType")
 # With two names of Inlet's own kept back for the record as read beside decoded columns.

@@ -170,6 +170,8 @@ class DeltaTargetSpec(_Model):
     key_from: Literal["value", "kafka_key"] = "value"  # kafka_key: the Kafka key's text is the one key column
     sequence_by: str | None = None  # a dotted value field (the envelope's, for debezium); default: the offset
     changes: Literal["rows", "debezium"] = "rows"
+    # 2: the table keeps every version of a key, valid from its sequence to the next (``delta_tables.history``).
+    scd_type: Literal[1, 2] = 1
 
     @property
     def store(self) -> Store:
@@ -179,8 +181,8 @@ class DeltaTargetSpec(_Model):
     def _keyed(self) -> DeltaTargetSpec:
         if (self.mode == "upsert") != bool(self.key):
             raise ValueError("key goes with mode upsert, and mode upsert needs a key")
-        if self.mode == "append" and (self.sequence_by is not None or self.changes != "rows"):
-            raise ValueError("sequence_by and changes go with mode upsert")
+        if self.mode == "append" and (self.sequence_by is not None or self.changes != "rows" or self.scd_type != 1):
+            raise ValueError("sequence_by, changes and scd_type go with mode upsert")
         return self
 
     @field_validator("replace_ranges")

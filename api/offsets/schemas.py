@@ -179,6 +179,11 @@ class KeyedReplay(BaseModel):
         order = f"by {target.sequence_by}" if target.sequence_by else "by Kafka offset"
         replace = (" replay_mode replace behaves as append for a keyed table: nothing is taken out first."
                    if replay_mode == "replace" else "")
+        if target.scd_type == 2:
+            return cls(key=list(target.key or []), sequence_by=target.sequence_by, detail=(
+                f"The replayed changes are added to each key's history, ordered {order}: a change whose sequence is "
+                "already in the key's history adds nothing and closed versions stay closed; a change the history "
+                f"lacks becomes a version between its neighbours by sequence.{replace}"))
         return cls(key=list(target.key or []), sequence_by=target.sequence_by, detail=(
             f"The replayed changes are re-applied per key, ordered {order}: a change sets a row only if it is newer "
             "than the one the row holds, so rows only move forward and replayed older changes are no-ops; a deleted "

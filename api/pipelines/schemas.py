@@ -28,7 +28,7 @@ from api.pipelines.ddl import ddl_field_names
 from api.pipelines.maintenance_policy import MaintenancePolicy
 from api.pipelines.table_health import TableHealthSnapshot
 from api.pipelines.topic_patterns import compile_topic_pattern
-from spark_jobs.public import KEYED_COLUMNS, RESERVED_COLUMNS
+from spark_jobs.public import HISTORY_COLUMNS, KEYED_COLUMNS, RESERVED_COLUMNS
 
 TOPIC_PATTERN = r"^[A-Za-z0-9._-]{1,249}$"
 TopicName = Annotated[str, Field(pattern=TOPIC_PATTERN, description="A Kafka topic name")]
@@ -192,7 +192,7 @@ def registry_subject(source: KafkaSource, part: Literal["value", "key"]) -> tupl
 
 
 # A Delta target's settings of a keyed table (mode upsert; docs/keyed-tables.md).
-KEYED_TABLE = ("mode", "key", "key_from", "sequence_by", "changes")
+KEYED_TABLE = ("mode", "key", "key_from", "sequence_by", "changes", "scd_type")
 
 
 class DeltaTarget(AsWritten):
@@ -225,6 +225,11 @@ class DeltaTarget(AsWritten):
         default="rows",
         description="upsert: rows: a value is the row, a tombstone deletes its key; debezium: a value is a Debezium "
                     "envelope (before/after/op/source), op d deletes")
+    scd_type: Literal[1, 2] = Field(
+        default=1,
+        description="upsert: 1: the table holds the latest change per key. 2: it keeps every version of a key, valid "
+                    "from its sequence to the key's next (_inlet_valid_from, _inlet_valid_to, _inlet_current), as "
+                    "Databricks' STORED AS SCD TYPE 2 (docs/keyed-tables.md)")
 
     @model_validator(mode="after")
     def _keyed(self) -> DeltaTarget:
@@ -338,8 +343,9 @@ class PipelineSpec(BaseModel):
             raise field_error("target.mode", "a keyed table reads json values (source.value_format json): its key "
                                              "columns are fields of the value's schema")
         names = ddl_field_names(source.schema_ or "")  # checked by the source's validator
-        if any(name in KEYED_COLUMNS for name in names):
-            raise field_error("source.schema", f"a keyed table writes {' and '.join(sorted(KEYED_COLUMNS))} beside the "
+        reserved = HISTORY_COLUMNS if target.scd_type == 2 else KEYED_COLUMNS
+        if any(name in reserved for name in names):
+            raise field_error("source.schema", f"a keyed table writes {' and '.join(sorted(reserved))} beside the "
                                                "schema's fields: rename those")
         if target.key_from == "kafka_key":
             if (target.key or [""])[0] in names:

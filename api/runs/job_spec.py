@@ -63,8 +63,8 @@ def build_spec(session: Session, run: Run, pipeline: Pipeline, *, settings: Sett
                                  quarantine_uri=quarantine_uri(uri), replace_ranges=run.replace_ranges,
                                  storage_options=settings.resolved_storage_options, mode=definition.target.mode,
                                  key=list(definition.target.key or []), key_from=definition.target.key_from,
-                                 sequence_by=definition.target.sequence_by,
-                                 changes=definition.target.changes)
+                                 sequence_by=definition.target.sequence_by, changes=definition.target.changes,
+                                 scd_type=definition.target.scd_type)
     else:
         target_conn = referenced_connection(session, definition.target.connection_id)
         target = KafkaTargetSpec(

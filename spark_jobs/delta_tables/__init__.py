@@ -5,7 +5,9 @@
 - ``direct_write``: tasks that read Kafka chunks, decode and write their files themselves;
 - ``replace``: replace mode, the files that hold replaced ranges and the rows they keep;
 - ``changes``: a keyed table's changes (``targets.delta_upsert``): records as the row each sets or
-  deletes per key, and the latest per key;
+  deletes per key, and the latest per key (or per key and sequence);
+- ``history``: an SCD type 2 keyed table: every change a version, closed by the key's next sequence,
+  in one MERGE;
 - ``commit``: the driver's one commit per table, tagged with the run's app transaction; a keyed
   table's one MERGE (``merge_changes``).
 

@@ -40,7 +40,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from spark_jobs.columns import DELETED, KEYED, RUN_ID, SEQUENCE
+from spark_jobs.columns import DELETED, HISTORY, KEYED, RUN_ID, SEQUENCE
 from spark_jobs.decode import split_rows
 from spark_jobs.errors import JobError
 
@@ -61,7 +61,8 @@ class ChangeReader:
     """Reads a batch of Kafka records as changes (``read``); pickled to the tasks."""
 
     def __init__(self, rows: StructType, key: list[str], sequence_by: str | None, debezium: bool, time_zone: str,
-                 key_from_kafka: bool = False) -> None:
+                 key_from_kafka: bool = False, history: bool = False) -> None:
+        """``history``: for an SCD type 2 table (``delta_tables.history``), whose columns differ."""
         from pyspark.sql.pandas.types import to_arrow_schema
 
         from spark_jobs.formats.json_values import JsonValues
@@ -72,8 +73,9 @@ class ChangeReader:
                 raise JobError("invalid_spec", "key_from kafka_key: one key column, not a field of the schema, changes rows")
             rows = StructType([StructField(key[0], StringType(), False), *rows.fields])
         names = rows.fieldNames()
-        if clashes := sorted(KEYED & set(names)):
-            raise JobError("invalid_spec", f"schema fields {clashes} clash with a keyed table's columns {sorted(KEYED)}")
+        reserved = HISTORY if history else KEYED
+        if clashes := sorted(reserved & set(names)):
+            raise JobError("invalid_spec", f"schema fields {clashes} clash with a keyed table's columns {sorted(reserved)}")
         for column in key:
             if column not in names:
                 raise JobError("invalid_spec", f"key column {column} is not a field of the schema")
@@ -149,7 +151,7 @@ class ChangeReader:
 
 def latest(changes: pa.Table, key: tuple[str, ...]) -> pa.Table:
     """The latest change of each key in ``changes``: the highest sequence; among equal sequences, the
-    highest partition, then offset."""
+    highest partition, then offset. ``key`` with the sequence: one change per key and sequence."""
     if changes.num_rows == 0:
         return changes
     ordered = changes.sort_by([(SEQUENCE, "descending"), (PARTITION, "descending"), (OFFSET, "descending")])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -23,7 +23,8 @@ from spark_jobs.plans import DataFile
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable, Schema
-    from deltalake.transaction import RemoveAction
+    from deltalake.table import TableMerger
+    from deltalake.transaction import CommitProperties, RemoveAction
 
     from spark_jobs.spec import Txn
 
@@ -92,40 +93,50 @@ def merge_changes(table: Table, txn: Txn, changes: pa.Table, key: Sequence[str])
     """ONE delta-rs MERGE of ``changes`` (the latest change per key, ``delta_tables.changes``) into
     ``table``, tagged with ``txn``: a key's row is set, or marked deleted, only by a change of a higher
     ``_inlet_sequence`` than the one it holds, so re-applying older changes never moves it back. The
-    condition carries the batch's key range (``_key_bounds``): delta-rs reads only the files that can
-    hold its keys (bench/keyed_scale.py: 0.5 s, not 7 s, for 100k clustered keys of 10M). A MERGE
-    that loses to a concurrent commit (compaction, say) reads the table again and merges again.
-    Returns the table's version and the data files the MERGE added (what table maintenance counts), or
-    None if ``txn`` was committed before."""
+    condition carries the batch's key range (``key_bounds``): delta-rs reads only the files that can
+    hold its keys (bench/keyed_scale.py: 0.5 s, not 7 s, for 100k clustered keys of 10M).
+    Returns what ``merge_once`` returns."""
+    from spark_jobs.columns import SEQUENCE
+
+    on = " AND ".join([f't."{k}" = s."{k}"' for k in key] + key_bounds(changes, key))
+
+    def merger(delta: DeltaTable, properties: CommitProperties) -> TableMerger | None:
+        source = with_table_columns(changes, pa.schema(delta.schema().to_arrow()))
+        if not source.num_rows:
+            return None
+        return (delta.merge(source, on, source_alias="s", target_alias="t", commit_properties=properties)
+                .when_matched_update_all(predicate=f't."{SEQUENCE}" < s."{SEQUENCE}"')
+                .when_not_matched_insert_all())
+
+    return merge_once(table, txn, changes.schema, merger)
+
+
+def merge_once(table: Table, txn: Txn, schema: pa.Schema,
+               merger: Callable[[DeltaTable, CommitProperties], TableMerger | None]) -> tuple[int, int] | None:
+    """ONE delta-rs MERGE into ``table`` (created with ``schema``, whose new columns are added first),
+    tagged with ``txn``: ``merger`` builds it on the table as read (or returns None: nothing to merge,
+    the txn is committed alone). A MERGE that loses to a concurrent commit (compaction, say) reads the
+    table again and merges again. Returns the table's version and the data files the MERGE added (what
+    table maintenance counts), or None if ``txn`` was committed before."""
     from deltalake import Schema
     from deltalake.exceptions import CommitFailedError, DeltaError
     from deltalake.transaction import CommitProperties, Transaction
 
-    from spark_jobs.columns import SEQUENCE
-
-    on = " AND ".join([f't."{k}" = s."{k}"' for k in key] + _key_bounds(changes, key))
     properties = CommitProperties(app_transactions=[Transaction(txn.app_id, txn.version)],
                                   custom_metadata={"inlet.txn": f"{txn.app_id}:{txn.version}"})
     for attempt in range(1, _COMMIT_TRIES + 1):
         try:
             if not table.exists():
-                _create_empty(table, Schema.from_arrow(changes.schema))
+                _create_empty(table, Schema.from_arrow(schema))
             delta = table.delta()
             done = delta.transaction_version(txn.app_id)
             if done is not None and done >= txn.version:
                 return None
-            _evolve_schema(table, delta, changes.schema)
-            # A change replaces its row whole: the table's columns the run lacks (a field dropped from
-            # the schema) are null in it, as in an appended row, not the value an older change left.
-            for f in pa.schema(delta.schema().to_arrow()):
-                if f.name not in changes.column_names:
-                    changes = changes.append_column(f.name, pa.nulls(changes.num_rows, f.type))
+            _same_scd_type(table, delta, schema)
+            _evolve_schema(table, delta, schema)
             added = 0
-            if changes.num_rows:
-                metrics = (delta.merge(changes, on, source_alias="s", target_alias="t", commit_properties=properties)
-                           .when_matched_update_all(predicate=f't."{SEQUENCE}" < s."{SEQUENCE}"')
-                           .when_not_matched_insert_all()
-                           .execute())
+            if (merge := merger(delta, properties)) is not None:
+                metrics = merge.execute()
                 added = int(metrics.get("num_target_files_added") or 0)
                 delta.update_incremental()
             if not already_committed(table, txn):  # nothing changed (a MERGE then commits nothing): the txn alone
@@ -146,7 +157,29 @@ def merge_changes(table: Table, txn: Txn, changes: pa.Table, key: Sequence[str])
     raise AssertionError("unreachable: the last try returns or raises")
 
 
-def _key_bounds(changes: pa.Table, key: Sequence[str]) -> list[str]:
+def _same_scd_type(table: Table, delta: DeltaTable, schema: pa.Schema) -> None:
+    """A keyed table holds the latest change per key (``_inlet_sequence``) or every version
+    (``_inlet_valid_from``, ``delta_tables.history``) for good: the other kind's rows would not fit."""
+    from spark_jobs.columns import SEQUENCE, VALID_FROM
+
+    held = {SEQUENCE: "the latest change per key (scd_type 1)", VALID_FROM: "every version of a key (scd_type 2)"}
+    has = [c for c in held if c in delta.schema().to_arrow().names]
+    wants = [c for c in held if c in schema.names]
+    if has and wants and has != wants:
+        raise JobError("invalid_spec", f"{table.uri} holds {held[has[0]]}, not {held[wants[0]]}: write that to a new path")
+
+
+def with_table_columns(rows: pa.Table, columns: pa.Schema) -> pa.Table:
+    """``rows`` with the table's columns they lack as nulls: a change replaces its row whole, so a column
+    the run lacks (a field dropped from the schema) is null in it, as in an appended row, not the value
+    an older change left."""
+    for f in columns:
+        if f.name not in rows.column_names:
+            rows = rows.append_column(f.name, pa.nulls(rows.num_rows, f.type))
+    return rows
+
+
+def key_bounds(changes: pa.Table, key: Sequence[str]) -> list[str]:
     """The batch's range of each integer key column, as literals for the MERGE's condition, so that
     delta-rs reads only the files whose statistics overlap it (every row a change matches lies in it)."""
     bounds = []

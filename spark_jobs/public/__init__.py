@@ -18,6 +18,7 @@ The names live in those modules, which the job's own code imports; this package 
 them. None of them imports Spark, so the API never loads it.
 """
 
+from spark_jobs.columns import HISTORY as HISTORY_COLUMNS
 from spark_jobs.columns import KEYED as KEYED_COLUMNS
 from spark_jobs.columns import RESERVED as RESERVED_COLUMNS
 from spark_jobs.egress import DEFAULT_DENY, PRIVATE_RANGES, EgressPolicy, EgressRefused, http_client, networks, open_tcp
@@ -61,6 +62,7 @@ __all__ = [
     "AZURE_SCHEMES",
     "DEFAULT_DENY",
     "GCS_SCHEMES",
+    "HISTORY_COLUMNS",
     "KEYED_COLUMNS",
     "OBJECT_STORE_SCHEMES",
     "PRIVATE_RANGES",

@@ -14,6 +14,9 @@ a no-op and a replay of older offsets cannot move a row back (docs/keyed-tables.
              after this, in the run's ledger.
     discard  the quarantine files this attempt did not commit (a MERGE writes nothing until it commits).
 
+With ``target.scd_type`` 2 a run keeps every change (one per key and sequence) and merges them into
+the key's history (``delta_tables.history``): versions valid from a sequence to the next.
+
 Deletes are kept as rows (``_inlet_deleted`` true, the key and ``_inlet_sequence`` only): a replay of
 the offsets before a delete then finds the delete's higher sequence and cannot bring the row back.
 Readers select ``WHERE NOT _inlet_deleted``.
@@ -27,8 +30,10 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from spark_jobs.columns import SEQUENCE
 from spark_jobs.delta_tables.changes import HIDDEN, ChangeReader, latest
 from spark_jobs.delta_tables.commit import already_committed, merge_changes
+from spark_jobs.delta_tables.history import merge_history
 from spark_jobs.errors import JobError
 from spark_jobs.targets import ALREADY_COMMITTED, Committed, Reading
 from spark_jobs.targets.delta_append import DeltaAppend, session_time_zone
@@ -63,7 +68,7 @@ class DeltaUpsert(DeltaAppend):
         try:
             self.reader = reader = ChangeReader(json_columns(source.schema_ or ""), target.key, target.sequence_by,
                                                 target.changes == "debezium", session_time_zone(reading.context),
-                                   key_from_kafka=target.key_from == "kafka_key")
+                                                key_from_kafka=target.key_from == "kafka_key", history=target.scd_type == 2)
         except (TypeError, ValueError) as exc:  # a type or zone the json decoder refuses
             raise JobError("invalid_spec", f"schema: {exc}") from None
         self.schemas["main"] = reader.schema
@@ -71,31 +76,40 @@ class DeltaUpsert(DeltaAppend):
         groups = pack_chunks(chunks, source.max_records_per_task, reading.context.defaultParallelism)
         log.info("reading the changes of %d chunks in %d tasks", len(chunks), len(groups))
         plan = self._write_plan(reading, reader.schema, None)
-        return run_units(reading.context, plan, [WriteUnit(chunks=g) for g in groups], task=partial(changes_unit, reader))
+        return run_units(reading.context, plan, [WriteUnit(chunks=g) for g in groups],
+                         task=partial(changes_unit, reader, self._kept_per()))
 
     def commit(self, reports: list[TaskReport]) -> Committed:
         self.checkpoint("its Delta merge")
         assert self.reader is not None  # by write
         self._commit_quarantine([f for r in reports for f in r.files if f.table == "quarantine"])
         parts = [pa.ipc.open_stream(r.changes).read_all() for r in reports if r.changes is not None]
-        changes = latest(pa.concat_tables(parts), self.reader.key) if parts else None
+        changes = latest(pa.concat_tables(parts), self._kept_per()) if parts else None
         merged = (changes.drop_columns(list(HIDDEN)) if changes is not None
                   else self.reader.schema.empty_table())
-        outcome = merge_changes(self.main, self.spec.txn, merged, self.reader.key)
+        merge = merge_history if self.target.scd_type == 2 else merge_changes
+        outcome = merge(self.main, self.spec.txn, merged, self.reader.key)
         if outcome is None:  # an earlier or concurrent attempt of this run merged first
             return ALREADY_COMMITTED
         version, files = outcome
         self.committed.add("main")
         quarantined = sum(r.quarantined for r in reports)
         read = sum(s.records for r in reports for s in r.partitions.values())
-        log.info("merged %d changes of %d keys into %s v%d", read - quarantined, merged.num_rows, self.main.uri, version)
+        log.info("merged %d changes (%d kept) into %s v%d", read - quarantined, merged.num_rows, self.main.uri, version)
         return Committed(rows=read - quarantined - sum(r.skipped for r in reports), quarantined=quarantined,
                          version=version, files=files)
 
+    def _kept_per(self) -> tuple[str, ...]:
+        """What a run keeps one change of: each key (the latest change), or with scd_type 2 each key
+        and sequence (every version of a key: the history keeps them all)."""
+        assert self.reader is not None  # by write
+        return (*self.reader.key, SEQUENCE) if self.target.scd_type == 2 else self.reader.key
 
-def changes_unit(reader: ChangeReader, plan: DirectWritePlan, unit: WriteUnit) -> TaskReport:
-    """Runs on an executor: one unit's changes, the latest per key, in its report (Arrow IPC), and
-    its records that are no change in quarantine files (deleted again if the task fails)."""
+
+def changes_unit(reader: ChangeReader, kept_per: tuple[str, ...], plan: DirectWritePlan, unit: WriteUnit) -> TaskReport:
+    """Runs on an executor: one unit's changes, the latest per ``kept_per`` (the key, or the key and
+    sequence), in its report (Arrow IPC), and its records that are no change in quarantine files
+    (deleted again if the task fails)."""
     from spark_jobs.decode import quarantine_struct
     from spark_jobs.delta_tables.direct_write import read_counted
     from spark_jobs.delta_tables.files import FileSet
@@ -108,14 +122,14 @@ def changes_unit(reader: ChangeReader, plan: DirectWritePlan, unit: WriteUnit) -
         parts: list[pa.Table] = []
         for chunk, batch in read_counted(plan, unit.chunks, report):
             changes, bad, skipped = reader.read(batch, plan.run_id, schema)
-            parts.append(latest(changes, reader.key))
+            parts.append(latest(changes, kept_per))
             report.skipped += skipped
             report.quarantined += bad.num_rows
             if quarantine is not None:
                 quarantine.write(bad, group=(chunk.topic, chunk.partition))
         if parts:
             sink = pa.BufferOutputStream()
-            table = latest(pa.concat_tables(parts), reader.key)
+            table = latest(pa.concat_tables(parts), kept_per)
             with pa.ipc.new_stream(sink, table.schema) as stream:
                 stream.write_table(table)
             report.changes = sink.getvalue().to_pybytes()

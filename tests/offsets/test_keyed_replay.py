@@ -65,3 +65,15 @@ def test_an_append_tables_replay_carries_no_keyed_note(
     pipe = create_sandbox_pipeline(client, tenant, sandbox_kafka.bootstrap_servers, [topic])
     dry = _patch(client, tenant, pipe, {"reset": "earliest", "replay_mode": "replace", "dry_run": True})
     assert dry["keyed_table"] is None and dry["replay_mode"] == "replace"
+
+
+def test_an_scd_type_2_tables_replay_says_replayed_changes_add_only_what_its_history_lacks(
+        client: TestClient, tenant: Tenant, sandbox_kafka: SandboxKafka, kafka_topic: Callable[..., str]) -> None:
+    topic = kafka_topic(partitions=1)
+    pipe = _keyed(client, tenant, sandbox_kafka, topic, sequence_by="meta.version", scd_type=2)
+    dry = _patch(client, tenant, pipe, {"reset": "earliest", "replay_mode": "replace", "dry_run": True})
+    assert dry["keyed_table"] == {
+        "key": ["id"], "sequence_by": "meta.version", "applied_as": "append",
+        "detail": "The replayed changes are added to each key's history, ordered by meta.version: a change whose "
+                  "sequence is already in the key's history adds nothing and closed versions stay closed; a change "
+                  "the history lacks becomes a version between its neighbours by sequence." + _AS_APPEND}

@@ -57,6 +57,11 @@ ACCEPTED = [
      "target": {"type": "delta", "path": "silver/orders", "mode": "upsert", "key": ["id"], "sequence_by": "meta.v"}},
     {"target": {"type": "delta", "path": "silver/orders", "mode": "upsert", "key": ["customer"], "key_from": "kafka_key",
                 "partition_by": ["customer"]}},
+    {"target": {"type": "delta", "path": "silver/orders", "mode": "upsert", "key": ["id"], "scd_type": 2}},
+    {"target": {"type": "delta", "path": "silver/orders", "mode": "upsert", "key": ["id"], "scd_type": 1,
+                "sequence_by": "source.lsn", "changes": "debezium"}},
+    {**_src(schema="id BIGINT, _inlet_current BOOLEAN"),  # reserved in an SCD type 2 table only
+     "target": {"type": "delta", "path": "silver/orders", "mode": "upsert", "key": ["id"]}},
 ]
 
 
@@ -195,6 +200,15 @@ REFUSED = [
     ({"target": {"type": "delta", "path": "t", "mode": "upsert", "key": ["id"], "key_from": "kafka_key"}}, "target.key"),
     ({"target": {"type": "delta", "path": "t", "mode": "upsert", "key": ["k"], "key_from": "headers"}},
      "target.delta.key_from"),
+    # SCD type 2 (history rows)
+    ({"target": {"type": "delta", "path": "t", "scd_type": 2}}, "target.delta.scd_type"),
+    ({"target": {"type": "delta", "path": "t", "mode": "append", "scd_type": 1}}, "target.delta.scd_type"),
+    ({"target": {"type": "delta", "path": "t", "mode": "upsert", "key": ["id"], "scd_type": 3}}, "target.delta.scd_type"),
+    ({"target": {"type": "delta", "path": "t", "mode": "upsert", "key": ["id"], "scd_type": "2"}}, "target.delta.scd_type"),
+    ({**_src(schema="id BIGINT, _inlet_valid_to BIGINT"),
+      "target": {"type": "delta", "path": "t", "mode": "upsert", "key": ["id"], "scd_type": 2}}, "source.schema"),
+    ({**_src(value_format="string", schema=None),
+      "target": {"type": "delta", "path": "t", "mode": "upsert", "key": ["id"], "scd_type": 2}}, "target.mode"),
     # the pipeline itself
     ({"name": ""}, "name"),
     ({"name": "a" * 101}, "name"),

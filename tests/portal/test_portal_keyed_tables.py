@@ -133,6 +133,32 @@ def test_an_edit_shows_keeps_and_changes_a_keyed_tables_settings(client: TestCli
     assert save_edit(client, pipeline_id).headers["location"].endswith("?notice=unchanged")
 
 
+def test_an_scd_type_2_table_is_chosen_shown_kept_and_refused_beside_its_input(client: TestClient, tenant: Tenant) -> None:
+    data = _base(client, tenant)
+    assert '<option value="1" selected>the latest per key (SCD type 1)</option>' in client.get("/portal/pipelines/new").text
+    pipeline_id = _create(client, {**data, "scd_type": "2"})
+    assert _target(client, tenant, pipeline_id) == {**KEYED, "scd_type": 2}
+    page = client.get(f"/portal/pipelines/{pipeline_id}").text
+    assert ('<span id="keyed">every version (SCD type 2) of each key (id), ordered by source.lsn, Debezium envelopes'
+            '</span>') in page
+    shown = form_fields(client.get(f"/portal/pipelines/{pipeline_id}/edit").text, f"/portal/pipelines/{pipeline_id}/edit")
+    assert shown["scd_type"] == "2"
+    assert save_edit(client, pipeline_id).headers["location"].endswith("?notice=unchanged")
+    latest_only = save_edit(client, pipeline_id, scd_type="1")
+    assert latest_only.headers["location"].endswith("?notice=saved"), latest_only.text
+    assert _target(client, tenant, pipeline_id) == {**KEYED, "scd_type": 1}  # written before: stays written
+
+    for fields, expected in (
+        ({"scd_type": "3"}, {"scd_type": "Input should be 1 or 2"}),
+        ({"scd_type": "2", "schema": "id BIGINT, _inlet_current BOOLEAN"},
+         {"schema": "a keyed table writes _inlet_current and _inlet_deleted and"}),
+    ):
+        refused = client.post("/portal/pipelines/new", data={**data, "name": "other", **fields})
+        assert refused.status_code == 422, fields
+        errors = field_errors(refused.text)
+        assert errors.keys() == expected.keys() and all(errors[k].startswith(v) for k, v in expected.items()), errors
+
+
 def test_a_keyed_tables_replay_preview_says_the_changes_are_reapplied_by_sequence(
         client: TestClient, tenant: Tenant, sandbox_kafka: SandboxKafka, kafka_topic: Callable[..., str]) -> None:
     topic = kafka_topic(partitions=1)

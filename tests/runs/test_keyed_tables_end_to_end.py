@@ -12,7 +12,7 @@ from deltalake import DeltaTable
 
 from api.runs.delta_state import app_id
 from tests.factories import create_sandbox_pipeline, make_tenant
-from tests.fixtures.debezium import SCHEMA, change_log, final_rows, live_rows, produce_changes
+from tests.fixtures.debezium import SCHEMA, change_log, final_rows, history_rows, live_rows, produce_changes
 from tests.fixtures.kafka import SandboxKafka, produce_keyed
 from tests.fixtures.kafka_broker import RealKafka
 from tests.fixtures.stack import Stack
@@ -77,3 +77,39 @@ def test_a_compacted_topic_keyed_by_its_kafka_key_lands_as_the_latest_value_per_
     assert sorted((r["customer"], r["name"], r["tier"]) for r in rows if not r["_inlet_deleted"]) == sorted(
         (k, json.loads(v)["name"], json.loads(v)["tier"]) for k, v in latest.items() if v is not None)
     assert sorted(r["customer"] for r in rows if r["_inlet_deleted"]) == sorted(k for k, v in latest.items() if v is None)
+
+
+def test_an_scd_type_2_pipeline_keeps_the_reference_history_through_replays(
+        stack: Stack, any_kafka: SandboxKafka | RealKafka, any_topic: Callable[..., str]) -> None:
+    bootstrap, topic = any_kafka.bootstrap_servers, any_topic(partitions=3)
+    log = change_log(seed=8, keys=20, n=240)
+    produce_changes(bootstrap, topic, log)
+    client = stack.client
+    tenant = make_tenant(client)
+    pipeline = create_sandbox_pipeline(
+        client, tenant, bootstrap, [topic], source={"value_format": "json", "schema": SCHEMA},
+        target={"type": "delta", "path": "silver/customers_history", "mode": "upsert", "key": ["id"],
+                "sequence_by": "source.lsn", "changes": "debezium", "scd_type": 2})
+    assert pipeline["target"]["scd_type"] == 2
+    stack.start_worker()
+
+    first = run_succeeded(stack, tenant, pipeline)
+    uri = pipeline["status"]["target_uri"]
+    columns = ["id", "name", "tier", "_inlet_valid_from", "_inlet_valid_to", "_inlet_current", "_inlet_deleted"]
+
+    def history() -> list[tuple]:
+        rows = DeltaTable(uri).to_pyarrow_table().to_pylist()
+        return sorted((tuple(r[c] for c in columns) for r in rows), key=lambda r: (r[0], r[3]))
+
+    expected = history_rows(log)
+    assert first["rows_written"] == len(log) == len(expected)
+    assert history() == expected
+    for mode in ("replace", "append"):
+        patched = client.patch(f"/pipelines/{pipeline['id']}/offsets", json={"reset": "earliest", "replay_mode": mode},
+                               headers=tenant.editor)
+        assert patched.status_code == 200, patched.text
+        assert "already in the key's history adds nothing" in patched.json()["keyed_table"]["detail"]
+        again = run_succeeded(stack, tenant, pipeline)
+        assert history() == expected, mode
+    assert DeltaTable(uri).transaction_version(app_id(pipeline["id"])) == again["seq"]
+

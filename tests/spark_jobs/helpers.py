@@ -105,3 +105,17 @@ def read_table(uri: str) -> pa.Table:
 
 def coordinates(table: pa.Table) -> list[tuple[int, int]]:
     return sorted(zip(table["partition"].to_pylist(), table["offset"].to_pylist(), strict=True))
+
+
+def duckdb_connection(*extensions: str) -> Any:
+    """A DuckDB connection with its delta extension (and ``extensions``) loaded from the duckdb_ext
+    package's files: no download at test time."""
+    import duckdb
+    import duckdb_ext
+
+    folder = Path(next(iter(duckdb_ext.__path__))) / "extensions" / f"v{duckdb.__version__}"
+    connection = duckdb.connect(config={"allow_unsigned_extensions": "true", "autoinstall_known_extensions": "false",
+                                        "autoload_known_extensions": "false"})
+    for name in ("delta", *extensions):
+        connection.execute(f"LOAD '{next(folder.glob(f'*/{name}.duckdb_extension'))}'")
+    return connection

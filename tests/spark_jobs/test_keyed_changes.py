@@ -14,7 +14,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from spark_jobs.delta_tables import Table
 from spark_jobs.delta_tables.changes import HIDDEN, ChangeReader, latest
-from spark_jobs.delta_tables.commit import _key_bounds, merge_changes
+from spark_jobs.delta_tables.commit import key_bounds, merge_changes
 from spark_jobs.errors import JobError
 from spark_jobs.spec import Txn
 from spark_jobs.storage import Store
@@ -239,9 +239,9 @@ def test_a_merge_carries_its_key_range_and_leaves_the_files_outside_it_alone(tmp
         assert merge_changes(table, Txn(app_id="a", version=version), _changes(reader, rows), reader.key)
     before = set(DeltaTable(table.uri).file_uris())
     batch = _changes(reader, [(12, "x", 5), (13, None, 5), (35, "new", 5), (-1, "neg", 5)])
-    assert _key_bounds(batch, reader.key) == ['t."id" >= -1', 't."id" <= 35']
-    assert _key_bounds(batch.slice(0, 0), reader.key) == []
-    assert _key_bounds(pa.table({"name": ["a"]}), ["name"]) == []  # only integer keys get bounds
+    assert key_bounds(batch, reader.key) == ['t."id" >= -1', 't."id" <= 35']
+    assert key_bounds(batch.slice(0, 0), reader.key) == []
+    assert key_bounds(pa.table({"name": ["a"]}), ["name"]) == []  # only integer keys get bounds
     assert merge_changes(table, Txn(app_id="a", version=4), batch, reader.key)
     expected = {i: (f"n{i}", 1) for i in range(30) if i != 13} | {12: ("x", 5), 35: ("new", 5), -1: ("neg", 5)}
     assert _live(table.uri) == expected

@@ -13,33 +13,34 @@ from typing import cast
 import pytest
 from deltalake import DeltaTable
 
-from tests.fixtures.debezium import SCHEMA, change_log, final_rows, live_rows, produce_changes
-from tests.spark_jobs.helpers import make_spec, run_job
+from tests.fixtures.debezium import SCHEMA, change_log, final_rows, history_rows, live_rows, produce_changes
+from tests.spark_jobs.helpers import duckdb_connection, make_spec, run_job
 
 pytestmark = pytest.mark.slow
 
 def _duckdb_rows(uri: str) -> list[tuple]:
-    import duckdb
-    import duckdb_ext
+    return sorted(duckdb_connection().execute(f"SELECT id, name, tier FROM delta_scan('{uri}') WHERE NOT _inlet_deleted").fetchall())
 
-    extensions = Path(next(iter(duckdb_ext.__path__))) / "extensions" / f"v{duckdb.__version__}"
-    connection = duckdb.connect(config={"allow_unsigned_extensions": "true", "autoinstall_known_extensions": "false",
-                                        "autoload_known_extensions": "false"})
-    connection.execute(f"LOAD '{next(extensions.glob('*/delta.duckdb_extension'))}'")
-    return sorted(connection.execute(f"SELECT id, name, tier FROM delta_scan('{uri}') WHERE NOT _inlet_deleted").fetchall())
+
+def _debezium_topic(bootstrap: str, topic: str, seed: int, keys: int, n: int, uri: str,
+                    **target: object) -> tuple[list, dict[int, int], dict, list[dict]]:
+    """A Debezium change log on ``topic`` (keys moved partition halfway), a keyed target at ``uri``, and
+    two runs' ranges: partition 0 whole in the first, the others a third, so later changes of moved keys
+    go in first."""
+    log = change_log(seed=seed, keys=keys, n=n)
+    ends = produce_changes(bootstrap, topic, log)
+    spec = {"type": "delta", "uri": uri, "quarantine_uri": f"{uri}__quarantine", "mode": "upsert", "key": ["id"],
+            "sequence_by": "source.lsn", "changes": "debezium", **target}
+    cuts = {p: end if p == 0 else end // 3 for p, end in ends.items()}
+    runs = [{topic: {str(p): (0, cuts[p]) for p in ends}}, {topic: {str(p): (cuts[p], ends[p]) for p in ends}}]
+    return log, ends, spec, runs
 
 
 def test_a_debezium_topic_lands_as_the_final_state_and_retries_and_replays_change_nothing(
         sandbox_kafka, kafka_topic, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     topic = kafka_topic(partitions=3)
-    log = change_log(seed=30, keys=40, n=600)
-    ends = produce_changes(sandbox_kafka.bootstrap_servers, topic, log)
     uri = str(tmp_path / "customers")
-    target = {"type": "delta", "uri": uri, "quarantine_uri": f"{uri}__quarantine", "mode": "upsert", "key": ["id"],
-              "sequence_by": "source.lsn", "changes": "debezium"}
-    # Partition 0 whole in the first run, the others a third: later changes of moved keys go in first.
-    cuts = {p: end if p == 0 else end // 3 for p, end in ends.items()}
-    runs = [{topic: {str(p): (0, cuts[p]) for p in ends}}, {topic: {str(p): (cuts[p], ends[p]) for p in ends}}]
+    log, ends, target, runs = _debezium_topic(sandbox_kafka.bootstrap_servers, topic, 30, 40, 600, uri)
     deletes = sum(1 for change in log if change[1] == "d")
 
     results = []
@@ -100,3 +101,45 @@ def test_a_compacted_topic_of_rows_and_tombstones_lands_as_its_latest_rows(
         assert result.status == "succeeded" and result.rows_quarantined == 0, result.error
     assert live_rows(uri) == expected
     assert _duckdb_rows(uri) == expected
+
+
+HISTORY_COLUMNS = ["id", "name", "tier", "_inlet_valid_from", "_inlet_valid_to", "_inlet_current", "_inlet_deleted"]
+
+
+def _history(uri: str) -> list[tuple]:
+    rows = DeltaTable(uri).to_pyarrow_table().to_pylist()
+    return sorted((tuple(r[c] for c in HISTORY_COLUMNS) for r in rows), key=lambda r: (r[0], r[3]))
+
+
+def test_an_scd_type_2_table_keeps_every_change_as_the_reference_history_through_retries_and_replays(
+        sandbox_kafka, kafka_topic, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    topic = kafka_topic(partitions=3)
+    uri = str(tmp_path / "customers_history")
+    log, ends, target, runs = _debezium_topic(sandbox_kafka.bootstrap_servers, topic, 31, 30, 500, uri, scd_type=2)
+    for version, ranges in enumerate(runs, start=1):
+        spec = make_spec(sandbox_kafka.bootstrap_servers, ranges, target, version=version, pipeline_id="history",
+                         value_format="json", schema=SCHEMA)
+        result = run_job(spec, tmp_path / f"work{version}")
+        assert result.status == "succeeded" and result.rows_quarantined == 0, result.error
+    expected = history_rows(log)
+    assert len(expected) == len(log)  # every change a row: several versions of a key in one run
+    assert _history(uri) == expected
+    duckdb = duckdb_connection()
+    assert sorted(duckdb.execute(f"SELECT {', '.join(HISTORY_COLUMNS)} FROM delta_scan('{uri}')").fetchall(),
+                  key=lambda r: (r[0], r[3])) == expected
+    # The current rows are what SCD type 1 holds.
+    assert sorted(duckdb.execute(f"SELECT id, name, tier FROM delta_scan('{uri}') WHERE _inlet_current").fetchall()) == \
+        final_rows(log)
+    version = DeltaTable(uri).version()
+
+    retried = run_job(spec, tmp_path / "retry")
+    assert retried.status == "succeeded" and retried.already_committed, retried.error
+    assert DeltaTable(uri).version() == version
+    replay = make_spec(sandbox_kafka.bootstrap_servers, {topic: {str(p): (0, end) for p, end in ends.items()}}, target,
+                       version=3, pipeline_id="history", value_format="json", schema=SCHEMA)
+    replayed = run_job(replay, tmp_path / "replay")
+    assert replayed.status == "succeeded" and not replayed.already_committed, replayed.error
+    assert _history(uri) == expected
+    assert DeltaTable(uri).transaction_version("inlet-pipeline-history") == 3
+    request.getfixturevalue("delta_spark").assert_reads_alike(uri, DeltaTable(uri).to_pyarrow_table())
+

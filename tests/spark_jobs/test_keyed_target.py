@@ -80,3 +80,42 @@ def test_a_run_whose_merge_failed_is_tried_again_and_lands_once(tmp_path: Path, 
 
     retried = _attempt(uri).prepare()  # a retry of the merged run: nothing to do
     assert retried is not None and retried.already_committed
+
+
+def test_an_scd_type_2_run_keeps_every_version_its_tasks_report(tmp_path: Path) -> None:
+    uri = str(tmp_path / "customers")
+    spec = RunSpec.model_validate({
+        "run_id": "run-1", "pipeline_id": "p1", "txn": {"app_id": "inlet-pipeline-p1", "version": 1},
+        "source": {"kafka_config": {"bootstrap.servers": "127.0.0.1:9"}, "ranges": {"t": {"0": [0, 3], "1": [0, 2]}},
+                   "value_format": "json", "schema": "id BIGINT, name STRING, at TIMESTAMP"},
+        "target": {"type": "delta", "uri": uri, "quarantine_uri": f"{uri}__quarantine", "mode": "upsert", "key": ["id"],
+                   "sequence_by": "source.lsn", "changes": "debezium", "scd_type": 2},
+    })
+    target = target_for(spec, _never_cancelled)
+    assert isinstance(target, upsert.DeltaUpsert) and target.prepare() is None
+    target.reader = reader = ChangeReader(ROWS, ["id"], "source.lsn", True, "UTC", history=True)
+    target.schemas["main"] = reader.schema
+    reports = []
+    # Two tasks' changes of key 1, one sequence (20) read twice (a key in two partitions): kept once.
+    for partition, values in enumerate([[envelope("c", None, {"id": 1, "name": "a"}, 10),
+                                         envelope("u", None, {"id": 1, "name": "b"}, 20),
+                                         envelope("d", {"id": 1}, None, 40)],
+                                        [envelope("u", None, {"id": 1, "name": "b"}, 20),
+                                         envelope("u", None, {"id": 1, "name": "c"}, 30)]]):
+        changes, _, _ = reader.read(record_batch(values, partition=partition), "run-1", QUARANTINE)
+        kept = upsert.latest(changes, target._kept_per())
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, kept.schema) as stream:
+            stream.write_table(kept)
+        reports.append(TaskReport(partitions={("t", partition): PartitionStats(len(values), 0, len(values))},
+                                  changes=sink.getvalue().to_pybytes()))
+    done = target.commit(reports)
+    assert (done.rows, done.already_committed) == (5, False)
+    rows = DeltaTable(uri).to_pyarrow_table().select(["id", "name", "_inlet_valid_from", "_inlet_valid_to",
+                                                      "_inlet_current", "_inlet_deleted"]).to_pylist()
+    assert sorted((tuple(r.values()) for r in rows), key=lambda r: r[2]) == [
+        (1, "a", 10, 20, False, False), (1, "b", 20, 30, False, False), (1, "c", 30, 40, False, False),
+        (1, None, 40, None, False, True)]
+    with pytest.raises(ValueError, match="scd_type go with mode upsert"):
+        RunSpec.model_validate({**spec.model_dump(), "target": {"type": "delta", "uri": uri, "quarantine_uri": f"{uri}_q",
+                                                                "scd_type": 2}})

@@ -124,6 +124,7 @@ class PipelineForm(PortalForm):
     key_from: str = ""
     sequence_by: str = ""
     changes: str = ""
+    scd_type: str = ""
     target_connection_id: str = ""
     target_topic: str = ""
     create_topic: str = ""
@@ -161,7 +162,7 @@ class PipelineForm(PortalForm):
         "target.maintenance.compaction.z_order_by": "z_order_by",
         "target.maintenance.vacuum.retention_hours": "vacuum_retention_hours",
         "target.mode": "delta_mode", "target.key": "key_fields", "target.key_from": "key_from",
-        "target.sequence_by": "sequence_by", "target.changes": "changes",
+        "target.sequence_by": "sequence_by", "target.changes": "changes", "target.scd_type": "scd_type",
         "target.topic": "target_topic", "target.create_topic": "create_partitions",
         "target.create_topic.partitions": "create_partitions",
         "target.create_topic.replication_factor": "create_replication_factor",
@@ -175,7 +176,8 @@ class PipelineForm(PortalForm):
     def initial(cls) -> PipelineForm:
         return cls(topics_kind="topics", value_format="string", starting_offsets="earliest", target_type="delta",
                    schedule_kind="none", timezone="UTC", state="active", on_data_loss="fail",
-                   starting_timestamp_strategy="error", delta_mode="append", key_from="value", changes="rows")
+                   starting_timestamp_strategy="error", delta_mode="append", key_from="value", changes="rows",
+                   scd_type="1")
 
     @classmethod
     def of(cls, read: PipelineRead, etag: str) -> PipelineForm:
@@ -222,7 +224,7 @@ class PipelineForm(PortalForm):
                           z_order_by=", ".join(policy.compaction.z_order_by),
                           vacuum_retention_hours=str(policy.vacuum.retention_hours),
                           delta_mode=target.mode, key_fields=", ".join(target.key or []), key_from=target.key_from,
-                          sequence_by=target.sequence_by or "", changes=target.changes)
+                          sequence_by=target.sequence_by or "", changes=target.changes, scd_type=str(target.scd_type))
         return cls.model_validate(values)
 
     def errors(self, failure: DomainError, fields: Mapping[str, str] | None = None) -> FormErrors:
@@ -341,6 +343,8 @@ class PipelineForm(PortalForm):
         _put(delta, "key_from", self.key_from.strip() or "value", "value", written)
         _put(delta, "sequence_by", self.sequence_by.strip() or None, None, written)
         _put(delta, "changes", self.changes.strip() or "rows", "rows", written)
+        chosen = self.scd_type.strip() or "1"  # what is not 1 or 2 goes as typed: the API's refusal, beside the input
+        _put(delta, "scd_type", int(chosen) if chosen in ("1", "2") else chosen, 1, written)
 
     def _maintenance(self, written: Mapping[str, Any]) -> dict[str, Any]:
         """The table maintenance policy: the form's few inputs over what the pipeline had written (the

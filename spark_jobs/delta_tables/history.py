@@ -1,0 +1,151 @@
+"""An SCD type 2 keyed table (``target.scd_type`` 2, docs/keyed-tables.md): the table keeps every
+version of a key, not only the latest. Each change of a key is a row, valid from its sequence
+(``_inlet_valid_from``) to the sequence of the key's next change (``_inlet_valid_to``, null while it is
+the key's latest); ``_inlet_current`` marks the version that holds now. A delete is a row too
+(``_inlet_deleted``, the key only, never current): it closes the version before it, and a replay of the
+key's older changes finds it.
+
+So the table is the key's changes sorted by sequence, whatever order they arrive in: a run adds the
+changes whose sequence is not yet in the key's history, each closed by the next sequence, and closes
+(sets ``_inlet_valid_to`` of) the versions a new change now follows. A change whose sequence is in the
+history adds nothing: a replay adds nothing and a closed version is never reopened (its next sequence
+can only move down, to a late change slotted in between). Both happen in ONE delta-rs MERGE carrying
+the run's txn (``commit.merge_once``), on the table's rows as read just before, the "staged updates"
+of an SCD2 MERGE: rows to insert, and rows keyed to the versions they close.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from spark_jobs.columns import CURRENT, DELETED, SEQUENCE, VALID_FROM, VALID_TO
+from spark_jobs.delta_tables.commit import key_bounds, merge_once
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+    from deltalake.table import TableMerger
+    from deltalake.transaction import CommitProperties
+
+    from spark_jobs.delta_tables import Table
+    from spark_jobs.spec import Txn
+
+ACTION = "_inlet_action"  # the staged row's part: a version to insert, or one whose valid_to is set
+_ROW = "_inlet_row"
+
+
+def as_versions(changes: pa.Table) -> pa.Table:
+    """``changes`` (one per key and sequence, ``delta_tables.changes``) in the history's columns, not yet
+    closed: ``_inlet_sequence`` becomes ``_inlet_valid_from``."""
+    at = changes.column_names.index(SEQUENCE)
+    versions = changes.set_column(at, pa.field(VALID_FROM, pa.int64(), False), changes[SEQUENCE])
+    at = versions.column_names.index(DELETED)
+    versions = versions.add_column(at, pa.field(VALID_TO, pa.int64()), pa.nulls(versions.num_rows, pa.int64()))
+    return versions.add_column(at + 1, pa.field(CURRENT, pa.bool_(), False), pc.invert(versions[DELETED]))
+
+
+def merge_history(table: Table, txn: Txn, changes: pa.Table, key: Sequence[str]) -> tuple[int, int] | None:
+    """ONE delta-rs MERGE of ``changes`` (every change of the run, one per key and sequence) into the
+    history ``table``, tagged with ``txn``; what ``commit.merge_once`` returns."""
+    versions = as_versions(changes)
+
+    def merger(delta: DeltaTable, properties: CommitProperties) -> TableMerger | None:
+        columns = pa.schema(delta.schema().to_arrow())
+        known = _history_of(delta, versions, key)
+        new = _unknown(versions, known, key)
+        if not new.num_rows:
+            return None
+        staged = _staged(new, known, key, columns)
+        on = " AND ".join([f't."{k}" = s."{k}"' for k in (*key, VALID_FROM)] + key_bounds(staged, key))
+        return (delta.merge(staged, on, source_alias="s", target_alias="t", commit_properties=properties)
+                .when_matched_update({_quoted(c): f's."{c}"' for c in (VALID_TO, CURRENT)}, predicate=f"s.{ACTION} = 'close'")
+                .when_not_matched_insert({_quoted(f.name): f's."{f.name}"' for f in columns},
+                                         predicate=f"s.{ACTION} = 'insert'"))
+
+    return merge_once(table, txn, versions.schema, merger)
+
+
+def _history_of(delta: DeltaTable, versions: pa.Table, key: Sequence[str]) -> pa.Table:
+    """The table's versions (key, valid from and to, deleted) of the keys in ``versions``; the files
+    outside the batch's range of each integer key column are not read."""
+    where: ds.Expression | None = None
+    for k in key:
+        if pa.types.is_integer(versions.schema.field(k).type):
+            least, most = pc.min_max(versions[k]).values()
+            bound = (ds.field(k) >= least.as_py()) & (ds.field(k) <= most.as_py())
+            where = bound if where is None else where & bound
+    read = delta.to_pyarrow_table(columns=[*key, VALID_FROM, VALID_TO, DELETED], filters=where)
+    keys = versions.group_by(list(key)).aggregate([])
+    keys = keys.cast(pa.schema([read.schema.field(k) for k in key]))
+    return read.join(keys, keys=list(key), join_type="left semi")
+
+
+def _unknown(versions: pa.Table, known: pa.Table, key: Sequence[str]) -> pa.Table:
+    """The rows of ``versions`` whose key and sequence are not among ``known``'s (joined on those columns
+    alone: Arrow's joins carry no nested columns)."""
+    narrow = versions.select([*key, VALID_FROM]).append_column(_ROW, pa.array(range(versions.num_rows), pa.int64()))
+    fresh = narrow.join(known.select([*key, VALID_FROM]).cast(narrow.schema.remove(narrow.schema.get_field_index(_ROW))),
+                        keys=[*key, VALID_FROM], join_type="left anti")
+    rows = fresh[_ROW].combine_chunks()
+    return versions.take(rows.take(pc.sort_indices(rows)))
+
+
+def _staged(new: pa.Table, known: pa.Table, key: Sequence[str], columns: pa.Schema) -> pa.Table:
+    """The MERGE's source: ``new``'s versions to insert, each valid to the next sequence of its key
+    among the known and new ones, and the known versions whose valid_to that moves ("close" rows)."""
+    old = known.join(new.group_by(list(key)).aggregate([]).cast(pa.schema([known.schema.field(k) for k in key])),
+                     keys=list(key), join_type="left semi")
+    n_old, n_new = old.num_rows, new.num_rows
+    timeline = pa.table({
+        **{k: pa.concat_arrays([old[k].combine_chunks(), new[k].combine_chunks().cast(old.schema.field(k).type)])
+           for k in key},
+        VALID_FROM: pa.concat_arrays([old[VALID_FROM].combine_chunks().cast(pa.int64()), new[VALID_FROM].combine_chunks()]),
+        DELETED: pa.concat_arrays([old[DELETED].combine_chunks(), new[DELETED].combine_chunks()]),
+        "_inlet_was_to": pa.concat_arrays([old[VALID_TO].combine_chunks().cast(pa.int64()), pa.nulls(n_new, pa.int64())]),
+        _ROW: pa.concat_arrays([pa.repeat(pa.scalar(-1, pa.int64()), n_old), pa.array(range(n_new), pa.int64())]),
+    }).sort_by([(k, "ascending") for k in key] + [(VALID_FROM, "ascending")])
+    valid_to = _next_of_key(timeline, key)
+    current = pc.and_(pc.is_null(valid_to), pc.invert(timeline[DELETED]))
+    timeline = timeline.append_column(VALID_TO, valid_to).append_column(CURRENT, current)
+
+    added = timeline.filter(pc.greater_equal(timeline[_ROW], 0)).sort_by(_ROW)
+    inserts = new.set_column(new.column_names.index(VALID_TO), VALID_TO, added[VALID_TO])
+    inserts = inserts.set_column(inserts.column_names.index(CURRENT), CURRENT, added[CURRENT])
+    was_to = timeline["_inlet_was_to"]
+    moved = pc.if_else(pc.is_null(was_to), pc.is_valid(valid_to), pc.fill_null(pc.not_equal(was_to, valid_to), True))
+    closes = timeline.filter(pc.and_(pc.less(timeline[_ROW], 0), moved))
+
+    staged = pa.schema([f.with_nullable(True) for f in columns] + [pa.field(ACTION, pa.string())])
+    return pa.concat_tables([_shaped(inserts, staged, "insert"), _shaped(closes, staged, "close")])
+
+
+def _next_of_key(timeline: pa.Table, key: Sequence[str]) -> pa.Array:
+    """Per row of ``timeline`` (sorted by key, then valid_from): the next row's valid_from if it is of
+    the same key, else null."""
+    n = timeline.num_rows
+    if n < 2:
+        return pa.nulls(n, pa.int64())
+    same: pa.Array = pa.repeat(pa.scalar(True), n - 1)
+    for k in key:
+        column = timeline[k].combine_chunks()
+        same = pc.and_(same, pc.equal(column.slice(0, n - 1), column.slice(1)))
+    valid_from = timeline[VALID_FROM].combine_chunks()
+    following = pc.if_else(same, valid_from.slice(1), pa.nulls(n - 1, pa.int64()))
+    return pa.concat_arrays([following, pa.nulls(1, pa.int64())])
+
+
+def _shaped(rows: pa.Table, schema: pa.Schema, action: str) -> pa.Table:
+    """``rows`` in ``schema``: the columns it lacks null (a field dropped from the schema, or every
+    column but the key and validity of a "close" row), and the action."""
+    arrays = [pa.repeat(pa.scalar(action), rows.num_rows) if f.name == ACTION
+              else rows[f.name].cast(f.type) if f.name in rows.column_names else pa.nulls(rows.num_rows, f.type)
+              for f in schema]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _quoted(name: str) -> str:
+    return f'"{name}"'
