@@ -48,8 +48,8 @@ def record_commit(session: Session, pipeline: Pipeline, result: Mapping[str, Any
     policy = target.maintenance
     result = result or {}
     files, size = int(result.get("files_written") or 0), result.get("bytes_written")
-    # A keyed table's MERGE does not say its files' bytes: they are counted, none as small, until the
-    # next maintenance task reads the table; its commits still make compaction due.
+    # A keyed table's MERGE also removes the files it rewrote: those are not taken off here, so its
+    # counts run high until the next maintenance task reads the table's own.
     small = files if files and size is not None and int(size) // files < policy.compaction.small_file_bytes else 0
     lock_pipeline(session, pipeline.id)
     ensure_row(session, pipeline, policy, now)

@@ -8,10 +8,11 @@ one that loses to a compaction fails as ``target_conflict``, and the run is trie
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -65,6 +66,7 @@ def commit_files(table: Table, txn: Txn, files: Sequence[DataFile], schema: pa.S
                 return None
             if list(delta.metadata().partition_columns) != partition_by:
                 raise JobError("invalid_spec", f"{uri} is partitioned by {delta.metadata().partition_columns}, the spec says {partition_by}")
+            _same_kind(table, delta, schema)
             _evolve_schema(table, delta, schema)
             apps = [Transaction(txn.app_id, txn.version)]
             if removes:  # a rewrite: fenced against table maintenance (spark_jobs.delta_log)
@@ -89,7 +91,7 @@ def commit_files(table: Table, txn: Txn, files: Sequence[DataFile], schema: pa.S
     raise AssertionError("unreachable: the last try returns or raises")
 
 
-def merge_changes(table: Table, txn: Txn, changes: pa.Table, key: Sequence[str]) -> tuple[int, int] | None:
+def merge_changes(table: Table, txn: Txn, changes: pa.Table, key: Sequence[str]) -> Merged | None:
     """ONE delta-rs MERGE of ``changes`` (the latest change per key, ``delta_tables.changes``) into
     ``table``, tagged with ``txn``: a key's row is set, or marked deleted, only by a change of a higher
     ``_inlet_sequence`` than the one it holds, so re-applying older changes never moves it back. The
@@ -112,12 +114,11 @@ def merge_changes(table: Table, txn: Txn, changes: pa.Table, key: Sequence[str])
 
 
 def merge_once(table: Table, txn: Txn, schema: pa.Schema,
-               merger: Callable[[DeltaTable, CommitProperties], TableMerger | None]) -> tuple[int, int] | None:
+               merger: Callable[[DeltaTable, CommitProperties], TableMerger | None]) -> Merged | None:
     """ONE delta-rs MERGE into ``table`` (created with ``schema``, whose new columns are added first),
     tagged with ``txn``: ``merger`` builds it on the table as read (or returns None: nothing to merge,
     the txn is committed alone). A MERGE that loses to a concurrent commit (compaction, say) reads the
-    table again and merges again. Returns the table's version and the data files the MERGE added (what
-    table maintenance counts), or None if ``txn`` was committed before."""
+    table again and merges again. Returns what it committed, or None if ``txn`` was committed before."""
     from deltalake import Schema
     from deltalake.exceptions import CommitFailedError, DeltaError
     from deltalake.transaction import CommitProperties, Transaction
@@ -132,18 +133,20 @@ def merge_once(table: Table, txn: Txn, schema: pa.Schema,
             done = delta.transaction_version(txn.app_id)
             if done is not None and done >= txn.version:
                 return None
-            _same_scd_type(table, delta, schema)
+            _same_kind(table, delta, schema)
             _evolve_schema(table, delta, schema)
-            added = 0
+            merged = Merged(delta.version(), 0, 0)
             if (merge := merger(delta, properties)) is not None:
-                metrics = merge.execute()
-                added = int(metrics.get("num_target_files_added") or 0)
+                merge.execute()  # the table object is then at the MERGE's version, if it committed one
+                if delta.version() > merged.version:
+                    merged = _added(table, delta.version())
                 delta.update_incremental()
             if not already_committed(table, txn):  # nothing changed (a MERGE then commits nothing): the txn alone
                 delta.create_write_transaction([], mode="append", schema=delta.schema(), partition_by=list(table.partition_by),
                                                commit_properties=properties)
                 delta.update_incremental()
-            return delta.version(), added
+                merged = Merged(delta.version(), 0, 0)
+            return merged
         except (DeltaError, OSError) as exc:
             if _committed_meanwhile(table, txn):
                 return None
@@ -157,16 +160,40 @@ def merge_once(table: Table, txn: Txn, schema: pa.Schema,
     raise AssertionError("unreachable: the last try returns or raises")
 
 
-def _same_scd_type(table: Table, delta: DeltaTable, schema: pa.Schema) -> None:
-    """A keyed table holds the latest change per key (``_inlet_sequence``) or every version
-    (``_inlet_valid_from``, ``delta_tables.history``) for good: the other kind's rows would not fit."""
+class Merged(NamedTuple):
+    """What a MERGE committed: the table's version, and the data files it added and their bytes (what
+    table maintenance and a tenant's usage count)."""
+
+    version: int
+    files: int
+    bytes: int
+
+
+def _added(table: Table, version: int) -> Merged:
+    """The data files commit ``version`` of ``table`` added, read from its log entry (delta-rs's MERGE
+    metrics count files, not bytes)."""
+    filesystem, root = table.store.filesystem(table.uri)
+    with filesystem.open_input_stream(f"{root.rstrip('/')}/_delta_log/{version:020d}.json") as entry:
+        actions = [json.loads(line) for line in entry.read().decode().splitlines() if line.strip()]
+    sizes = [int(action["add"]["size"]) for action in actions if "add" in action]
+    return Merged(version, len(sizes), sum(sizes))
+
+
+def _same_kind(table: Table, delta: DeltaTable, schema: pa.Schema) -> None:
+    """A table holds one kind of rows for good: a row per record (append), the latest change per key
+    (``_inlet_sequence``), or every version of a key (``_inlet_valid_from``, ``delta_tables.history``).
+    Rows of another kind would not fit, and a MERGE into an append table would mix both silently."""
+    held, wanted = _kind(pa.schema(delta.schema().to_arrow()).names), _kind(schema.names)
+    if held != wanted:
+        raise JobError("invalid_spec", f"{table.uri} holds {held}, not {wanted}: write that to a new path")
+
+
+def _kind(columns: Sequence[str]) -> str:
     from spark_jobs.columns import SEQUENCE, VALID_FROM
 
-    held = {SEQUENCE: "the latest change per key (scd_type 1)", VALID_FROM: "every version of a key (scd_type 2)"}
-    has = [c for c in held if c in delta.schema().to_arrow().names]
-    wants = [c for c in held if c in schema.names]
-    if has and wants and has != wants:
-        raise JobError("invalid_spec", f"{table.uri} holds {held[has[0]]}, not {held[wants[0]]}: write that to a new path")
+    if VALID_FROM in columns:
+        return "every version of a key (mode upsert, scd_type 2)"
+    return "the latest change per key (mode upsert)" if SEQUENCE in columns else "a row per record (mode append)"
 
 
 def with_table_columns(rows: pa.Table, columns: pa.Schema) -> pa.Table:

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from spark_jobs.columns import CURRENT, DELETED, SEQUENCE, VALID_FROM, VALID_TO
-from spark_jobs.delta_tables.commit import key_bounds, merge_once
+from spark_jobs.delta_tables.commit import Merged, key_bounds, merge_once
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -48,7 +48,7 @@ def as_versions(changes: pa.Table) -> pa.Table:
     return versions.add_column(at + 1, pa.field(CURRENT, pa.bool_(), False), pc.invert(versions[DELETED]))
 
 
-def merge_history(table: Table, txn: Txn, changes: pa.Table, key: Sequence[str]) -> tuple[int, int] | None:
+def merge_history(table: Table, txn: Txn, changes: pa.Table, key: Sequence[str]) -> Merged | None:
     """ONE delta-rs MERGE of ``changes`` (every change of the run, one per key and sequence) into the
     history ``table``, tagged with ``txn``; what ``commit.merge_once`` returns."""
     versions = as_versions(changes)

@@ -82,7 +82,8 @@ class DeltaUpsert(DeltaAppend):
     def commit(self, reports: list[TaskReport]) -> Committed:
         self.checkpoint("its Delta merge")
         assert self.reader is not None  # by write
-        self._commit_quarantine([f for r in reports for f in r.files if f.table == "quarantine"])
+        quarantine = [f for r in reports for f in r.files if f.table == "quarantine"]
+        self._commit_quarantine(quarantine)
         parts = [pa.ipc.open_stream(r.changes).read_all() for r in reports if r.changes is not None]
         changes = latest(pa.concat_tables(parts), self._kept_per()) if parts else None
         merged = (changes.drop_columns(list(HIDDEN)) if changes is not None
@@ -91,12 +92,13 @@ class DeltaUpsert(DeltaAppend):
         outcome = merge(self.main, self.spec.txn, merged, self.reader.key)
         if outcome is None:  # an earlier or concurrent attempt of this run merged first
             return ALREADY_COMMITTED
-        version, files = outcome
+        version, files, written = outcome
         self.committed.add("main")
         quarantined = sum(r.quarantined for r in reports)
         read = sum(s.records for r in reports for s in r.partitions.values())
         log.info("merged %d changes (%d kept) into %s v%d", read - quarantined, merged.num_rows, self.main.uri, version)
         return Committed(rows=read - quarantined - sum(r.skipped for r in reports), quarantined=quarantined,
+                         bytes=written + (sum(f.size for f in quarantine) if "quarantine" in self.committed else 0),
                          version=version, files=files)
 
     def _kept_per(self) -> tuple[str, ...]:

@@ -177,7 +177,7 @@ def test_merges_apply_the_latest_change_per_key_and_older_changes_never_win(tmp_
 def test_a_run_without_changes_commits_its_txn_and_a_changed_type_is_refused(tmp_path: Path) -> None:
     reader = ChangeReader(ROWS, ["id"], None, False, "UTC")
     table = Table(Store(), str(tmp_path / "t"))
-    assert merge_changes(table, Txn(app_id="a", version=1), reader.schema.empty_table(), reader.key) == (1, 0)
+    assert merge_changes(table, Txn(app_id="a", version=1), reader.schema.empty_table(), reader.key) == (1, 0, 0)
     assert DeltaTable(table.uri).transaction_version("a") == 1
     assert merge_changes(table, Txn(app_id="a", version=1), reader.schema.empty_table(), reader.key) is None
 
@@ -250,3 +250,25 @@ def test_a_merge_carries_its_key_range_and_leaves_the_files_outside_it_alone(tmp
     after = set(DeltaTable(table.uri).file_uris())
     assert len(before - after) == 2  # 10..19's file (12, 13) and 20..29's (25, 26) rewritten; 0..9's left alone
     assert _live(table.uri) == expected | {25: ("y", 6), 26: ("z", 6)}
+
+
+def test_an_append_table_and_a_keyed_table_never_take_the_other_kinds_rows(tmp_path: Path) -> None:
+    # A pipeline switched between append and upsert on the same path: its run fails naming both
+    # kinds, where a MERGE into the append table would have mixed keyed rows into it silently.
+    from deltalake import write_deltalake
+
+    from spark_jobs.delta_tables.commit import commit_files
+
+    reader = ChangeReader(ROWS, ["id"], None, False, "UTC")
+    appended = Table(Store(), str(tmp_path / "appended"))
+    write_deltalake(appended.uri, pa.table({"id": [1], "name": ["a"]}))
+    with pytest.raises(JobError, match=r"holds a row per record \(mode append\), not the latest change per key") as refused:
+        merge_changes(appended, Txn(app_id="p", version=1), reader.schema.empty_table(), reader.key)
+    assert refused.value.kind == "invalid_spec"
+    assert DeltaTable(appended.uri).version() == 0 and "_inlet_sequence" not in DeltaTable(appended.uri).schema().to_arrow().names
+
+    keyed = Table(Store(), str(tmp_path / "keyed"))
+    assert merge_changes(keyed, Txn(app_id="p", version=1), reader.schema.empty_table(), reader.key)
+    with pytest.raises(JobError, match=r"holds the latest change per key \(mode upsert\), not a row per record") as refused:
+        commit_files(keyed, Txn(app_id="p", version=2), [], pa.schema([pa.field("id", pa.int64()), pa.field("name", pa.string())]))
+    assert refused.value.kind == "invalid_spec"

@@ -52,6 +52,10 @@ def test_a_debezium_topic_lands_as_the_final_state_and_retries_and_replays_chang
     assert sum(r.rows_written for r in results) == len(log)  # every change; the tombstones skipped
     assert sum(r.rows_quarantined for r in results) == 0
     assert all(r.files_written for r in results)  # what table maintenance counts
+    # What a tenant's usage counts: the bytes of the files each MERGE added, as its log entry has them.
+    log_adds = [sum(a["add"]["size"] for a in map(json.loads, (Path(uri) / "_delta_log" / f"{v:020d}.json").read_text().splitlines())
+                    if "add" in a) for v in (r.delta_version for r in results)]
+    assert [r.bytes_written for r in results] == log_adds and all(log_adds)
     assert sum(p.records_read for r in results for p in r.partitions) == len(log) + deletes
     expected = final_rows(log)
     assert live_rows(uri) == expected
