@@ -197,12 +197,38 @@ def replace_pipeline(
     before = _audit_view(pipeline)
     if _stored(spec) == _stored(spec_of(pipeline)):
         return pipeline  # a no-op write changes nothing, not even the ETag
+    _keep_table_shape(pipeline, spec.target)
     schedule_changed = _stored(spec)["schedule"] != pipeline.schedule_as_written
+    if _path_of(definition_of(pipeline).target) != _path_of(spec.target):
+        pipeline.table_health = None  # another table: nothing recorded of it yet
     _apply(pipeline, spec)
     if spec.state != pipeline.state or schedule_changed:
         _set_state(pipeline, spec.state)
     _touch(session, ctx, pipeline, "update", before)
     return pipeline
+
+
+# What a Delta table's rows are, for good: a keyed table's MERGE matches on its key, its rows are of one kind.
+_TABLE_SHAPE = ("mode", "scd_type", "key", "key_from")
+
+
+def _path_of(target: DeltaTarget | KafkaTarget) -> str | None:
+    return target.path if isinstance(target, DeltaTarget) else None
+
+
+def _keep_table_shape(pipeline: Pipeline, target: DeltaTarget | KafkaTarget) -> None:
+    """An edit may not change what the rows of a table that holds data are (its mode, SCD type, key or
+    where the key comes from): the next run would fail on that table, or match rows by another key.
+    A new ``path`` is a new table, where any shape goes."""
+    before = definition_of(pipeline).target
+    if not (isinstance(before, DeltaTarget) and isinstance(target, DeltaTarget)) or before.path != target.path:
+        return
+    if pipeline.table_health is None:  # no run or maintenance task has written the table yet
+        return
+    for name in _TABLE_SHAPE:
+        if getattr(before, name) != getattr(target, name):
+            raise ValidationFailed.field(f"target.{name}", f"the table at this path holds data written with its "
+                                                           f"{name} as it is: write another to a new path")
 
 
 def _touch(session: Session, ctx: TenantContext, pipeline: Pipeline, action: str, before: dict[str, Any]) -> None:
