@@ -208,8 +208,8 @@ def replace_pipeline(
     return pipeline
 
 
-# What a Delta table's rows are, for good: a keyed table's MERGE matches on its key, its rows are of one kind.
-_TABLE_SHAPE = ("mode", "scd_type", "key", "key_from")
+# What a Delta table's rows are, for good: they are of one kind, in its partitions, matched by its key.
+_TABLE_SHAPE = ("mode", "scd_type", "key", "key_from", "partition_by")
 
 
 def _path_of(target: DeltaTarget | KafkaTarget) -> str | None:
@@ -217,8 +217,9 @@ def _path_of(target: DeltaTarget | KafkaTarget) -> str | None:
 
 
 def _keep_table_shape(pipeline: Pipeline, target: DeltaTarget | KafkaTarget) -> None:
-    """An edit may not change what the rows of a table that holds data are (its mode, SCD type, key or
-    where the key comes from): the next run would fail on that table, or match rows by another key.
+    """An edit may not change what the rows of a table that holds data are (its mode, SCD type,
+    partitioning, key or where the key comes from): the next run would fail on that table, or match
+    rows by another key.
     A new ``path`` is a new table, where any shape goes."""
     before = definition_of(pipeline).target
     if not (isinstance(before, DeltaTarget) and isinstance(target, DeltaTarget)) or before.path != target.path:

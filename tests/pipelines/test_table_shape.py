@@ -1,5 +1,5 @@
 """A Delta table's shape stays while it holds data: an edit that would change what its rows are (mode,
-scd_type, key, key_from) on the same path is refused naming the field, before any run fails on the
+scd_type, key, key_from, partition_by) on the same path is refused naming the field, before any run fails on the
 table; on a new path, or before anything was written, any shape goes."""
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ def _patch(client: TestClient, tenant: Any, pipeline_id: str, target: dict[str, 
     ({"scd_type": 2}, "target.scd_type"),
     ({"key": ["name"]}, "target.key"),
     ({"mode": "append", "key": None}, "target.mode"),
+    ({"partition_by": ["id"]}, "target.partition_by"),
 ])
 def test_a_keyed_table_with_data_keeps_its_shape_on_its_path(client: TestClient, tenant: Any,
                                                           dispatcher: RecordingDispatcher,  # noqa: F811
