@@ -1,16 +1,18 @@
 """The columns Inlet writes beside a record's decoded fields, by name.
 
-A json source's schema may not reuse any of them: the job refuses such a schema (``invalid_spec``),
-and the API refuses it earlier, when the pipeline is defined. Plain constants, so that the API can
+A json source's schema may not reuse any of them, nor any name starting with ``_inlet_`` (``reserved_in``):
+the job refuses such a schema (``invalid_spec``), and the API refuses it earlier, when the pipeline is
+defined. Plain constants, so that the API can
 check without importing Spark.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 RUN_ID = "_inlet_run_id"
 QUARANTINE_REASON = "_inlet_quarantine_reason"
 # A keyed table's (target.mode upsert): the sequence of the change a row holds, and whether it was a delete.
-# Reserved in such a table's schema only.
 SEQUENCE = "_inlet_sequence"
 DELETED = "_inlet_deleted"
 # An SCD type 2 keyed table's (target.scd_type 2): a version of a key holds from the sequence of the change
@@ -18,9 +20,15 @@ DELETED = "_inlet_deleted"
 VALID_FROM = "_inlet_valid_from"
 VALID_TO = "_inlet_valid_to"
 CURRENT = "_inlet_current"
-KEYED = frozenset({SEQUENCE, DELETED})
-HISTORY = frozenset({*KEYED, VALID_FROM, VALID_TO, CURRENT})  # reserved in an SCD type 2 table's schema
 COORDINATES = ("topic", "partition", "offset")
 METADATA = (*COORDINATES, "timestamp", "timestampType")
 # With two names of Inlet's own kept back for the record as read beside decoded columns.
 RESERVED = frozenset({"key", "value", *METADATA, "headers", RUN_ID, QUARANTINE_REASON, "_inlet_raw_key", "_inlet_raw_value"})
+# Inlet's own namespace: every column Inlet adds, and the staging columns of its MERGEs, start with it.
+INLET_PREFIX = "_inlet_"
+
+
+def reserved_in(names: Iterable[str]) -> list[str]:
+    """The names among ``names`` a decoded column may not take: Inlet's columns, and any name in Inlet's
+    own namespace, in any case (a Delta table's column names are case-insensitive)."""
+    return sorted(name for name in names if name in RESERVED or name.lower().startswith(INLET_PREFIX))

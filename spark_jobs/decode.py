@@ -46,7 +46,7 @@ from pyspark.sql.types import (
     _parse_datatype_string,
 )
 
-from spark_jobs.columns import QUARANTINE_REASON, RESERVED, RUN_ID
+from spark_jobs.columns import INLET_PREFIX, QUARANTINE_REASON, RESERVED, RUN_ID, reserved_in
 from spark_jobs.errors import JobError
 from spark_jobs.formats.wire import SubjectSchema, WireDecoder
 from spark_jobs.registry import RegistryConfig
@@ -127,9 +127,9 @@ def json_schema(ddl: str) -> StructType:
         raise JobError("invalid_spec", f"schema is not valid Spark DDL: {str(exc).splitlines()[0]}") from None
     if not isinstance(schema, StructType):
         raise JobError("invalid_spec", "schema must describe a struct (column list)")
-    clashes = sorted(RESERVED & {f.name for f in schema.fields})
-    if clashes:
-        raise JobError("invalid_spec", f"schema fields {clashes} clash with Inlet's reserved columns {sorted(RESERVED)}")
+    if clashes := reserved_in(f.name for f in schema.fields):
+        raise JobError("invalid_spec", f"schema fields {clashes} clash with Inlet's reserved columns {sorted(RESERVED)} "
+                                       f"or its namespace ({INLET_PREFIX}…)")
     return schema
 
 

@@ -28,7 +28,7 @@ from api.pipelines.ddl import ddl_field_names
 from api.pipelines.maintenance_policy import MaintenancePolicy
 from api.pipelines.table_health import TableHealthSnapshot
 from api.pipelines.topic_patterns import compile_topic_pattern
-from spark_jobs.public import HISTORY_COLUMNS, KEYED_COLUMNS, RESERVED_COLUMNS
+from spark_jobs.public import INLET_PREFIX, RESERVED_COLUMNS, reserved_in
 
 TOPIC_PATTERN = r"^[A-Za-z0-9._-]{1,249}$"
 TopicName = Annotated[str, Field(pattern=TOPIC_PATTERN, description="A Kafka topic name")]
@@ -155,10 +155,11 @@ class KafkaSource(AsWritten):
                 names = ddl_field_names(self.schema_)
             except ValueError as exc:
                 raise field_error("schema", f"schema: {exc}") from None
-            if clashes := sorted(RESERVED_COLUMNS.intersection(names)):
+            if clashes := reserved_in(names):
                 reserved = ", ".join(sorted(RESERVED_COLUMNS))
                 raise field_error("schema", f"schema: fields {', '.join(clashes)} clash with the columns Inlet writes "
-                                            f"beside the decoded ones ({reserved}); rename them")
+                                            f"beside the decoded ones ({reserved}, and every name starting with "
+                                            f"{INLET_PREFIX}); rename them")
         elif self.schema_ is not None:
             raise field_error("schema", "schema is only used with value_format json")
         if self.key_format is not None and self.value_format == "json":
@@ -207,15 +208,15 @@ class DeltaTarget(AsWritten):
                     "(docs/maintenance.md). The table's health: status.table here, GET /pipelines/{id}/maintenance")
     mode: Literal["append", "upsert"] = Field(
         default="append",
-        description="append: every record a row. upsert: a keyed table, the latest change per key (json values; "
-                    "docs/keyed-tables.md)")
+        description="append: every record a row. upsert: a keyed table, the latest change per key or every version "
+                    "(scd_type; json values; docs/keyed-tables.md)")
     key: list[ColumnName] | None = Field(default=None, min_length=1, max_length=16,
                                          description="upsert: the columns that identify a row (see key_from)")
     key_from: Literal["value", "kafka_key"] = Field(
         default="value",
         description="upsert: value: the key columns are fields of the value. kafka_key: the record's Kafka key "
                     "(UTF-8 text) is the row's identity, in the one key column, which the value does not hold; a "
-                    "tombstone deletes it (changes rows)")
+                    "tombstone deletes it (changes rows; without sequence_by: a tombstone has no sequence)")
     sequence_by: str | None = Field(
         default=None, max_length=512, pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$",
         examples=["source.lsn"],
@@ -234,7 +235,7 @@ class DeltaTarget(AsWritten):
     @model_validator(mode="after")
     def _keyed(self) -> DeltaTarget:
         if self.mode == "upsert" and not self.key:
-            raise field_error("key", "mode upsert needs key: the value fields that identify a row")
+            raise field_error("key", "mode upsert needs key: the columns that identify a row")
         if self.mode == "append":
             for name in KEYED_TABLE[1:]:
                 if name in self.model_fields_set:
@@ -340,26 +341,23 @@ class PipelineSpec(BaseModel):
         if not isinstance(target, DeltaTarget) or target.mode != "upsert":
             return self
         if source.value_format != "json":
-            raise field_error("target.mode", "a keyed table reads json values (source.value_format json): its key "
-                                             "columns are fields of the value's schema")
-        names = ddl_field_names(source.schema_ or "")  # checked by the source's validator
-        reserved = HISTORY_COLUMNS if target.scd_type == 2 else KEYED_COLUMNS
-        if any(name in reserved for name in names):
-            raise field_error("source.schema", f"a keyed table writes {' and '.join(sorted(reserved))} beside the "
-                                               "schema's fields: rename those")
-        if target.key_from == "kafka_key":
-            if (target.key or [""])[0] in names:
-                raise field_error("target.key", "the key column holds the Kafka key: name it apart from "
-                                                "source.schema's fields")
-            names = [*(target.key or []), *names]
-        elif missing := [k for k in target.key or [] if k not in names]:
-            raise field_error("target.key", f"{len(missing)} key column(s) are not fields of source.schema")
+            raise field_error("target.mode", "a keyed table reads json values (source.value_format json), whose "
+                                             "schema has its columns")
+        names = ddl_field_names(source.schema_ or "")  # checked by the source's validator (no _inlet_ names)
         root = (target.sequence_by or "").split(".")[0]
         if target.changes == "rows" and target.sequence_by and root not in names:
             raise field_error("target.sequence_by", "sequence_by: its first name is not a field of source.schema")
         if target.changes == "debezium" and root in ("before", "after", "op", "payload"):
             raise field_error("target.sequence_by", "sequence_by names a field of the envelope's source or ts_ms "
                                                     "(source.lsn, ts_ms), not of before, after, op or payload")
+        if target.key_from == "kafka_key":
+            column = (target.key or [""])[0]
+            if column.lower() in {name.lower() for name in names} or reserved_in([column]):
+                raise field_error("target.key", f"the key column holds the Kafka key: name it apart from source.schema's "
+                                                f"fields (in any case) and from Inlet's columns ({INLET_PREFIX}…)")
+            names = [column, *names]
+        elif missing := [k for k in target.key or [] if k not in names]:
+            raise field_error("target.key", f"{len(missing)} key column(s) are not fields of source.schema")
         if missing := [c for c in target.partition_by if c not in names]:
             raise field_error("target.partition_by", "a keyed table is partitioned by fields of source.schema")
         return self

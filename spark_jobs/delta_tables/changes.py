@@ -40,7 +40,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from spark_jobs.columns import DELETED, HISTORY, KEYED, RUN_ID, SEQUENCE
+from spark_jobs.columns import DELETED, INLET_PREFIX, RUN_ID, SEQUENCE, reserved_in
 from spark_jobs.decode import split_rows
 from spark_jobs.errors import JobError
 
@@ -61,21 +61,20 @@ class ChangeReader:
     """Reads a batch of Kafka records as changes (``read``); pickled to the tasks."""
 
     def __init__(self, rows: StructType, key: list[str], sequence_by: str | None, debezium: bool, time_zone: str,
-                 key_from_kafka: bool = False, history: bool = False) -> None:
-        """``history``: for an SCD type 2 table (``delta_tables.history``), whose columns differ."""
+                 key_from_kafka: bool = False) -> None:
         from pyspark.sql.pandas.types import to_arrow_schema
 
         from spark_jobs.formats.json_values import JsonValues
 
         self.key_from_kafka, value_fields = key_from_kafka, rows
         if key_from_kafka:
-            if len(key) != 1 or key[0] in rows.fieldNames() or debezium:
-                raise JobError("invalid_spec", "key_from kafka_key: one key column, not a field of the schema, changes rows")
+            if len(key) != 1 or key[0].lower() in {n.lower() for n in rows.fieldNames()} or reserved_in(key) or debezium:
+                raise JobError("invalid_spec", "key_from kafka_key: one key column, named apart from the schema's fields "
+                                               "and Inlet's columns, with changes rows")
             rows = StructType([StructField(key[0], StringType(), False), *rows.fields])
         names = rows.fieldNames()
-        reserved = HISTORY if history else KEYED
-        if clashes := sorted(reserved & set(names)):
-            raise JobError("invalid_spec", f"schema fields {clashes} clash with a keyed table's columns {sorted(reserved)}")
+        if clashes := reserved_in(names[1:] if key_from_kafka else names):
+            raise JobError("invalid_spec", f"schema fields {clashes} clash with Inlet's columns ({INLET_PREFIX}…)")
         for column in key:
             if column not in names:
                 raise JobError("invalid_spec", f"key column {column} is not a field of the schema")

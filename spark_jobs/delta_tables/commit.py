@@ -110,13 +110,13 @@ def merge_changes(table: Table, txn: Txn, changes: pa.Table, key: Sequence[str])
                 .when_matched_update_all(predicate=f't."{SEQUENCE}" < s."{SEQUENCE}"')
                 .when_not_matched_insert_all())
 
-    return merge_once(table, txn, changes.schema, merger)
+    return merge_once(table, txn, changes.schema, key, merger)
 
 
-def merge_once(table: Table, txn: Txn, schema: pa.Schema,
+def merge_once(table: Table, txn: Txn, schema: pa.Schema, key: Sequence[str],
                merger: Callable[[DeltaTable, CommitProperties], TableMerger | None]) -> Merged | None:
-    """ONE delta-rs MERGE into ``table`` (created with ``schema``, whose new columns are added first),
-    tagged with ``txn``: ``merger`` builds it on the table as read (or returns None: nothing to merge,
+    """ONE delta-rs MERGE into ``table`` (created with ``schema``, its ``key`` columns marked, whose new
+    columns are added first; a table keyed otherwise is refused), tagged with ``txn``: ``merger`` builds it on the table as read (or returns None: nothing to merge,
     the txn is committed alone). A MERGE that loses to a concurrent commit (compaction, say) reads the
     table again and merges again. Returns what it committed, or None if ``txn`` was committed before."""
     from deltalake import Schema
@@ -128,25 +128,26 @@ def merge_once(table: Table, txn: Txn, schema: pa.Schema,
     for attempt in range(1, _COMMIT_TRIES + 1):
         try:
             if not table.exists():
-                _create_empty(table, Schema.from_arrow(schema))
+                _create_empty(table, Schema.from_arrow(_key_marked(schema, key)))
             delta = table.delta()
             done = delta.transaction_version(txn.app_id)
             if done is not None and done >= txn.version:
                 return None
             _same_kind(table, delta, schema)
+            _same_key(table, delta, key)
             _evolve_schema(table, delta, schema)
-            merged = Merged(delta.version(), 0, 0)
+            read_at, files = delta.version(), 0
             if (merge := merger(delta, properties)) is not None:
-                merge.execute()  # the table object is then at the MERGE's version, if it committed one
-                if delta.version() > merged.version:
-                    merged = _added(table, delta.version())
+                metrics = merge.execute()  # the table object is then at the MERGE's version, if it committed one
+                merged_at, files = delta.version(), int(metrics.get("num_target_files_added") or 0)
                 delta.update_incremental()
-            if not already_committed(table, txn):  # nothing changed (a MERGE then commits nothing): the txn alone
-                delta.create_write_transaction([], mode="append", schema=delta.schema(), partition_by=list(table.partition_by),
-                                               commit_properties=properties)
-                delta.update_incremental()
-                merged = Merged(delta.version(), 0, 0)
-            return merged
+                if merged_at > read_at:
+                    return _counted(table, merged_at, files)
+            # Nothing changed (a MERGE then commits nothing): the txn alone.
+            delta.create_write_transaction([], mode="append", schema=delta.schema(), partition_by=list(table.partition_by),
+                                           commit_properties=properties)
+            delta.update_incremental()
+            return Merged(delta.version(), 0, 0)
         except (DeltaError, OSError) as exc:
             if _committed_meanwhile(table, txn):
                 return None
@@ -169,13 +170,18 @@ class Merged(NamedTuple):
     bytes: int
 
 
-def _added(table: Table, version: int) -> Merged:
-    """The data files commit ``version`` of ``table`` added, read from its log entry (delta-rs's MERGE
-    metrics count files, not bytes)."""
+def _counted(table: Table, version: int, files: int) -> Merged:
+    """The data files commit ``version`` of ``table`` (a MERGE) added and their bytes, from its log entry
+    (delta-rs's MERGE metrics count files, not bytes); the metrics' count and no bytes where the entry
+    cannot be read: the MERGE has committed, its run must not fail for a figure."""
     filesystem, root = table.store.filesystem(table.uri)
-    with filesystem.open_input_stream(f"{root.rstrip('/')}/_delta_log/{version:020d}.json") as entry:
-        actions = [json.loads(line) for line in entry.read().decode().splitlines() if line.strip()]
-    sizes = [int(action["add"]["size"]) for action in actions if "add" in action]
+    try:
+        with filesystem.open_input_stream(f"{root.rstrip('/')}/_delta_log/{version:020d}.json") as entry:
+            sizes = [int(action["add"]["size"]) for line in entry.read().decode().splitlines() if line.strip()
+                     if "add" in (action := json.loads(line))]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning("the bytes of %s v%d are not counted: its log entry could not be read (%s)", table.uri, version, exc)
+        return Merged(version, files, 0)
     return Merged(version, len(sizes), sum(sizes))
 
 
@@ -186,6 +192,25 @@ def _same_kind(table: Table, delta: DeltaTable, schema: pa.Schema) -> None:
     held, wanted = _kind(pa.schema(delta.schema().to_arrow()).names), _kind(schema.names)
     if held != wanted:
         raise JobError("invalid_spec", f"{table.uri} holds {held}, not {wanted}: write that to a new path")
+
+
+# A keyed table's key columns carry their position in the key as field metadata, set when the table is
+# created: a MERGE by other columns would match other rows (a table from before the mark is not checked).
+_KEY_MARK = "inlet.key"
+
+
+def _key_marked(schema: pa.Schema, key: Sequence[str]) -> pa.Schema:
+    for position, name in enumerate(key):
+        at = schema.get_field_index(name)
+        schema = schema.set(at, schema.field(at).with_metadata({_KEY_MARK: str(position)}))
+    return schema
+
+
+def _same_key(table: Table, delta: DeltaTable, key: Sequence[str]) -> None:
+    marked = sorted((int(f.metadata[_KEY_MARK]), f.name) for f in delta.schema().fields if _KEY_MARK in (f.metadata or {}))
+    if marked and [name for _, name in marked] != list(key):
+        raise JobError("invalid_spec", f"{table.uri} is keyed by {', '.join(name for _, name in marked)}, the pipeline "
+                                       f"by {', '.join(key)}: write that to a new path")
 
 
 def _kind(columns: Sequence[str]) -> str:
@@ -206,16 +231,22 @@ def with_table_columns(rows: pa.Table, columns: pa.Schema) -> pa.Table:
     return rows
 
 
-def key_bounds(changes: pa.Table, key: Sequence[str]) -> list[str]:
-    """The batch's range of each integer key column, as literals for the MERGE's condition, so that
-    delta-rs reads only the files whose statistics overlap it (every row a change matches lies in it)."""
-    bounds = []
+def key_ranges(changes: pa.Table, key: Sequence[str]) -> list[tuple[str, int, int]]:
+    """The batch's range of each integer key column: every row a change matches lies in it, so the
+    files whose statistics fall outside need not be read. (Integers only: a string's statistics may
+    be a truncated prefix, which would let a file holding a matched key be skipped.)"""
+    ranges = []
     for k in key:
         if changes.num_rows and pa.types.is_integer(changes.schema.field(k).type):
             least, most = pc.min_max(changes[k]).values()
             if least.is_valid:
-                bounds += [f't."{k}" >= {least.as_py()}', f't."{k}" <= {most.as_py()}']
-    return bounds
+                ranges.append((k, least.as_py(), most.as_py()))
+    return ranges
+
+
+def key_bounds(changes: pa.Table, key: Sequence[str]) -> list[str]:
+    """``key_ranges`` as literals for the MERGE's condition, which delta-rs prunes files by."""
+    return [bound for k, least, most in key_ranges(changes, key) for bound in (f't."{k}" >= {least}', f't."{k}" <= {most}')]
 
 
 def _create_empty(table: Table, schema: Schema) -> None:

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from spark_jobs.columns import CURRENT, DELETED, SEQUENCE, VALID_FROM, VALID_TO
-from spark_jobs.delta_tables.commit import Merged, key_bounds, merge_once
+from spark_jobs.delta_tables.commit import Merged, key_bounds, key_ranges, merge_once, with_table_columns
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -66,18 +66,16 @@ def merge_history(table: Table, txn: Txn, changes: pa.Table, key: Sequence[str])
                 .when_not_matched_insert({_quoted(f.name): f's."{f.name}"' for f in columns},
                                          predicate=f"s.{ACTION} = 'insert'"))
 
-    return merge_once(table, txn, versions.schema, merger)
+    return merge_once(table, txn, versions.schema, key, merger)
 
 
 def _history_of(delta: DeltaTable, versions: pa.Table, key: Sequence[str]) -> pa.Table:
     """The table's versions (key, valid from and to, deleted) of the keys in ``versions``; the files
     outside the batch's range of each integer key column are not read."""
     where: ds.Expression | None = None
-    for k in key:
-        if pa.types.is_integer(versions.schema.field(k).type):
-            least, most = pc.min_max(versions[k]).values()
-            bound = (ds.field(k) >= least.as_py()) & (ds.field(k) <= most.as_py())
-            where = bound if where is None else where & bound
+    for k, least, most in key_ranges(versions, key):
+        bound = (ds.field(k) >= least) & (ds.field(k) <= most)
+        where = bound if where is None else where & bound
     read = delta.to_pyarrow_table(columns=[*key, VALID_FROM, VALID_TO, DELETED], filters=where)
     keys = versions.group_by(list(key)).aggregate([])
     keys = keys.cast(pa.schema([read.schema.field(k) for k in key]))
@@ -141,10 +139,8 @@ def _next_of_key(timeline: pa.Table, key: Sequence[str]) -> pa.Array:
 def _shaped(rows: pa.Table, schema: pa.Schema, action: str) -> pa.Table:
     """``rows`` in ``schema``: the columns it lacks null (a field dropped from the schema, or every
     column but the key and validity of a "close" row), and the action."""
-    arrays = [pa.repeat(pa.scalar(action), rows.num_rows) if f.name == ACTION
-              else rows[f.name].cast(f.type) if f.name in rows.column_names else pa.nulls(rows.num_rows, f.type)
-              for f in schema]
-    return pa.Table.from_arrays(arrays, schema=schema)
+    rows = with_table_columns(rows.append_column(ACTION, pa.repeat(pa.scalar(action), rows.num_rows)), schema)
+    return pa.Table.from_arrays([rows[f.name].cast(f.type) for f in schema], schema=schema)
 
 
 def _quoted(name: str) -> str:

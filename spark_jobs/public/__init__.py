@@ -18,8 +18,7 @@ The names live in those modules, which the job's own code imports; this package 
 them. None of them imports Spark, so the API never loads it.
 """
 
-from spark_jobs.columns import HISTORY as HISTORY_COLUMNS
-from spark_jobs.columns import KEYED as KEYED_COLUMNS
+from spark_jobs.columns import INLET_PREFIX, reserved_in
 from spark_jobs.columns import RESERVED as RESERVED_COLUMNS
 from spark_jobs.egress import DEFAULT_DENY, PRIVATE_RANGES, EgressPolicy, EgressRefused, http_client, networks, open_tcp
 from spark_jobs.errors import JobError
@@ -62,8 +61,7 @@ __all__ = [
     "AZURE_SCHEMES",
     "DEFAULT_DENY",
     "GCS_SCHEMES",
-    "HISTORY_COLUMNS",
-    "KEYED_COLUMNS",
+    "INLET_PREFIX",
     "OBJECT_STORE_SCHEMES",
     "PRIVATE_RANGES",
     "RESERVED_COLUMNS",
@@ -108,6 +106,7 @@ __all__ = [
     "parse_extensions",
     "preview_maintenance",
     "redact",
+    "reserved_in",
     "scheme_of",
     "with_token_source",
 ]

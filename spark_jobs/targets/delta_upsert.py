@@ -1,5 +1,5 @@
-"""The keyed Delta target (``target.mode`` upsert): the table holds the latest change per key, applied
-by ONE delta-rs MERGE per run tagged with the run's app transaction (``txn``), so that a retried run is
+"""The keyed Delta target (``target.mode`` upsert): the table holds the latest change per key (or, with
+``scd_type`` 2, every version of a key), applied by ONE delta-rs MERGE per run tagged with the run's app transaction (``txn``), so that a retried run is
 a no-op and a replay of older offsets cannot move a row back (docs/keyed-tables.md).
 
     prepare  the run's txn already in the table: nothing to do. Else the Kafka records' columns.
@@ -14,12 +14,13 @@ a no-op and a replay of older offsets cannot move a row back (docs/keyed-tables.
              after this, in the run's ledger.
     discard  the quarantine files this attempt did not commit (a MERGE writes nothing until it commits).
 
-With ``target.scd_type`` 2 a run keeps every change (one per key and sequence) and merges them into
-the key's history (``delta_tables.history``): versions valid from a sequence to the next.
-
 Deletes are kept as rows (``_inlet_deleted`` true, the key and ``_inlet_sequence`` only): a replay of
 the offsets before a delete then finds the delete's higher sequence and cannot bring the row back.
 Readers select ``WHERE NOT _inlet_deleted``.
+
+With ``target.scd_type`` 2 a run keeps every change (one per key and sequence) and merges them into
+the key's history (``delta_tables.history``): versions valid from a sequence (``_inlet_valid_from``)
+to the next; a delete is a version of its own, never current. Readers select ``WHERE _inlet_current``.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ class DeltaUpsert(DeltaAppend):
         try:
             self.reader = reader = ChangeReader(json_columns(source.schema_ or ""), target.key, target.sequence_by,
                                                 target.changes == "debezium", session_time_zone(reading.context),
-                                                key_from_kafka=target.key_from == "kafka_key", history=target.scd_type == 2)
+                                                key_from_kafka=target.key_from == "kafka_key")
         except (TypeError, ValueError) as exc:  # a type or zone the json decoder refuses
             raise JobError("invalid_spec", f"schema: {exc}") from None
         self.schemas["main"] = reader.schema

@@ -60,8 +60,6 @@ ACCEPTED = [
     {"target": {"type": "delta", "path": "silver/orders", "mode": "upsert", "key": ["id"], "scd_type": 2}},
     {"target": {"type": "delta", "path": "silver/orders", "mode": "upsert", "key": ["id"], "scd_type": 1,
                 "sequence_by": "source.lsn", "changes": "debezium"}},
-    {**_src(schema="id BIGINT, _inlet_current BOOLEAN"),  # reserved in an SCD type 2 table only
-     "target": {"type": "delta", "path": "silver/orders", "mode": "upsert", "key": ["id"]}},
 ]
 
 
@@ -209,6 +207,15 @@ REFUSED = [
       "target": {"type": "delta", "path": "t", "mode": "upsert", "key": ["id"], "scd_type": 2}}, "source.schema"),
     ({**_src(value_format="string", schema=None),
       "target": {"type": "delta", "path": "t", "mode": "upsert", "key": ["id"], "scd_type": 2}}, "target.mode"),
+    # Inlet's namespace, in any case and for every table; the Kafka key's column apart from the fields
+    ({**_src(schema="id BIGINT, _Inlet_Current BOOLEAN")}, "source.schema"),
+    ({**_src(schema="id BIGINT, _inlet_partition INT"),
+      "target": {"type": "delta", "path": "t", "mode": "upsert", "key": ["id"]}}, "source.schema"),
+    ({"target": {"type": "delta", "path": "t", "mode": "upsert", "key": ["_inlet_run_id"], "key_from": "kafka_key"}},
+     "target.key"),
+    ({"target": {"type": "delta", "path": "t", "mode": "upsert", "key": ["ID"], "key_from": "kafka_key"}}, "target.key"),
+    ({"target": {"type": "delta", "path": "t", "mode": "upsert", "key": ["k"], "key_from": "kafka_key",
+                 "sequence_by": "k"}}, "target.sequence_by"),
     # the pipeline itself
     ({"name": ""}, "name"),
     ({"name": "a" * 101}, "name"),
@@ -273,4 +280,4 @@ def test_a_schema_reusing_inlet_columns_is_refused(client: TestClient, tenant: T
     assert problem["errors"][0]["message"] == (
         "Value error, schema: fields key, offset clash with the columns Inlet writes beside the decoded ones "
         "(_inlet_quarantine_reason, _inlet_raw_key, _inlet_raw_value, _inlet_run_id, headers, key, offset, "
-        "partition, timestamp, timestampType, topic, value); rename them")
+        "partition, timestamp, timestampType, topic, value, and every name starting with _inlet_); rename them")

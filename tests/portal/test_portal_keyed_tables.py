@@ -72,7 +72,7 @@ def test_a_keyed_tables_refusals_sit_beside_their_inputs(client: TestClient, ten
     data = _base(client, tenant)
     for fields, expected in (
         ({"key_fields": "customer_id"}, {"key_fields": "1 key column(s) are not fields of source.schema"}),
-        ({"key_fields": ""}, {"key_fields": "mode upsert needs key: the value fields that identify a row"}),
+        ({"key_fields": ""}, {"key_fields": "mode upsert needs key: the columns that identify a row"}),
         ({"key_fields": "id, id"}, {"key_fields": "key columns must not repeat"}),
         ({"key_fields": "id, 2nd"}, {"key_fields": "String should match pattern"}),
         ({"sequence_by": "lsn", "changes": "rows"},
@@ -82,7 +82,7 @@ def test_a_keyed_tables_refusals_sit_beside_their_inputs(client: TestClient, ten
         ({"changes": "cdc"}, {"changes": "Input should be 'rows' or 'debezium'"}),
         ({"delta_mode": "merge"}, {"delta_mode": "Input should be 'append' or 'upsert'"}),
         ({"value_format": "string"}, {"delta_mode": "a keyed table reads json values (source.value_format json)"}),
-        ({"schema": "id BIGINT, _inlet_deleted BOOLEAN"}, {"schema": "a keyed table writes _inlet_deleted and"}),
+        ({"schema": "id BIGINT, _inlet_deleted BOOLEAN"}, {"schema": "schema: fields _inlet_deleted clash with the columns"}),
         ({"partition_by": "region"}, {"partition_by": "a keyed table is partitioned by fields of source.schema"}),
         ({"key_from": "kafka_key", "key_fields": "id", "changes": "rows", "sequence_by": ""},
          {"key_fields": "the key column holds the Kafka key: name it apart from source.schema's fields"}),
@@ -151,7 +151,7 @@ def test_an_scd_type_2_table_is_chosen_shown_kept_and_refused_beside_its_input(c
     for fields, expected in (
         ({"scd_type": "3"}, {"scd_type": "Input should be 1 or 2"}),
         ({"scd_type": "2", "schema": "id BIGINT, _inlet_current BOOLEAN"},
-         {"schema": "a keyed table writes _inlet_current and _inlet_deleted and"}),
+         {"schema": "schema: fields _inlet_current clash with the columns Inlet writes"}),
     ):
         refused = client.post("/portal/pipelines/new", data={**data, "name": "other", **fields})
         assert refused.status_code == 422, fields

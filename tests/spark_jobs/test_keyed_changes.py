@@ -108,7 +108,8 @@ def test_the_kafka_key_can_be_the_rows_identity_for_every_record_of_a_compacted_
 
 
 def test_a_kafka_key_column_is_one_column_apart_from_the_schema_of_rows() -> None:
-    for key, debezium in ((["id"], False), (["a", "b"], False), (["customer"], True)):
+    for key, debezium in ((["id"], False), (["ID"], False), (["_inlet_run_id"], False), (["a", "b"], False),
+                          (["customer"], True)):
         with pytest.raises(JobError, match="key_from kafka_key"):
             ChangeReader(ROWS, key, None, debezium, "UTC", key_from_kafka=True)
 
@@ -272,3 +273,19 @@ def test_an_append_table_and_a_keyed_table_never_take_the_other_kinds_rows(tmp_p
     with pytest.raises(JobError, match=r"holds the latest change per key \(mode upsert\), not a row per record") as refused:
         commit_files(keyed, Txn(app_id="p", version=2), [], pa.schema([pa.field("id", pa.int64()), pa.field("name", pa.string())]))
     assert refused.value.kind == "invalid_spec"
+
+
+def test_a_keyed_table_refuses_a_merge_by_another_key(tmp_path: Path) -> None:
+    # Matched by another key, a MERGE would add a second row for every existing one: the table says
+    # its key (field metadata set when it was created), and a run keyed otherwise fails, changing nothing.
+    by_id = ChangeReader(ROWS, ["id"], None, False, "UTC")
+    table = Table(Store(), str(tmp_path / "t"))
+    first, _, _ = by_id.read(record_batch([b'{"id": 1, "name": "a"}']), "r1", QUARANTINE)
+    assert merge_changes(table, Txn(app_id="p", version=1), first.drop_columns(list(HIDDEN)), by_id.key)
+    assert {f.name: f.metadata for f in DeltaTable(table.uri).schema().fields}["id"] == {"inlet.key": "0"}
+
+    by_name = ChangeReader(ROWS, ["name"], None, False, "UTC")
+    second, _, _ = by_name.read(record_batch([b'{"id": 1, "name": "a"}']), "r2", QUARANTINE)
+    with pytest.raises(JobError, match="is keyed by id, the pipeline by name: write that to a new path") as refused:
+        merge_changes(table, Txn(app_id="p", version=2), second.drop_columns(list(HIDDEN)), by_name.key)
+    assert refused.value.kind == "invalid_spec" and DeltaTable(table.uri).version() == 1

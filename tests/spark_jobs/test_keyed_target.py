@@ -93,7 +93,7 @@ def test_an_scd_type_2_run_keeps_every_version_its_tasks_report(tmp_path: Path) 
     })
     target = target_for(spec, _never_cancelled)
     assert isinstance(target, upsert.DeltaUpsert) and target.prepare() is None
-    target.reader = reader = ChangeReader(ROWS, ["id"], "source.lsn", True, "UTC", history=True)
+    target.reader = reader = ChangeReader(ROWS, ["id"], "source.lsn", True, "UTC")
     target.schemas["main"] = reader.schema
     reports = []
     # Two tasks' changes of key 1, one sequence (20) read twice (a key in two partitions): kept once.
