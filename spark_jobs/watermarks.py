@@ -7,13 +7,18 @@ partitions), never from ``Consumer.get_watermark_offsets``: after a broker answe
 query with a retriable error (NOT_LEADER_OR_FOLLOWER, as during a leader change), librdkafka 2.16
 answered the latest offset as the earliest one, which here reads as records deleted by retention.
 A lookup that fails transiently (a dropped connection, a leader moving, a session re-authenticating
-after a broker stalled) is asked again until ``timeout_s``; auth errors as long as
-``kafka_errors.Refusals`` allows.
+after a broker stalled) is asked again until its deadline; auth errors as long as
+``kafka_errors.Refusals`` allows, whether answered for a partition or told to the client's
+``error_cb`` (a refused login: librdkafka calls it only from poll, so the waits for answers poll).
+A partition without a leader, or said unknown by a broker (a former leader, after the partition
+moved), is data loss only when the cluster's metadata says it does not exist; else asked again.
 """
 
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future, wait
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -24,7 +29,7 @@ from spark_jobs.plans import ClientConfig
 
 if TYPE_CHECKING:
     from confluent_kafka import KafkaError
-    from confluent_kafka.admin import AdminClient, OffsetSpec
+    from confluent_kafka.admin import AdminClient, ListOffsetsResultInfo, OffsetSpec
 
     from spark_jobs.egress import EgressPolicy
     from spark_jobs.spec import Ranges, SourceSpec
@@ -32,6 +37,8 @@ if TYPE_CHECKING:
 Partition = tuple[str, int]
 
 _RETRY_PAUSE_S = 0.2
+_POLL_S = 0.2  # how often a wait for answers serves the client's error_cb
+_LATEST_FLOOR_S = 5.0  # the latest offsets' own time when the earliest took ~all of timeout_s
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,12 @@ def check_watermarks(source: SourceSpec, egress: EgressPolicy, timeout_s: float 
 
     Raises ``JobError(data_loss)`` for on_data_loss=fail. An end past the latest offset is always
     an error: the planner only asks for offsets that existed, so the log was truncated or recreated.
+
+    The earliest offsets are asked until ``timeout_s``, the latest until then or for at least
+    ``_LATEST_FLOOR_S`` after the earliest came (a cluster just back gets more than one try). So the
+    check gives up after about ``timeout_s + _LATEST_FLOOR_S``: past its deadline a lookup only
+    finishes the request under way (1 s more for its answers, then a metadata request of at most as
+    long as the request's own timeout, 10 s at most).
     """
     from confluent_kafka.admin import AdminClient, OffsetSpec
 
@@ -61,7 +74,7 @@ def check_watermarks(source: SourceSpec, egress: EgressPolicy, timeout_s: float 
     admin = AdminClient(config)
     deadline = time.monotonic() + timeout_s
     earliest = _offsets(admin, wanted, OffsetSpec.earliest(), deadline, refusals)
-    latest = _offsets(admin, wanted, OffsetSpec.latest(), deadline, refusals)
+    latest = _offsets(admin, wanted, OffsetSpec.latest(), max(deadline, time.monotonic() + _LATEST_FLOOR_S), refusals)
 
     readable: Ranges = {}
     gaps: list[Gap] = []
@@ -89,6 +102,9 @@ def _offsets(admin: AdminClient, wanted: list[Partition], spec: OffsetSpec, dead
     transiently are asked again until ``deadline``."""
     from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
+    # No leader, or a broker that does not lead it (any longer): a deleted topic, or a partition moving.
+    gone_or_moving = (KafkaError._NOENT, KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC,
+                      KafkaError._UNKNOWN_PARTITION)
     found: dict[Partition, int] = {}
     while True:
         asked = [p for p in wanted if p not in found]
@@ -99,11 +115,15 @@ def _offsets(admin: AdminClient, wanted: list[Partition], spec: OffsetSpec, dead
         except KafkaException as exc:
             failed = [(asked[0], exc.args[0])]
         else:  # a future fails as a whole ("no leaders found") or for its own partition
+            _await(admin, list(futures.values()), remaining + 1, refusals)
             for tp, future in futures.items():
                 try:
-                    offset = future.result(timeout=remaining + 1).offset
+                    offset = future.result(timeout=0).offset
                 except KafkaException as exc:
                     failed.append(((tp.topic, tp.partition), exc.args[0]))
+                    continue
+                except FutureTimeout:  # no answer in time, or the wait ended for a refusal
+                    failed.append(((tp.topic, tp.partition), KafkaError(KafkaError._TIMED_OUT, "no answer to ListOffsets")))
                     continue
                 if offset < 0:  # librdkafka's answer for a leader it could not reach
                     failed.append(((tp.topic, tp.partition), _unreachable()))
@@ -112,18 +132,37 @@ def _offsets(admin: AdminClient, wanted: list[Partition], spec: OffsetSpec, dead
         if not failed:
             refusals.progressed()
             return found
-        if any(e.code() == KafkaError._NOENT for _, e in failed):  # no leader: gone, or between leaders?
-            failed = [_absent(admin, asked, remaining) or failed[0]]
-        (topic, partition), error = failed[0]
         for _, e in failed:
             refusals.on_error(e)
+        (topic, partition), error = failed[0]
+        kind = kafka_error_kind(error)
+        if any(e.code() in gone_or_moving for _, e in failed):  # gone, or between leaders? the metadata says
+            gone = _absent(admin, asked, remaining)
+            if gone is not None:
+                ((topic, partition), error), kind = gone, "data_loss"
+            elif error.code() in gone_or_moving:
+                kind = "kafka_unavailable"
         cause = refusals.final()
-        if cause is None and (error.fatal() or kafka_error_kind(error) not in ("kafka_unavailable", "kafka_auth")
-                              or time.monotonic() >= deadline):
-            cause = error
         if cause is not None:
             raise JobError(kafka_error_kind(cause), f"offsets of {topic}[{partition}]: {cause.str()}", topic, partition)
+        if error.fatal() or kind not in ("kafka_unavailable", "kafka_auth") or time.monotonic() >= deadline:
+            raise JobError(kind, f"offsets of {topic}[{partition}]: {error.str()}", topic, partition)
         time.sleep(_RETRY_PAUSE_S)
+
+
+def _await(admin: AdminClient, futures: list[Future[ListOffsetsResultInfo]], timeout: float,
+           refusals: Refusals) -> None:
+    """Wait up to ``timeout`` for ``futures``, polling ``admin`` meanwhile: librdkafka calls its
+    ``error_cb`` only from poll, and a refused login (a wrong password) is told only there, while
+    the lookups wait for a connection until their timeout. Ends early once ``refusals`` ends the work."""
+    until = time.monotonic() + timeout
+    pending = set(futures)
+    while True:
+        admin.poll(0)
+        left = until - time.monotonic()
+        if not pending or left <= 0 or refusals.final() is not None:
+            return
+        pending = wait(pending, timeout=min(left, _POLL_S)).not_done
 
 
 def _absent(admin: AdminClient, partitions: list[Partition], timeout: float) -> tuple[Partition, KafkaError] | None:
