@@ -39,6 +39,7 @@ from spark_jobs.targets import ALREADY_COMMITTED, Committed, Reading
 from spark_jobs.targets.delta_append import DeltaAppend, session_time_zone
 
 if TYPE_CHECKING:
+    from spark_jobs.decode import Framed
     from spark_jobs.delta_tables.direct_write import DirectWritePlan, WriteUnit
     from spark_jobs.plans import TaskReport
 
@@ -55,7 +56,7 @@ class DeltaUpsert(DeltaAppend):
         if already_committed(self.main, txn):
             log.info("txn %s v%d is already in %s: nothing to do", txn.app_id, txn.version, self.main.uri)
             return ALREADY_COMMITTED
-        self._plan_columns()  # json: the Kafka records' and the quarantine table's columns
+        self._plan_columns()  # the Kafka records' and the quarantine table's columns; registry formats' subjects
         if self.target.replace_ranges:
             log.info("replace: a keyed table re-applies the replayed changes; older ones leave rows as they are")
         return None
@@ -66,11 +67,15 @@ class DeltaUpsert(DeltaAppend):
 
         source, target = self.spec.source, self.target
         try:
-            self.reader = reader = ChangeReader(json_columns(source.schema_ or ""), target.key, target.sequence_by,
+            rows = self.framed if self.framed is not None else json_columns(source.schema_ or "")
+            self.reader = reader = ChangeReader(rows, target.key, target.sequence_by,
                                                 target.changes == "debezium", session_time_zone(reading.context),
                                                 key_from_kafka=target.key_from == "kafka_key", history=target.scd_type == 2)
         except (TypeError, ValueError) as exc:  # a type or zone the json decoder refuses
             raise JobError("invalid_spec", f"schema: {exc}") from None
+        if missing := [c for c in target.partition_by if c not in reader.row_schema.names]:
+            raise JobError("invalid_spec", f"partition_by {', '.join(missing)}: a keyed table is partitioned by its "
+                                           "row's fields")
         self.schemas["main"] = reader.schema
         chunks = list(reading.plan.chunks)
         groups = pack_chunks(chunks, source.max_records_per_task, reading.context.defaultParallelism)
@@ -98,6 +103,10 @@ class DeltaUpsert(DeltaAppend):
         log.info("merged %d changes (%d kept) into %s v%d", read - quarantined, merged.num_rows, self.main.uri, version)
         return Committed(rows=read - quarantined - sum(r.skipped for r in reports), quarantined=quarantined,
                          version=version, files=files)
+
+    def _framed_columns(self, framed: Framed) -> None:
+        """Registry formats: the columns come from the subjects through the ``ChangeReader`` (``write``),
+        the value's record (for debezium the envelope's ``after``) beside the keyed table's own."""
 
     def _kept_per(self) -> tuple[str, ...]:
         """What a run keeps one change of: each key (the latest change), or with scd_type 2 each key
