@@ -24,13 +24,14 @@ from spark_jobs.delta_tables.history import merge_history
 from spark_jobs.errors import JobError
 from spark_jobs.formats.wire import resolve
 from spark_jobs.registry import RegistryConfig
-from spark_jobs.spec import Txn
+from spark_jobs.spec import Egress, RunSpec, Txn
 from spark_jobs.storage import Store
 from tests.factories import LOOPBACK_ALLOWED
 from tests.fixtures.debezium import QUARANTINE, change_log, final_rows, history_rows, live_rows, record_batch
 from tests.fixtures.debezium_avro import KEY, SOURCE, VALUE, AvroChanges, envelope_schema
 from tests.fixtures.schema_registry import unique_subject
-from tests.fixtures.wire_format import avro_encoder, confluent_frame
+from tests.fixtures.wire_format import avro_encoder, confluent_frame, produce_framed
+from tests.spark_jobs.helpers import make_spec, run_job
 
 ROW = json.dumps({**VALUE, "name": "Row"})
 
@@ -199,3 +200,46 @@ def test_key_and_sequence_fields_are_checked_against_the_subject(real_registry) 
         ChangeReader(rows, ["id"], None, True, "UTC")
     assert not_envelope.value.kind == "schema_incompatible"
     assert "is not a Debezium envelope" in not_envelope.value.message
+
+
+@pytest.mark.slow
+def test_a_debezium_avro_topic_lands_as_the_final_state_through_the_whole_job(real_kafka, real_topic, real_registry,
+                                                                              tmp_path: Path) -> None:
+    """The whole job (warm engine, local Spark, the real broker): the driver resolves the subjects, the
+    tasks decode with them; a key's later changes merged before its earlier ones, a retry and a replay."""
+    framed, envelope_id, key_id = _framed(real_registry, envelope_schema(), KEY)
+    assert framed.value is not None and framed.key is not None and key_id is not None
+    topic, log = real_topic(partitions=3), change_log(seed=11, keys=30, n=300)
+    placed: dict[int, list[tuple[bytes, bytes | None]]] = {0: [], 1: [], 2: []}
+    changes = AvroChanges(envelope_id, key_id)
+    for n, change in enumerate(log):  # keys move partition halfway; the tombstone beside its delete
+        placed[(change[0] + (n >= len(log) // 2)) % 3] += changes.records([change])
+    for p, records in placed.items():
+        produce_framed(real_kafka.bootstrap_servers, topic, [v for _, v in records], partition=p,
+                       keys=[k for k, _ in records])
+    ends = {p: len(records) for p, records in placed.items()}
+    uri = str(tmp_path / "customers")
+    target = {"type": "delta", "uri": uri, "quarantine_uri": f"{uri}__quarantine", "mode": "upsert", "key": ["id"],
+              "sequence_by": "source.lsn", "changes": "debezium"}
+    source = {"value_format": "avro", "registry": {"url": real_registry.url}, "key_format": "avro",
+              "value_subject": {"subject": framed.value.subject}, "key_subject": {"subject": framed.key.subject}}
+    cuts = {p: end if p == 0 else end // 3 for p, end in ends.items()}
+
+    def spec(version: int, ranges: dict[int, tuple[int, int]]) -> RunSpec:
+        made = make_spec(real_kafka.bootstrap_servers, {topic: {str(p): r for p, r in ranges.items()}}, target,
+                         version=version, pipeline_id="keyed-avro", **source)
+        return made.model_copy(update={"egress": Egress(allow=("127.0.0.0/8",))})
+
+    runs = [spec(1, {p: (0, cuts[p]) for p in ends}), spec(2, {p: (cuts[p], ends[p]) for p in ends})]
+    results = [run_job(s, tmp_path / f"work{n}") for n, s in enumerate(runs)]
+    assert [r.status for r in results] == ["succeeded"] * 2, [r.error for r in results]
+    assert sum(r.rows_written for r in results) == len(log)  # the tombstones skipped
+    assert sum(r.rows_quarantined for r in results) == 0
+    assert live_rows(uri) == final_rows(log)
+
+    retried = run_job(runs[1], tmp_path / "retry")
+    assert retried.status == "succeeded" and retried.already_committed, retried.error
+    replayed = run_job(spec(3, {p: (0, end) for p, end in ends.items()}), tmp_path / "replay")
+    assert replayed.status == "succeeded" and not replayed.already_committed, replayed.error
+    assert live_rows(uri) == final_rows(log)
+    assert DeltaTable(uri).transaction_version("inlet-pipeline-keyed-avro") == 3
