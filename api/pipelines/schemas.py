@@ -207,8 +207,8 @@ class DeltaTarget(AsWritten):
                     "(docs/maintenance.md). The table's health: status.table here, GET /pipelines/{id}/maintenance")
     mode: Literal["append", "upsert"] = Field(
         default="append",
-        description="append: every record a row. upsert: a keyed table, the latest change per key (json values; "
-                    "docs/keyed-tables.md)")
+        description="append: every record a row. upsert: a keyed table, the latest change per key (json values, "
+                    "or avro, protobuf, json_schema through the registry; docs/keyed-tables.md)")
     key: list[ColumnName] | None = Field(default=None, min_length=1, max_length=16,
                                          description="upsert: the columns that identify a row (see key_from)")
     key_from: Literal["value", "kafka_key"] = Field(
@@ -339,9 +339,16 @@ class PipelineSpec(BaseModel):
         target, source = self.target, self.source
         if not isinstance(target, DeltaTarget) or target.mode != "upsert":
             return self
+        if source.value_format not in ("json", *REGISTRY_FORMATS):
+            raise field_error("target.mode", "a keyed table reads json values or a registry format's (avro, protobuf, "
+                                             "json_schema): its key columns are fields of the value's schema")
+        if target.key_from == "kafka_key" and source.key_format in REGISTRY_FORMATS:
+            raise field_error("target.key_from", "a key taken from the Kafka key is its UTF-8 text: leave key_format "
+                                                 "unset or string, not a registry format")
         if source.value_format != "json":
-            raise field_error("target.mode", "a keyed table reads json values (source.value_format json): its key "
-                                             "columns are fields of the value's schema")
+            # The registry's schema is read by each run, which checks the key, sequence_by and partition_by
+            # fields against it (invalid_spec naming the field); here only what needs no schema.
+            return self._keyed_envelope()
         names = ddl_field_names(source.schema_ or "")  # checked by the source's validator
         reserved = HISTORY_COLUMNS if target.scd_type == 2 else KEYED_COLUMNS
         if any(name in reserved for name in names):
@@ -357,11 +364,18 @@ class PipelineSpec(BaseModel):
         root = (target.sequence_by or "").split(".")[0]
         if target.changes == "rows" and target.sequence_by and root not in names:
             raise field_error("target.sequence_by", "sequence_by: its first name is not a field of source.schema")
+        self._keyed_envelope()
+        if missing := [c for c in target.partition_by if c not in names]:
+            raise field_error("target.partition_by", "a keyed table is partitioned by fields of source.schema")
+        return self
+
+    def _keyed_envelope(self) -> PipelineSpec:
+        target = self.target
+        assert isinstance(target, DeltaTarget)  # by _keyed_target
+        root = (target.sequence_by or "").split(".")[0]
         if target.changes == "debezium" and root in ("before", "after", "op", "payload"):
             raise field_error("target.sequence_by", "sequence_by names a field of the envelope's source or ts_ms "
                                                     "(source.lsn, ts_ms), not of before, after, op or payload")
-        if missing := [c for c in target.partition_by if c not in names]:
-            raise field_error("target.partition_by", "a keyed table is partitioned by fields of source.schema")
         return self
 
 
