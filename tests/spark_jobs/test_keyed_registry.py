@@ -22,7 +22,7 @@ from spark_jobs.delta_tables.changes import HIDDEN, ChangeReader, latest
 from spark_jobs.delta_tables.commit import merge_changes
 from spark_jobs.delta_tables.history import merge_history
 from spark_jobs.errors import JobError
-from spark_jobs.formats.wire import resolve
+from spark_jobs.formats.wire import RegistryFormat, resolve
 from spark_jobs.registry import RegistryConfig
 from spark_jobs.spec import Egress, RunSpec, Txn
 from spark_jobs.storage import Store
@@ -30,7 +30,7 @@ from tests.factories import LOOPBACK_ALLOWED
 from tests.fixtures.debezium import QUARANTINE, change_log, final_rows, history_rows, live_rows, record_batch
 from tests.fixtures.debezium_avro import KEY, SOURCE, VALUE, AvroChanges, envelope_schema
 from tests.fixtures.schema_registry import unique_subject
-from tests.fixtures.wire_format import avro_encoder, confluent_frame, produce_framed
+from tests.fixtures.wire_format import avro_encoder, confluent_frame, produce_framed, register_protobuf
 from tests.spark_jobs.helpers import make_spec, run_job
 
 ROW = json.dumps({**VALUE, "name": "Row"})
@@ -243,3 +243,40 @@ def test_a_debezium_avro_topic_lands_as_the_final_state_through_the_whole_job(re
     assert replayed.status == "succeeded" and not replayed.already_committed, replayed.error
     assert live_rows(uri) == final_rows(log)
     assert DeltaTable(uri).transaction_version("inlet-pipeline-keyed-avro") == 3
+
+
+CUSTOMER_PROTO = 'syntax = "proto3";\npackage shop;\nmessage Customer { int64 id = 1; string name = 2; int32 tier = 3; }\n'
+CUSTOMER_JSON = json.dumps({"type": "object", "properties": {
+    "id": {"type": "integer"}, "name": {"type": "string"}, "tier": {"type": "integer"}}, "required": ["id"]})
+
+
+@pytest.mark.parametrize("fmt", ["protobuf", "json_schema"])
+def test_protobuf_and_json_schema_rows_go_the_same_way(real_registry, tmp_path: Path, fmt: RegistryFormat) -> None:
+    """The other registry formats, through the same decoder: rows set their key, tombstones (a JSON key)
+    delete it, a record of another format goes to quarantine."""
+    config = RegistryConfig(real_registry.url, egress=LOOPBACK_ALLOWED)
+    subject = unique_subject("customers")
+    if fmt == "protobuf":
+        schema_id, message = register_protobuf(real_registry, subject, CUSTOMER_PROTO)
+
+        def encode(row: dict) -> bytes:
+            return confluent_frame(schema_id, message(**row).SerializeToString(), message_indexes=[0])
+    else:
+        schema_id = real_registry.register(subject, CUSTOMER_JSON, "JSON")
+
+        def encode(row: dict) -> bytes:
+            return confluent_frame(schema_id, json.dumps(row).encode())
+    framed = Framed(config, resolve(config, "value", fmt, subject, "latest"), None)
+    reader = ChangeReader(framed, ["id"], None, False, "UTC")
+    assert reader.row_schema.names == ["id", "name", "tier"]
+    table = Table(Store(), str(tmp_path / fmt))
+    key = [json.dumps({"id": i}).encode() for i in range(4)]
+    first = [_batch([(key[1], encode({"id": 1, "name": "a", "tier": 1})), (key[2], encode({"id": 2, "name": "b", "tier": 2})),
+                     (key[3], confluent_frame(999_999, b"{}"))], 0, 0)]
+    second = [_batch([(key[1], None), (key[2], encode({"id": 2, "name": "b2", "tier": 3}))], 0, 3)]
+
+    quarantined = _apply(reader, table, [second, first])
+
+    assert live_rows(table.uri) == [(2, "b2", 3)]
+    assert quarantined.select(["offset", "_inlet_quarantine_reason"]).to_pylist() == [
+        {"offset": 2, "_inlet_quarantine_reason": "value names schema id 999999, which the registry does not know"}]
