@@ -1,16 +1,18 @@
 """A keyed table's changes (``target.mode`` upsert, ``targets.delta_upsert``): Kafka records as the row
 each sets or deletes for its key, and the latest change per key. Arrow throughout; runs in the tasks.
 
-A change has the table's columns: the row's (the pipeline's json schema), ``_inlet_sequence`` (what
-orders the changes of a key), ``_inlet_deleted`` and ``_inlet_run_id``; a delete keeps only its key
-columns, the others null. Per ``target.changes``:
+A change has the table's columns: the row's (the pipeline's json schema, or for a registry format the
+value subject's record, decoded by ``formats.wire`` as append tables decode it), ``_inlet_sequence``
+(what orders the changes of a key), ``_inlet_deleted`` and ``_inlet_run_id``; a delete keeps only its
+key columns, the others null. Per ``target.changes``:
 
 - ``rows``: a value is the row. A tombstone (null value) deletes the key its Kafka key names: a JSON
   object holding the key columns, as Debezium and Kafka Connect's JsonConverter write keys, with or
-  without the ``schema``/``payload`` wrapper. With ``key_from`` kafka_key the Kafka key's UTF-8 text
+  without the ``schema``/``payload`` wrapper, or a registry key format's record. With ``key_from`` kafka_key the Kafka key's UTF-8 text
   is the row's identity for every record, in the one key column (first in the table), which the
   value does not hold: the compacted topic's own key, as Tableflow's upsert tables take it.
-- ``debezium``: a value is a Debezium envelope, with or without the wrapper: op ``c``, ``u``, ``r``
+- ``debezium``: a value is a Debezium envelope, with or without the wrapper (json), or the record
+  Debezium's AvroConverter registers (``<topic>.Envelope``, the row its ``after`` record): op ``c``, ``u``, ``r``
   set the row to ``after``, ``d`` deletes the key ``before`` holds. Tombstones (Debezium writes one
   after each delete, for compaction) are skipped; other ops (``t`` truncate, ``m`` message) go to the
   quarantine table, as do records that are not envelopes of the row's schema.

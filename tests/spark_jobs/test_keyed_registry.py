@@ -30,7 +30,7 @@ from tests.factories import LOOPBACK_ALLOWED
 from tests.fixtures.debezium import QUARANTINE, change_log, final_rows, history_rows, live_rows, record_batch
 from tests.fixtures.debezium_avro import KEY, SOURCE, VALUE, AvroChanges, envelope_schema
 from tests.fixtures.schema_registry import unique_subject
-from tests.fixtures.wire_format import avro_encoder, confluent_frame, produce_framed, register_protobuf
+from tests.fixtures.wire_format import avro_encoder, confluent_frame, register_protobuf
 from tests.spark_jobs.helpers import make_spec, run_job
 
 ROW = json.dumps({**VALUE, "name": "Row"})
@@ -210,14 +210,7 @@ def test_a_debezium_avro_topic_lands_as_the_final_state_through_the_whole_job(re
     framed, envelope_id, key_id = _framed(real_registry, envelope_schema(), KEY)
     assert framed.value is not None and framed.key is not None and key_id is not None
     topic, log = real_topic(partitions=3), change_log(seed=11, keys=30, n=300)
-    placed: dict[int, list[tuple[bytes, bytes | None]]] = {0: [], 1: [], 2: []}
-    changes = AvroChanges(envelope_id, key_id)
-    for n, change in enumerate(log):  # keys move partition halfway; the tombstone beside its delete
-        placed[(change[0] + (n >= len(log) // 2)) % 3] += changes.records([change])
-    for p, records in placed.items():
-        produce_framed(real_kafka.bootstrap_servers, topic, [v for _, v in records], partition=p,
-                       keys=[k for k, _ in records])
-    ends = {p: len(records) for p, records in placed.items()}
+    ends = AvroChanges(envelope_id, key_id).produce(real_kafka.bootstrap_servers, topic, log)
     uri = str(tmp_path / "customers")
     target = {"type": "delta", "uri": uri, "quarantine_uri": f"{uri}__quarantine", "mode": "upsert", "key": ["id"],
               "sequence_by": "source.lsn", "changes": "debezium"}
