@@ -51,10 +51,11 @@ class ChangeReader:
     """Reads a batch of Kafka records as changes (``read``); pickled to the tasks."""
 
     def __init__(self, rows: StructType | Framed, key: list[str], sequence_by: str | None, debezium: bool, time_zone: str,
-                 key_from_kafka: bool = False, history: bool = False) -> None:
+                 key_from_kafka: bool = False, history: bool = False, partition_by: tuple[str, ...] = ()) -> None:
         """``rows``: the row's columns, a json pipeline's schema, or a registry format's subjects (``Framed``)
         whose value record is the row (for debezium, the envelope's ``after`` record). ``history``: for an
-        SCD type 2 table (``delta_tables.history``), whose columns differ."""
+        SCD type 2 table (``delta_tables.history``), whose columns differ. ``partition_by``: the table's
+        partition columns, which must be the row's."""
         from pyspark.sql.pandas.types import to_arrow_schema
 
         from spark_jobs.formats.json_values import JsonValues
@@ -90,6 +91,9 @@ class ChangeReader:
                 raise JobError("invalid_spec", f"key column {column} is not a field of {where}")
             if _nested(value_fields.field(column).type):
                 raise JobError("invalid_spec", f"key column {column} is not of an atomic type")
+        if missing := [c for c in partition_by if c not in names]:
+            raise JobError("invalid_spec", f"partition_by {', '.join(missing)} is not a field of {where}: a keyed table "
+                                           "is partitioned by its row's fields")
         self.key, self.sequence_by, self.debezium = tuple(key), sequence_by, debezium
         self.schema = pa.schema([*self.row_schema, pa.field(SEQUENCE, pa.int64(), False),
                                  pa.field(DELETED, pa.bool_(), False), pa.field(RUN_ID, pa.string(), False)])

@@ -70,12 +70,10 @@ class DeltaUpsert(DeltaAppend):
             rows = self.framed if self.framed is not None else json_columns(source.schema_ or "")
             self.reader = reader = ChangeReader(rows, target.key, target.sequence_by,
                                                 target.changes == "debezium", session_time_zone(reading.context),
-                                                key_from_kafka=target.key_from == "kafka_key", history=target.scd_type == 2)
+                                                key_from_kafka=target.key_from == "kafka_key", history=target.scd_type == 2,
+                                                partition_by=tuple(target.partition_by))
         except (TypeError, ValueError) as exc:  # a type or zone the json decoder refuses
             raise JobError("invalid_spec", f"schema: {exc}") from None
-        if missing := [c for c in target.partition_by if c not in reader.row_schema.names]:
-            raise JobError("invalid_spec", f"partition_by {', '.join(missing)}: a keyed table is partitioned by its "
-                                           "row's fields")
         self.schemas["main"] = reader.schema
         chunks = list(reading.plan.chunks)
         groups = pack_chunks(chunks, source.max_records_per_task, reading.context.defaultParallelism)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -179,7 +180,7 @@ def test_avro_rows_set_their_key_and_a_tombstone_deletes_the_key_its_avro_kafka_
                         "(magic byte 0 and a schema id)"), "a tombstone whose key does not decode: the key is null"]
 
 
-def test_key_and_sequence_fields_are_checked_against_the_subject(real_registry) -> None:
+def test_key_sequence_and_partition_fields_are_checked_against_the_subject(real_registry) -> None:
     framed, _, _ = _framed(real_registry, envelope_schema())
     described = framed.value.describe() if framed.value else ""
     cases = [  # key, sequence_by, what the refusal says
@@ -192,6 +193,9 @@ def test_key_and_sequence_fields_are_checked_against_the_subject(real_registry) 
         with pytest.raises(JobError) as refused:
             ChangeReader(framed, [key], sequence_by, True, "UTC")
         assert refused.value.kind == "invalid_spec" and refused.value.message.startswith(message), refused.value.message
+    with pytest.raises(JobError, match=f"partition_by region is not a field of the after record of {re.escape(described)}"):
+        ChangeReader(framed, ["id"], "source.lsn", True, "UTC", partition_by=("tier", "region"))
+    assert ChangeReader(framed, ["id"], "source.lsn", True, "UTC", partition_by=("tier",)).key == ("id",)
     rows, _, _ = _framed(real_registry, ROW, json.dumps({"type": "record", "name": "K", "fields": [
         {"name": "customer", "type": "string"}]}))
     with pytest.raises(JobError, match="key column id is not a field of the keys' subject"):
