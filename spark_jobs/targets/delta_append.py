@@ -169,9 +169,9 @@ class DeltaAppend:
         self.framed = framed = _framed(source, self.spec.egress.policy())
         self.notes = {f"inlet.{s.part}_schema": f"{s.subject} version {s.version} (schema id {s.schema.id})"
                       for s in (framed.value, framed.key) if s is not None}
-        self._framed_columns(framed)
+        self._plan_framed_columns(framed)
 
-    def _framed_columns(self, framed: Framed) -> None:
+    def _plan_framed_columns(self, framed: Framed) -> None:
         """Registry formats: the table's columns, the subjects' merged with the existing table's."""
         assert self.read_schema is not None  # by _plan_columns
         self.schemas["main"] = _merged_columns(self.main, _framed_columns(framed, self.spec.source, self.read_schema), framed)

@@ -102,7 +102,7 @@ class DeltaUpsert(DeltaAppend):
         return Committed(rows=read - quarantined - sum(r.skipped for r in reports), quarantined=quarantined,
                          version=version, files=files)
 
-    def _framed_columns(self, framed: Framed) -> None:
+    def _plan_framed_columns(self, framed: Framed) -> None:
         """Registry formats: the columns come from the subjects through the ``ChangeReader`` (``write``),
         the value's record (for debezium the envelope's ``after``) beside the keyed table's own."""
 
