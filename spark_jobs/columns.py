@@ -28,7 +28,14 @@ RESERVED = frozenset({"key", "value", *METADATA, "headers", RUN_ID, QUARANTINE_R
 INLET_PREFIX = "_inlet_"
 
 
+def inlet_named(names: Iterable[str]) -> list[str]:
+    """The names among ``names`` in Inlet's own namespace, in any case (a Delta table's column names are
+    case-insensitive): what no row's field may be called."""
+    return sorted(name for name in names if name.lower().startswith(INLET_PREFIX))
+
+
 def reserved_in(names: Iterable[str]) -> list[str]:
-    """The names among ``names`` a decoded column may not take: Inlet's columns, and any name in Inlet's
-    own namespace, in any case (a Delta table's column names are case-insensitive)."""
-    return sorted(name for name in names if name in RESERVED or name.lower().startswith(INLET_PREFIX))
+    """The names among ``names`` a decoded column of an appended row may not take: Inlet's columns
+    beside it, and any name in Inlet's own namespace."""
+    names = list(names)
+    return sorted({*RESERVED.intersection(names), *inlet_named(names)})

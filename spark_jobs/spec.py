@@ -213,8 +213,9 @@ class RunSpec(_Model):
         decodes = self.source.value_format not in ("raw", "string") or self.source.key_format in REGISTRY_FORMATS
         if decodes and isinstance(self.target, DeltaTargetSpec) and not self.target.quarantine_uri:
             raise ValueError(f"a {self.source.value_format} pipeline into Delta needs target.quarantine_uri")
-        if isinstance(self.target, DeltaTargetSpec) and self.target.mode == "upsert" and self.source.value_format != "json":
-            raise ValueError("mode upsert reads json values (key columns are value fields)")
+        if (isinstance(self.target, DeltaTargetSpec) and self.target.mode == "upsert"
+                and self.source.value_format not in ("json", *REGISTRY_FORMATS)):
+            raise ValueError("mode upsert reads json values or a registry format's (key columns are value fields)")
         return self
 
     @property

@@ -28,7 +28,7 @@ from api.pipelines.ddl import ddl_field_names
 from api.pipelines.maintenance_policy import MaintenancePolicy
 from api.pipelines.table_health import TableHealthSnapshot
 from api.pipelines.topic_patterns import compile_topic_pattern
-from spark_jobs.public import INLET_PREFIX, RESERVED_COLUMNS, reserved_in
+from spark_jobs.public import INLET_PREFIX, RESERVED_COLUMNS, inlet_named, reserved_in
 
 TOPIC_PATTERN = r"^[A-Za-z0-9._-]{1,249}$"
 TopicName = Annotated[str, Field(pattern=TOPIC_PATTERN, description="A Kafka topic name")]
@@ -209,7 +209,8 @@ class DeltaTarget(AsWritten):
     mode: Literal["append", "upsert"] = Field(
         default="append",
         description="append: every record a row. upsert: a keyed table, the latest change per key or every version "
-                    "(scd_type; json values; docs/keyed-tables.md)")
+                    "(scd_type; json values, or avro, protobuf, json_schema through the registry; "
+                    "docs/keyed-tables.md)")
     key: list[ColumnName] | None = Field(default=None, min_length=1, max_length=16,
                                          description="upsert: the columns that identify a row (see key_from)")
     key_from: Literal["value", "kafka_key"] = Field(
@@ -340,21 +341,32 @@ class PipelineSpec(BaseModel):
         target, source = self.target, self.source
         if not isinstance(target, DeltaTarget) or target.mode != "upsert":
             return self
-        if source.value_format != "json":
-            raise field_error("target.mode", "a keyed table reads json values (source.value_format json), whose "
-                                             "schema has its columns")
-        names = ddl_field_names(source.schema_ or "")  # checked by the source's validator (no _inlet_ names)
+        if source.value_format not in ("json", *REGISTRY_FORMATS):
+            raise field_error("target.mode", "a keyed table reads json values or a registry format's (avro, protobuf, "
+                                             "json_schema), whose schema has its columns")
         root = (target.sequence_by or "").split(".")[0]
-        if target.changes == "rows" and target.sequence_by and root not in names:
-            raise field_error("target.sequence_by", "sequence_by: its first name is not a field of source.schema")
         if target.changes == "debezium" and root in ("before", "after", "op", "payload"):
             raise field_error("target.sequence_by", "sequence_by names a field of the envelope's source or ts_ms "
                                                     "(source.lsn, ts_ms), not of before, after, op or payload")
         if target.key_from == "kafka_key":
+            if source.key_format in REGISTRY_FORMATS:
+                raise field_error("target.key_from", "a key taken from the Kafka key is its UTF-8 text: leave "
+                                                     "key_format unset or string, not a registry format")
+            if inlet_named(target.key or []):
+                raise field_error("target.key", f"the key column holds the Kafka key: name it apart from Inlet's "
+                                                f"columns ({INLET_PREFIX}…)")
+        if source.value_format != "json":
+            # The registry's schema is read by each run, which checks the key, sequence_by and partition_by
+            # fields against it (invalid_spec naming the field); here only what needs no schema.
+            return self
+        names = ddl_field_names(source.schema_ or "")  # checked by the source's validator (no _inlet_ names)
+        if target.changes == "rows" and target.sequence_by and root not in names:
+            raise field_error("target.sequence_by", "sequence_by: its first name is not a field of source.schema")
+        if target.key_from == "kafka_key":
             column = (target.key or [""])[0]
-            if column.lower() in {name.lower() for name in names} or reserved_in([column]):
-                raise field_error("target.key", f"the key column holds the Kafka key: name it apart from source.schema's "
-                                                f"fields (in any case) and from Inlet's columns ({INLET_PREFIX}…)")
+            if column.lower() in {name.lower() for name in names}:
+                raise field_error("target.key", "the key column holds the Kafka key: name it apart from "
+                                                "source.schema's fields (in any case)")
             names = [column, *names]
         elif missing := [k for k in target.key or [] if k not in names]:
             raise field_error("target.key", f"{len(missing)} key column(s) are not fields of source.schema")

@@ -18,7 +18,7 @@ The names live in those modules, which the job's own code imports; this package 
 them. None of them imports Spark, so the API never loads it.
 """
 
-from spark_jobs.columns import INLET_PREFIX, reserved_in
+from spark_jobs.columns import INLET_PREFIX, inlet_named, reserved_in
 from spark_jobs.columns import RESERVED as RESERVED_COLUMNS
 from spark_jobs.egress import DEFAULT_DENY, PRIVATE_RANGES, EgressPolicy, EgressRefused, http_client, networks, open_tcp
 from spark_jobs.errors import JobError
@@ -97,6 +97,7 @@ __all__ = [
     "Txn",
     "VacuumResult",
     "http_client",
+    "inlet_named",
     "inspect_table",
     "is_auth_error",
     "jars_conf",

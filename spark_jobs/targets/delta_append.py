@@ -169,7 +169,12 @@ class DeltaAppend:
         self.framed = framed = _framed(source, self.spec.egress.policy())
         self.notes = {f"inlet.{s.part}_schema": f"{s.subject} version {s.version} (schema id {s.schema.id})"
                       for s in (framed.value, framed.key) if s is not None}
-        self.schemas["main"] = _merged_columns(self.main, _framed_columns(framed, source, self.read_schema), framed)
+        self._plan_framed_columns(framed)
+
+    def _plan_framed_columns(self, framed: Framed) -> None:
+        """Registry formats: the table's columns, the subjects' merged with the existing table's."""
+        assert self.read_schema is not None  # by _plan_columns
+        self.schemas["main"] = _merged_columns(self.main, _framed_columns(framed, self.spec.source, self.read_schema), framed)
 
     def _plain_columns(self) -> None:
         """raw, string and json: the table's columns (``decode.decoded_struct``) and the existing table's."""

@@ -40,6 +40,7 @@ from spark_jobs.targets import ALREADY_COMMITTED, Committed, Reading
 from spark_jobs.targets.delta_append import DeltaAppend, session_time_zone
 
 if TYPE_CHECKING:
+    from spark_jobs.decode import Framed
     from spark_jobs.delta_tables.direct_write import DirectWritePlan, WriteUnit
     from spark_jobs.plans import TaskReport
 
@@ -56,7 +57,7 @@ class DeltaUpsert(DeltaAppend):
         if already_committed(self.main, txn):
             log.info("txn %s v%d is already in %s: nothing to do", txn.app_id, txn.version, self.main.uri)
             return ALREADY_COMMITTED
-        self._plan_columns()  # json: the Kafka records' and the quarantine table's columns
+        self._plan_columns()  # the Kafka records' and the quarantine table's columns; registry formats' subjects
         if self.target.replace_ranges:
             log.info("replace: a keyed table re-applies the replayed changes; older ones leave rows as they are")
         return None
@@ -67,9 +68,11 @@ class DeltaUpsert(DeltaAppend):
 
         source, target = self.spec.source, self.target
         try:
-            self.reader = reader = ChangeReader(json_columns(source.schema_ or ""), target.key, target.sequence_by,
+            rows = self.framed if self.framed is not None else json_columns(source.schema_ or "")
+            self.reader = reader = ChangeReader(rows, target.key, target.sequence_by,
                                                 target.changes == "debezium", session_time_zone(reading.context),
-                                                key_from_kafka=target.key_from == "kafka_key")
+                                                key_from_kafka=target.key_from == "kafka_key",
+                                                partition_by=tuple(target.partition_by))
         except (TypeError, ValueError) as exc:  # a type or zone the json decoder refuses
             raise JobError("invalid_spec", f"schema: {exc}") from None
         self.schemas["main"] = reader.schema
@@ -101,6 +104,10 @@ class DeltaUpsert(DeltaAppend):
         return Committed(rows=read - quarantined - sum(r.skipped for r in reports), quarantined=quarantined,
                          bytes=written + (sum(f.size for f in quarantine) if "quarantine" in self.committed else 0),
                          version=version, files=files)
+
+    def _plan_framed_columns(self, framed: Framed) -> None:
+        """Registry formats: the columns come from the subjects through the ``ChangeReader`` (``write``),
+        the value's record (for debezium the envelope's ``after``) beside the keyed table's own."""
 
     def _kept_per(self) -> tuple[str, ...]:
         """What a run keeps one change of: each key (the latest change), or with scd_type 2 each key

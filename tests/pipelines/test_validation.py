@@ -281,3 +281,45 @@ def test_a_schema_reusing_inlet_columns_is_refused(client: TestClient, tenant: T
         "Value error, schema: fields key, offset clash with the columns Inlet writes beside the decoded ones "
         "(_inlet_quarantine_reason, _inlet_raw_key, _inlet_raw_value, _inlet_run_id, headers, key, offset, "
         "partition, timestamp, timestampType, topic, value, and every name starting with _inlet_); rename them")
+
+
+REGISTRY_SOURCE = {"value_format": "avro", "schema": None}
+KEYED_REGISTRY_ACCEPTED = [
+    ({}, {"mode": "upsert", "key": ["id"], "sequence_by": "source.lsn", "changes": "debezium"}),
+    ({"key_format": "avro"}, {"mode": "upsert", "key": ["id"], "sequence_by": "ts_ms", "changes": "debezium",
+                              "scd_type": 2}),
+    ({"value_format": "protobuf"}, {"mode": "upsert", "key": ["id"], "sequence_by": "meta.version", "partition_by": ["region"]}),
+    ({"value_format": "json_schema", "value_schema": {"subject": "orders-value", "version": 3}},
+     {"mode": "upsert", "key": ["customer"], "key_from": "kafka_key"}),
+]
+
+
+@pytest.mark.parametrize(("source", "target"), KEYED_REGISTRY_ACCEPTED)
+def test_a_keyed_table_of_a_registry_format_is_accepted(client: TestClient, tenant: Tenant, source: dict,
+                                                        target: dict) -> None:
+    """Its fields are the registry schema's, which the API does not fetch: each run checks the key,
+    sequence_by and partition_by against it (docs/keyed-tables.md)."""
+    conn = create_connection(client, tenant, schema_registry={"url": "https://registry.example.com:8081"})
+    body = _fill(pipeline_body(conn["id"], **_src(**{**REGISTRY_SOURCE, **source}),
+                               target={"type": "delta", "path": "silver/orders", **target}), conn["id"])
+    created = client.post("/pipelines", json=body, headers=tenant.editor)
+    assert created.status_code == 201, created.text
+    read = created.json()
+    for part in ("source", "target"):  # as written
+        assert {k: read[part][k] for k in body[part]} == body[part]
+
+
+@pytest.mark.parametrize(("source", "target", "field"), [
+    ({"key_format": "avro"}, {"key": ["customer"], "key_from": "kafka_key"}, "target.key_from"),
+    ({}, {"key": ["id"], "changes": "debezium", "sequence_by": "after.version"}, "target.sequence_by"),
+    ({"value_format": "raw"}, {"key": ["id"]}, "target.mode"),
+    ({}, {"key": ["_Inlet_key"], "key_from": "kafka_key"}, "target.key"),
+])
+def test_what_a_keyed_table_of_a_registry_format_refuses(client: TestClient, tenant: Tenant, source: dict, target: dict,
+                                                         field: str) -> None:
+    conn = create_connection(client, tenant, schema_registry={"url": "https://registry.example.com:8081"})
+    body = _fill(pipeline_body(conn["id"], **_src(**{**REGISTRY_SOURCE, **source}),
+                               target={"type": "delta", "path": "silver/orders", "mode": "upsert", **target}), conn["id"])
+    problem = assert_problem(client.post("/pipelines", json=body, headers=tenant.editor), 422)
+    assert [e["field"] for e in problem["errors"]] == [field]
+    assert client.get("/pipelines", headers=tenant.viewer).json()["total"] == 0

@@ -81,7 +81,7 @@ def test_a_keyed_tables_refusals_sit_beside_their_inputs(client: TestClient, ten
         ({"sequence_by": "source..lsn"}, {"sequence_by": "String should match pattern"}),
         ({"changes": "cdc"}, {"changes": "Input should be 'rows' or 'debezium'"}),
         ({"delta_mode": "merge"}, {"delta_mode": "Input should be 'append' or 'upsert'"}),
-        ({"value_format": "string"}, {"delta_mode": "a keyed table reads json values (source.value_format json)"}),
+        ({"value_format": "string"}, {"delta_mode": "a keyed table reads json values or a registry format's"}),
         ({"schema": "id BIGINT, _inlet_deleted BOOLEAN"}, {"schema": "schema: fields _inlet_deleted clash with the columns"}),
         ({"partition_by": "region"}, {"partition_by": "a keyed table is partitioned by fields of source.schema"}),
         ({"key_from": "kafka_key", "key_fields": "id", "changes": "rows", "sequence_by": ""},

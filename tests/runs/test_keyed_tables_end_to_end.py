@@ -1,6 +1,7 @@
 """A keyed table for real: a Debezium topic through HTTP API → Redis → Celery worker → Spark → one
 MERGE per run, then replays to earliest in both modes, which leave the same table. Sandbox Kafka over
-TCP, and the same on a real broker where one is configured (``INLET_TEST_KAFKA_HOME``)."""
+TCP, and the same on a real broker where one is configured (``INLET_TEST_KAFKA_HOME``); Debezium's Avro
+through a real Schema Registry (``INLET_TEST_SCHEMA_REGISTRY_HOME``)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ import pytest
 from deltalake import DeltaTable
 
 from api.runs.delta_state import app_id
-from tests.factories import create_sandbox_pipeline, make_tenant
+from tests.factories import create_pipeline, create_sandbox_pipeline, make_tenant, plaintext_connection_body
 from tests.fixtures.debezium import SCHEMA, change_log, final_rows, history_rows, live_rows, produce_changes
+from tests.fixtures.debezium_avro import KEY, AvroChanges, envelope_schema
 from tests.fixtures.kafka import SandboxKafka, produce_keyed
 from tests.fixtures.kafka_broker import RealKafka
+from tests.fixtures.schema_registry import RealRegistry
 from tests.fixtures.stack import Stack
 from tests.runs.helpers import committed_offsets, run_succeeded
 
@@ -113,3 +116,38 @@ def test_an_scd_type_2_pipeline_keeps_the_reference_history_through_replays(
         assert history() == expected, mode
     assert DeltaTable(uri).transaction_version(app_id(pipeline["id"])) == again["seq"]
 
+
+
+def test_a_debezium_avro_pipeline_through_the_registry_keeps_the_final_state_through_a_replay(
+        stack: Stack, real_kafka: RealKafka, real_topic: Callable[..., str], real_registry: RealRegistry) -> None:
+    """Debezium's AvroConverter on the real broker: Avro keys and envelopes under the topic's default
+    subjects (``<topic>-key``, ``<topic>-value``), tombstones after deletes, read through the connection's
+    registry by the API's pipeline, worker and job."""
+    topic, log = real_topic(partitions=3), change_log(seed=5, keys=20, n=200)
+    changes = AvroChanges(real_registry.register(f"{topic}-value", envelope_schema()),
+                          real_registry.register(f"{topic}-key", KEY))
+    produced = sum(changes.produce(real_kafka.bootstrap_servers, topic, log).values())
+    client = stack.client
+    tenant = make_tenant(client)
+    conn = client.post("/connections", json=plaintext_connection_body(
+        real_kafka.bootstrap_servers, schema_registry={"url": real_registry.url}), headers=tenant.editor)
+    assert conn.status_code == 201, conn.text
+    pipeline = create_pipeline(
+        client, tenant, conn.json()["id"], schedule=None, state="paused",
+        source={"connection_id": conn.json()["id"], "topics": [topic], "value_format": "avro", "key_format": "avro"},
+        target={"type": "delta", "path": "silver/customers-avro", "mode": "upsert", "key": ["id"],
+                "sequence_by": "source.lsn", "changes": "debezium"})
+    stack.start_worker()
+
+    first = run_succeeded(stack, tenant, pipeline)
+    uri = pipeline["status"]["target_uri"]
+    assert (first["records_read"], first["rows_written"], first["rows_quarantined"]) == (produced, len(log), 0)
+    assert live_rows(uri) == final_rows(log)
+
+    patched = client.patch(f"/pipelines/{pipeline['id']}/offsets", json={"reset": "earliest", "replay_mode": "append"},
+                           headers=tenant.editor)
+    assert patched.status_code == 200, patched.text
+    again = run_succeeded(stack, tenant, pipeline)
+    assert again["records_read"] == produced
+    assert live_rows(uri) == final_rows(log)
+    assert DeltaTable(uri).transaction_version(app_id(pipeline["id"])) == again["seq"]
