@@ -70,9 +70,12 @@ def check_watermarks(source: SourceSpec, egress: EgressPolicy, timeout_s: float 
     if not wanted:
         return {}, []
     refusals = Refusals()
-    config: ClientConfig = {**job_client_config(source.kafka_config, egress), "error_cb": refusals.on_error}
-    admin = AdminClient(config)
+    # A metadata request of one topic (``_refresh``) must never create it: librdkafka's default for a
+    # producer-type client (an admin client is one) asks the broker to.
+    config: ClientConfig = {**job_client_config(source.kafka_config, egress), "error_cb": refusals.on_error,
+                            "allow.auto.create.topics": False}
     deadline = time.monotonic() + timeout_s
+    admin = AdminClient(config)
     earliest = _offsets(admin, wanted, OffsetSpec.earliest(), deadline, refusals)
     latest = _offsets(admin, wanted, OffsetSpec.latest(), max(deadline, time.monotonic() + _LATEST_FLOOR_S), refusals)
 
@@ -99,7 +102,8 @@ def check_watermarks(source: SourceSpec, egress: EgressPolicy, timeout_s: float 
 def _offsets(admin: AdminClient, wanted: list[Partition], spec: OffsetSpec, deadline: float,
              refusals: Refusals) -> dict[Partition, int]:
     """``spec``'s offset of every partition in ``wanted``; the partitions whose lookup failed
-    transiently are asked again until ``deadline``."""
+    transiently are asked again until ``deadline``, after the client's metadata of their topics is
+    read again (``_refresh``)."""
     from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
     # No leader, or a broker that does not lead it (any longer): a deleted topic, or a partition moving.
@@ -148,6 +152,7 @@ def _offsets(admin: AdminClient, wanted: list[Partition], spec: OffsetSpec, dead
         if error.fatal() or kind not in ("kafka_unavailable", "kafka_auth") or time.monotonic() >= deadline:
             raise JobError(kind, f"offsets of {topic}[{partition}]: {error.str()}", topic, partition)
         time.sleep(_RETRY_PAUSE_S)
+        _refresh(admin, {t for (t, _), _ in failed}, deadline)
 
 
 def _await(admin: AdminClient, futures: list[Future[ListOffsetsResultInfo]], timeout: float,
@@ -163,6 +168,21 @@ def _await(admin: AdminClient, futures: list[Future[ListOffsetsResultInfo]], tim
         if not pending or left <= 0 or refusals.final() is not None:
             return
         pending = wait(pending, timeout=min(left, _POLL_S)).not_done
+
+
+def _refresh(admin: AdminClient, topics: set[str], deadline: float) -> None:
+    """Read ``topics``' metadata again. librdkafka's admin client does not on a lookup's error: after
+    a broker that stalled came back with new leader epochs (a real broker paused 18 s), the client
+    kept asking with the old ones and was answered FENCED_LEADER_EPOCH until its metadata aged out,
+    minutes later; a metadata request of the topic ends that at once. A new client per try would too,
+    but a dropped client may be collected on one of librdkafka's threads, which aborts the process."""
+    from confluent_kafka import KafkaException
+
+    for topic in sorted(topics):
+        try:
+            admin.list_topics(topic=topic, timeout=max(0.1, min(5.0, deadline - time.monotonic())))
+        except KafkaException:
+            return  # no metadata yet: the next lookup says what holds
 
 
 def _absent(admin: AdminClient, partitions: list[Partition], timeout: float) -> tuple[Partition, KafkaError] | None:

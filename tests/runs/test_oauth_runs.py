@@ -48,6 +48,12 @@ def _paced(broker: RealKafka, principal: str) -> Iterator[None]:
         broker.tool("kafka-configs.sh", "--alter", *entity, "--delete-config", "consumer_byte_rate,producer_byte_rate")
 
 
+def _why(stack: Any, tenant: Any, run: dict[str, Any]) -> str:
+    """A run that was not held whole, in full: pytest shortens a message that is not a string."""
+    log = stack.client.get(f"/runs/{run['id']}/log", headers=tenant.viewer).text
+    return f"run: {run}\nits log:\n{log[-8000:]}\nthe worker's:\n{stack.log_text()[-4000:]}"
+
+
 def _run_held_past_its_tokens(stack: Any, tenant: Any, pipeline: dict[str, Any], broker: RealKafka, idp: RealIdp,
                               writing: Callable[[], bool] = lambda: True) -> tuple[dict[str, Any], list[TokenRequest]]:
     """Trigger a paced run, pause the broker once the job's clients run, resume it after ``_HELD_S``;
@@ -96,9 +102,7 @@ def test_a_run_longer_than_its_tokens_lands_every_record_once_in_delta(
     run, during = _run_held_past_its_tokens(stack, tenant, pipeline, oauth_kafka, real_idp)
 
     assert run["state"] == "succeeded", (run.get("error"), stack.log_text()[-6000:])
-    held = (run["attempt"], run["records_read"]) == (1, _RECORDS)  # held, not failed and retried
-    assert held, (run, stack.client.get(f"/runs/{run['id']}/log", headers=tenant.viewer).text[-6000:],
-                  stack.log_text()[-6000:])
+    assert (run["attempt"], run["records_read"]) == (1, _RECORDS), _why(stack, tenant, run)  # held, not retried
     assert time.monotonic() - began > _HELD_S > 2 * TOKEN_TTL_S
     once = sorted((topic, p, o) for p, offsets in placed.items() for o in offsets)
     assert delta_coordinates(pipeline["status"]["target_uri"]) == once
@@ -134,9 +138,7 @@ def test_a_kafka_target_over_oauthbearer_lands_every_record_once(
     run, during = _run_held_past_its_tokens(stack, tenant, pipeline, oauth_kafka, real_idp, writing)
 
     assert run["state"] == "succeeded", (run.get("error"), stack.log_text()[-6000:])
-    held = (run["attempt"], run["records_read"]) == (1, n)
-    assert held, (run, stack.client.get(f"/runs/{run['id']}/log", headers=tenant.viewer).text[-6000:],
-                  stack.log_text()[-6000:])
+    assert (run["attempt"], run["records_read"]) == (1, n), _why(stack, tenant, run)
     written_ends = ends()
     probe.close()
     written = [(m.key(), m.value()) for p, (low, high) in written_ends.items()
