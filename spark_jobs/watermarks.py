@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from spark_jobs.errors import JobError
 from spark_jobs.kafka_errors import Refusals
 from spark_jobs.kafka_source import kafka_error_kind
-from spark_jobs.plans import ClientConfig
+from spark_jobs.plans import ClientConfig, PartitionKey
 
 if TYPE_CHECKING:
     from confluent_kafka import KafkaError
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from spark_jobs.egress import EgressPolicy
     from spark_jobs.spec import Ranges, SourceSpec
 
-Partition = tuple[str, int]
 
 _RETRY_PAUSE_S = 0.2
 _POLL_S = 0.2  # how often a wait for answers serves the client's error_cb
@@ -99,8 +98,8 @@ def check_watermarks(source: SourceSpec, egress: EgressPolicy, timeout_s: float 
     return readable, gaps
 
 
-def _offsets(admin: AdminClient, wanted: list[Partition], spec: OffsetSpec, deadline: float,
-             refusals: Refusals) -> dict[Partition, int]:
+def _offsets(admin: AdminClient, wanted: list[PartitionKey], spec: OffsetSpec, deadline: float,
+             refusals: Refusals) -> dict[PartitionKey, int]:
     """``spec``'s offset of every partition in ``wanted``; the partitions whose lookup failed
     transiently are asked again until ``deadline``, after the client's metadata of their topics is
     read again (``_refresh``)."""
@@ -109,10 +108,10 @@ def _offsets(admin: AdminClient, wanted: list[Partition], spec: OffsetSpec, dead
     # No leader, or a broker that does not lead it (any longer): a deleted topic, or a partition moving.
     gone_or_moving = (KafkaError._NOENT, KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC,
                       KafkaError._UNKNOWN_PARTITION)
-    found: dict[Partition, int] = {}
+    found: dict[PartitionKey, int] = {}
     while True:
         asked = [p for p in wanted if p not in found]
-        failed: list[tuple[Partition, KafkaError]] = []
+        failed: list[tuple[PartitionKey, KafkaError]] = []
         remaining = max(0.1, deadline - time.monotonic())
         try:
             futures = admin.list_offsets({TopicPartition(t, p): spec for t, p in asked}, request_timeout=remaining)
@@ -185,7 +184,7 @@ def _refresh(admin: AdminClient, topics: set[str], deadline: float) -> None:
             return  # no metadata yet: the next lookup says what holds
 
 
-def _absent(admin: AdminClient, partitions: list[Partition], timeout: float) -> tuple[Partition, KafkaError] | None:
+def _absent(admin: AdminClient, partitions: list[PartitionKey], timeout: float) -> tuple[PartitionKey, KafkaError] | None:
     """The first of ``partitions`` that the cluster's metadata says does not exist (its topic
     deleted), with the error that names it; None while the metadata cannot be had."""
     from confluent_kafka import KafkaError, KafkaException
