@@ -38,6 +38,11 @@ if TYPE_CHECKING:
 _RETRY_PAUSE_S = 0.2
 _POLL_S = 0.2  # how often a wait for answers serves the client's error_cb
 _LATEST_FLOOR_S = 5.0  # the latest offsets' own time when the earliest took ~all of timeout_s
+# A new client (each run makes one) drops its bootstrap connection once it learns the cluster's brokers
+# and connects a learned one on its next 1-s tick: a lookup made in between waited 1 s on the sandbox,
+# 3 s on the real broker (1 lookup in 8). Unanswered this long, the lookup gets a metadata request,
+# which connects at once (``_refresh``, its wait capped at the tick it replaces).
+_CONNECT_NUDGE_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -118,6 +123,8 @@ def _offsets(admin: AdminClient, wanted: list[PartitionKey], spec: OffsetSpec, d
         except KafkaException as exc:
             failed = [(asked[0], exc.args[0])]
         else:  # a future fails as a whole ("no leaders found") or for its own partition
+            if wait(list(futures.values()), timeout=_CONNECT_NUDGE_S).not_done:
+                _refresh(admin, {t for t, _ in asked}, min(deadline, time.monotonic() + 1.0))
             _await(admin, list(futures.values()), remaining + 1, refusals)
             for tp, future in futures.items():
                 try:
