@@ -2,7 +2,8 @@
 
 A run's rows never need to become Spark rows. Each task reads its chunks with ONE confluent-kafka
 consumer (``read_chunks``), decodes them on Arrow (``spark_jobs.decode``), writes Parquet files
-straight into the table folder (one per Kafka partition and table partition) and returns only a
+straight into the table folder (one per table partition, whatever Kafka partitions the task read:
+a run's small ranges make few files, as Delta's optimized writes do) and returns only a
 ``TaskReport`` (files, sizes, row counts, stats, offsets read). Spark runs the tasks as one job and
 collects the reports; the JVM only schedules them (no SQL session, no Arrow → JVM rows → Arrow
 round trip of any row). The driver commits the reports in ONE delta-rs transaction per table.
@@ -131,14 +132,13 @@ def write_unit(plan: DirectWritePlan, unit: WriteUnit) -> TaskReport:
         elif unit.rewrite is not None:
             files.write(carried_rows(plan.store, unit.rewrite, plan.replace_ranges, plan.schema))
         else:
-            for chunk, batch in read_counted(plan, unit.chunks, report):
-                group = (chunk.topic, chunk.partition)
+            for _, batch in read_counted(plan, unit.chunks, report):
                 rows, bad = plan.decode(batch)
-                files.write(rows, group=group)
+                files.write(rows)
                 if bad is not None:
                     report.quarantined += bad.num_rows
                     if quarantine is not None:
-                        quarantine.write(bad, group=group)
+                        quarantine.write(bad)
         report.files = files.close() + (quarantine.close() if quarantine else [])
     except BaseException:
         files.discard()

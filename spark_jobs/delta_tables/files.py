@@ -1,7 +1,8 @@
 """The Parquet files of a run's rows, written by the executors straight into the table folders.
 
 ``FileSet`` is one task's open files, one per (table, partition values), with the Delta statistics
-of their rows; each task reports the files it wrote (``plans.TaskReport``), and the driver commits
+of their rows (a task's Kafka partitions share its files: a run of 64 small partitions on 2 cores adds
+2 files, not 64); each task reports the files it wrote (``plans.TaskReport``), and the driver commits
 them (``commit``); ``direct_write``'s tasks use ``FileSet``. What a failed run wrote is deleted by
 name (``delete_files``) or, where its tasks could not report, by the attempt's token
 (``delete_run_files``).
@@ -24,6 +25,12 @@ from spark_jobs.delta_log import STATS_COLUMNS, partition_string
 from spark_jobs.plans import DataFile, TableRole
 from spark_jobs.storage import Store
 
+# A task's rows reach its files in the batches it reads (up to 10,000 records, as few as one); they are
+# held until a file has a row group's worth (or the task holds this many bytes), so that a file of many
+# small batches is not a file of many tiny row groups, which readers pay for per group.
+_ROW_GROUP_ROWS = 128 * 1024
+_HELD_BYTES = 32 << 20
+
 
 @dataclass
 class _OpenFile:
@@ -35,6 +42,13 @@ class _OpenFile:
     rows: int = 0
     min_values: dict[str, object] = field(default_factory=dict)
     max_values: dict[str, object] = field(default_factory=dict)
+    held: list[pa.Table] = field(default_factory=list)  # rows not yet written: the next row group's
+    held_rows: int = 0
+
+    def flush(self) -> None:
+        if self.held:
+            self.writer.write_table(pa.concat_tables(self.held))
+            self.held, self.held_rows = [], 0
 
 
 class FileSet:
@@ -46,20 +60,21 @@ class FileSet:
         self.fs, self.root = store.filesystem(root)
         self.schema = pa.schema([f for f in schema if f.name not in partition_by])
         self.open: dict[tuple[object, ...], _OpenFile] = {}
+        self.held_bytes = 0
 
-    def write(self, table: pa.Table, group: tuple[object, ...] = ()) -> None:
-        """Append ``table``'s rows; rows of different ``group``s never share a file."""
+    def write(self, table: pa.Table) -> None:
+        """Append ``table``'s rows to the file of their partition values."""
         if table.num_rows == 0:
             return
         if not self.partition_by:
-            self._append(group, {}, table)
+            self._append((), {}, table)
             return
         for values in table.select(self.partition_by).group_by(self.partition_by).aggregate([]).to_pylist():
             mask = None
             for column, value in values.items():
                 match = pc.is_null(table[column]) if value is None else pc.equal(table[column], value)
                 mask = match if mask is None else pc.and_(mask, match)
-            self._append((*group, *values.values()), values, table.filter(mask))
+            self._append(tuple(values.values()), values, table.filter(mask))
 
     def _append(self, key: tuple[object, ...], values: dict[str, object], rows: pa.Table) -> None:
         if key not in self.open:
@@ -73,8 +88,17 @@ class FileSet:
             self.open[key] = _OpenFile(writer, relative, {c: partition_string(v) for c, v in values.items()})
         file = self.open[key]
         rows = rows.select(self.schema.names).cast(self.schema)
-        file.writer.write_table(rows)
+        file.held.append(rows)
+        file.held_rows += rows.num_rows
         file.rows += rows.num_rows
+        self.held_bytes += rows.nbytes
+        if file.held_rows >= _ROW_GROUP_ROWS:
+            self.held_bytes -= sum(t.nbytes for t in file.held)
+            file.flush()
+        elif self.held_bytes >= _HELD_BYTES:
+            for each in self.open.values():
+                each.flush()
+            self.held_bytes = 0
         for column in STATS_COLUMNS:
             if column in self.schema.names:
                 low, high = pc.min_max(rows[column]).values()
@@ -86,11 +110,13 @@ class FileSet:
     def close(self) -> list[DataFile]:
         files = []
         for file in self.open.values():
+            file.flush()
             file.writer.close()
             size = self.fs.get_file_info(f"{self.root}/{file.path}").size
             delta_stats = {"numRecords": file.rows, "minValues": file.min_values, "maxValues": file.max_values}
             files.append(DataFile(self.table, file.path, size, file.partition_values, file.rows, json.dumps(delta_stats)))
         self.open.clear()
+        self.held_bytes = 0
         return files
 
     def discard(self) -> None:
@@ -101,6 +127,7 @@ class FileSet:
             except OSError:
                 pass
         self.open.clear()
+        self.held_bytes = 0
 
 
 def delete_files(store: Store, files: Iterable[DataFile], uri: str, quarantine_uri: str | None) -> None:

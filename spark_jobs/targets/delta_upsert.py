@@ -130,13 +130,13 @@ def changes_unit(reader: ChangeReader, kept_per: tuple[str, ...], plan: DirectWr
     quarantine = FileSet("quarantine", plan.store, plan.quarantine_uri, schema, [], plan.token) if plan.quarantine_uri else None
     try:
         parts: list[pa.Table] = []
-        for chunk, batch in read_counted(plan, unit.chunks, report):
+        for _, batch in read_counted(plan, unit.chunks, report):
             changes, bad, skipped = reader.read(batch, plan.run_id, schema)
             parts.append(latest(changes, kept_per))
             report.skipped += skipped
             report.quarantined += bad.num_rows
             if quarantine is not None:
-                quarantine.write(bad, group=(chunk.topic, chunk.partition))
+                quarantine.write(bad)
         if parts:
             sink = pa.BufferOutputStream()
             table = latest(pa.concat_tables(parts), kept_per)
