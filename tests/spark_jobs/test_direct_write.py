@@ -4,6 +4,7 @@ written as Delta files, reported, committed with delta-rs; and how chunks are pa
 from __future__ import annotations
 
 import datetime
+import json
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,6 +17,7 @@ from spark_jobs.decode import decoded_struct, quarantine_struct
 from spark_jobs.delta_tables import Table
 from spark_jobs.delta_tables.commit import commit_files
 from spark_jobs.delta_tables.direct_write import DirectWritePlan, WriteUnit, pack_chunks, write_unit
+from spark_jobs.delta_tables.files import FileSet
 from spark_jobs.delta_tables.replace import RewriteFile
 from spark_jobs.errors import JobError
 from spark_jobs.kafka_source import Chunk, consumer_config, kafka_struct
@@ -131,3 +133,34 @@ def test_rewrite_units_carry_the_rows_outside_the_replaced_ranges_of_either_tabl
     assert (carried_quarantine.table, carried_quarantine.num_records) == ("quarantine", 1)
     assert (carried.table, carried.partition_values, carried.num_records) == ("main", {"day": "2026-01-02"}, 1)
     assert pq.read_table(tmp_path / "t" / carried.path).to_pylist() == [{"n": 6, "topic": "t", "partition": 0, "offset": 4}]
+
+
+def test_a_tasks_partitions_share_its_file_in_row_groups_of_many_batches(tmp_path: Path) -> None:
+    """A run of many small partitions makes one file per task, not one per Kafka partition, and its
+    small batches are held into row groups rather than written a group each (readers pay per group)."""
+    schema = pa.schema([("partition", pa.int32()), ("offset", pa.int64()), ("value", pa.binary())])
+
+    def batch(partition: int, start: int, rows: int) -> pa.Table:
+        return pa.table({"partition": pa.array([partition] * rows, pa.int32()), "offset": pa.array(range(start, start + rows), pa.int64()),
+                         "value": [b"v"] * rows}, schema=schema)
+
+    small = FileSet("main", Store(), str(tmp_path / "small"), schema, [], "tok")
+    for start in (0, 10, 20):
+        for partition in range(64):
+            small.write(batch(partition, start, 10))
+    [file] = small.close()
+    meta = pq.ParquetFile(tmp_path / "small" / file.path).metadata
+    assert (file.num_records, meta.num_rows, meta.num_row_groups) == (1920, 1920, 1)
+    stats = json.loads(file.stats)
+    assert (stats["minValues"]["partition"], stats["maxValues"]["partition"]) == (0, 63)
+    assert (stats["minValues"]["offset"], stats["maxValues"]["offset"]) == (0, 29)
+
+    large = FileSet("main", Store(), str(tmp_path / "large"), schema, [], "tok")
+    for start in range(0, 300_000, 10_000):  # batches as the reader yields them
+        large.write(batch(0, start, 10_000))
+    [file] = large.close()
+    meta = pq.ParquetFile(tmp_path / "large" / file.path).metadata
+    groups = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+    assert groups == [140_000, 140_000, 20_000]  # written once 128k rows are held
+    read = pq.read_table(tmp_path / "large" / file.path)
+    assert read["offset"].to_pylist() == list(range(300_000))
