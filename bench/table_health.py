@@ -1,9 +1,11 @@
 """A Delta table's health under many small runs, with Inlet's maintenance on, off, and compacted by hand.
 
-A SMALLER stand-in for the issue's bench (issue 31: 2,000 runs of a 64-partition pipeline on the warm
-engine): runs here are the job's own commit (``spark_jobs.delta_tables.commit.commit_files``: one
-Parquet file per Kafka partition read, one append with the run's app transaction) of rows made in
-process, not Spark runs reading Kafka. So it measures the table, not the run's cost. Three tables get
+Issue 31's bench: ``--runs-on warm`` makes each run a Spark run of the job on the worker's warm engine
+(``WarmLauncher``) reading its ranges of a 64-partition JSON topic (the real broker with
+``--kafka-home``, else the sandbox) into Delta. ``--runs-on commit`` (the default, seconds instead of half
+an hour) makes each run the job's commit alone (``spark_jobs.delta_tables.commit.commit_files``: one
+Parquet file per Kafka partition, as the job wrote them before 2026-11-26, one append with the run's app
+transaction) of rows made in process: it measures the table, not the run's cost. Three tables get
 the same runs in the same process:
 
 - ``off``: never maintained;
@@ -19,21 +21,29 @@ skipped where the extension is not installed), and ``on`` over ``by hand``. At t
 per column of ``on`` and ``by hand`` with their codec and encodings: where the two differ in size, and
 why (docs/maintenance.md).
 
-Each partition's records carry their own payload (``--payload copies``: the same customers and amounts
-in every partition of a run, as this bench had them first; a compressor finds those copies side by side
-in arrival order, not once sorted by partition). ``--maintenance process`` runs the tasks on a worker
-process of their own, as ``inlet maintenance-worker`` does beside the runs, with ``off`` and ``on``
-taking turns by ``--chunk`` runs (the worker idle during ``off``'s), and vacuums at the checkpoints
-(a retention of 0 beside running writers would delete a run's file before its commit).
+Each partition's records carry their own payload (with ``--runs-on commit``, ``--payload copies`` gives
+the same customers and amounts in every partition of a run, as this bench had them first; a compressor
+finds those copies side by side in arrival order, not once sorted by partition). ``--maintenance
+process`` runs the tasks on a worker process of their own, as ``inlet maintenance-worker`` does beside
+the runs, with ``off`` and ``on`` taking turns by ``--chunk`` runs (the worker idle during ``off``'s),
+and vacuums at the checkpoints (a retention of 0 beside running writers would delete a run's file before
+its commit).
 
     .venv/bin/python bench/table_health.py [--runs 400] [--partitions 16] [--rows 50] [--checkpoints 100,200,400]
         [--payload distinct|copies] [--maintenance inline|process] [--chunk 25]
+        [--runs-on commit|warm] [--kafka-home ../shared/kafka]
+
+    issue 31's figures: --runs-on warm --kafka-home ../shared/kafka --runs 2000 --partitions 64 --rows 10
+        --checkpoints 200,1000,2000 --maintenance process --chunk 25
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import multiprocessing
+import os
 import shutil
 import sys
 import tempfile
@@ -48,13 +58,16 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from sandbox.cluster import SandboxCluster
 from spark_jobs.delta_tables import Table
 from spark_jobs.delta_tables.commit import commit_files
 from spark_jobs.maintenance import MaintenanceSteps, TablePolicy, maintain
 from spark_jobs.maintenance.compaction import _stats
 from spark_jobs.plans import DataFile
-from spark_jobs.spec import Txn
+from spark_jobs.spec import RunSpec, Txn
 from spark_jobs.storage import Store
+
+from kafka_bench import produce
 
 SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
                     ("customer", pa.int64()), ("amount", pa.float64())])
@@ -150,6 +163,98 @@ def column_bytes(root: Path) -> dict[str, tuple[str, int]]:
     return {name: (", ".join(sorted(hows[name])), size) for name, size in sizes.items()}
 
 
+class CommitRuns:
+    """Each run the job's commit alone, of rows made in process."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+
+    def run(self, table: Table, seq: int) -> int:
+        """Run ``seq`` into ``table``; the files it added."""
+        args = self.args
+        files = run_files(Path(table.uri), seq, args.partitions, args.rows, args.payload)
+        commit_files(table, Txn(app_id="bench", version=seq), files, SCHEMA)
+        return len(files)
+
+    def close(self) -> None:
+        pass
+
+
+class WarmRuns:
+    """Each run a Spark run of the job on the worker's warm engine (``WarmLauncher``, as ``inlet worker``
+    runs them): run ``seq`` reads offsets ``[(seq - 1) * rows, seq * rows)`` of every partition of a JSON
+    topic (``customer``, ``amount``: each partition its own payload) and appends them with the table's
+    app transaction at version ``seq``. The topic is on the real broker under ``--kafka-home``, else on
+    the sandbox (librdkafka's mock cluster, in this process)."""
+
+    TOPIC = "orders"
+
+    def __init__(self, args: argparse.Namespace, work: Path) -> None:
+        from worker.launch import SparkSubmitSettings, WarmLauncher
+
+        self.args, self.work, self.stack = args, work, contextlib.ExitStack()
+        try:
+            self.bootstrap = self._broker()
+            values = [json.dumps({"customer": int(c), "amount": float(a)}).encode()
+                      for c, a in self._payloads()]
+            produce(self.bootstrap, self.TOPIC, values, args.partitions)
+            self.launcher = WarmLauncher(SparkSubmitSettings(master="local[2]"))
+            self.stack.callback(self.launcher.close)
+        except BaseException:
+            self.stack.close()
+            raise
+
+    def _broker(self) -> str:
+        if self.args.kafka_home:
+            from tests.fixtures.kafka_broker import RealKafka, kafka_home
+
+            os.environ["INLET_TEST_KAFKA_HOME"] = self.args.kafka_home
+            home = kafka_home()
+            assert home is not None, f"no Kafka distribution under {self.args.kafka_home}"
+            (self.work / "kafka").mkdir()
+            broker = RealKafka(home, self.work / "kafka").start()
+            self.stack.callback(broker.stop)
+        else:
+            broker = self.stack.enter_context(SandboxCluster(brokers=1))
+        broker.create_topic(self.TOPIC, self.args.partitions)
+        return broker.bootstrap_servers
+
+    def _payloads(self) -> list[tuple[int, float]]:
+        """Every record of every run, in the order ``produce`` spreads them (record ``i`` to partition
+        ``i % partitions``): each partition's customers and amounts its own."""
+        args = self.args
+        per_partition = args.runs * args.rows
+        columns = []
+        for p in range(args.partitions):
+            rng = np.random.default_rng(p)
+            columns.append((rng.integers(0, 10_000, per_partition), np.round(rng.gamma(2.0, 30.0, per_partition), 2)))
+        return [(columns[p][0][i], columns[p][1][i]) for i in range(per_partition) for p in range(args.partitions)]
+
+    def run(self, table: Table, seq: int) -> int:
+        """Run ``seq`` into ``table``; the files it added."""
+        args, name = self.args, Path(table.uri).name
+        start = (seq - 1) * args.rows
+        spec = RunSpec.model_validate({
+            "run_id": f"{name}-{seq}", "pipeline_id": f"bench-{name}",
+            "txn": {"app_id": f"inlet-pipeline-bench-{name}", "version": seq},
+            "source": {"kafka_config": {"bootstrap.servers": self.bootstrap}, "value_format": "json",
+                       "schema": "customer BIGINT, amount DOUBLE",
+                       "ranges": {self.TOPIC: {str(p): (start, start + args.rows) for p in range(args.partitions)}}},
+            "target": {"type": "delta", "uri": table.uri, "quarantine_uri": f"{self.work}/quarantine-{name}"},
+            "egress": {"allow": ["127.0.0.0/8"]},
+        })
+        workdir = self.work / "runs" / f"{name}-{seq}"
+        workdir.mkdir(parents=True)
+        result = self.launcher.launch(spec, workdir=workdir, timeout_s=600)
+        assert result.status == "succeeded", result.error
+        assert result.files_written is not None
+        shutil.rmtree(workdir, ignore_errors=True)
+        return result.files_written
+
+    def close(self) -> None:
+        self.stack.close()
+
+
 def maintenance_worker(requests: Any, busy: Any) -> None:
     """The maintenance worker's stand-in, in a process of its own (``inlet maintenance-worker`` runs
     tasks beside the runs, one per table at a time): compaction and checkpoint as a runs' trigger asks
@@ -173,8 +278,8 @@ class Maintenance:
             self.worker = context.Process(target=maintenance_worker, args=(self.requests, self.busy), daemon=True)
             self.worker.start()
 
-    def after_run(self, partitions: int) -> None:
-        self.small, self.commits = self.small + partitions, self.commits + 1
+    def after_run(self, files: int) -> None:
+        self.small, self.commits = self.small + files, self.commits + 1
         self._send_if_due()
 
     def _send_if_due(self) -> None:
@@ -222,6 +327,10 @@ def main() -> int:
                         help="process: tasks on a worker process of their own, as Inlet runs them")
     parser.add_argument("--chunk", type=int, default=25, help="with --maintenance process: runs of one table "
                         "in a row, off and on taking turns (the worker idle during off's)")
+    parser.add_argument("--runs-on", choices=("commit", "warm"), default="commit",
+                        help="warm: each run a Spark run of the job on the warm engine, reading its ranges of a "
+                        "topic (the real broker under --kafka-home, else the sandbox); commit: the job's commit alone")
+    parser.add_argument("--kafka-home", help="with --runs-on warm: an Apache Kafka distribution (../shared/kafka)")
     args = parser.parse_args()
     checkpoints = {int(c) for c in args.checkpoints.split(",")}
     work = Path(tempfile.mkdtemp(prefix="inlet-table-health-"))
@@ -230,12 +339,12 @@ def main() -> int:
     on.mkdir()
     tables = {"off": Table(Store({}), str(off)), "on": Table(Store({}), str(on))}
     upkeep = Maintenance(tables["on"], args.maintenance)
-    (work / "warm").mkdir()  # the first commit's one-time costs (imports, delta-rs's first table) timed for neither
-    commit_files(Table(Store({}), str(work / "warm")), Txn(app_id="bench", version=1),
-                 run_files(work / "warm", 1, args.partitions, args.rows, args.payload), SCHEMA)
+    runs = WarmRuns(args, work) if args.runs_on == "warm" else CommitRuns(args)
+    (work / "warm").mkdir()  # the first run's one-time costs (imports, the engine, delta-rs's first table) timed for neither
+    runs.run(Table(Store({}), str(work / "warm")), 1)
     spent = {"off": 0.0, "on": 0.0}
     print(f"{args.runs} runs x {args.partitions} partitions x {args.rows} rows, {args.payload} payloads, "
-          f"maintenance {args.maintenance}; tables in {work}")
+          f"runs on {args.runs_on}, maintenance {args.maintenance}; tables in {work}")
     print("data MiB: every Parquet file on storage (live or not yet vacuumed); live MiB: the live ones; log MiB:\n"
           "_delta_log (its entries are cleaned after delta.logRetentionDuration, 30 days: never within a bench)")
     print(f"{'runs':>5} {'table':>8} {'files':>6} {'log':>5} {'data MiB':>9} {'live MiB':>9} {'log MiB':>8} "
@@ -249,10 +358,9 @@ def main() -> int:
                 upkeep.idle()  # the worker's CPU is not the off table's cost
             for seq in range(first, last + 1):
                 began = time.perf_counter()
-                commit_files(table, Txn(app_id="bench", version=seq),
-                             run_files(Path(table.uri), seq, args.partitions, args.rows, args.payload), SCHEMA)
+                files = runs.run(table, seq)
                 if name == "on":
-                    upkeep.after_run(args.partitions)
+                    upkeep.after_run(files)
                 spent[name] += time.perf_counter() - began
         first = last + 1
         if last in checkpoints:
@@ -270,6 +378,7 @@ def main() -> int:
                   f"= {rates['on'] / rates['off']:.2f}x")
             since = (last, dict(spent))
     upkeep.stop()
+    runs.close()
     hand, mine = column_bytes(work / "hand"), column_bytes(on)
     print("live bytes per column, on (Inlet's compaction: rows sorted by topic, partition, offset) beside by hand "
           "(delta-rs optimize.compact: rows in arrival order):")
