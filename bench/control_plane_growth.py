@@ -12,11 +12,12 @@ Two databases on one PostgreSQL server (a private one started here, fsync on, un
   ``generate_series``), which takes seconds, not an hour.
 
 Measured in the same run, each database through the app in-process (FastAPI's test client, no HTTP
-server): p50/p99 of ``--requests`` sequential calls to the portal's pipeline page, ``GET
-/pipelines/{id}/runs`` (each sort, and a state filter), ``GET /pipelines/{id}/offsets`` (which asks
-Kafka for the watermarks: the sandbox Kafka, ``inlet sandbox-kafka``, a real Kafka wire protocol
-server, is started for it), the portal's offsets page (history from the audit log) and ``GET
-/audit-events``; the ratio large/small for each (target: p99 within 1.5×).
+server): p50/p99 of ``--requests`` sequential calls (the two databases taking turns) to the portal's
+pipeline page, ``GET /pipelines/{id}/runs`` (each sort, and a state filter), ``GET
+/pipelines/{id}/offsets`` (which asks Kafka for the watermarks: the sandbox Kafka, ``inlet
+sandbox-kafka``, a real Kafka wire protocol server, is started for it), the portal's offsets page
+(history from the audit log) and ``GET /audit-events``; the ratio large/small for each (target: p99
+within 1.5×).
 
 ``--explain``: every statement those requests (and one batch of each retention prune) send, run again
 under ``EXPLAIN ANALYZE`` on the large database, with the indexes of migration 0010 and as before it (its
@@ -321,12 +322,23 @@ def target(seeded: Seeded) -> Iterator[Target]:
     app.state.engine.dispose()
 
 
-def measure(t: Target, requests: int) -> dict[str, tuple[float, float]]:
-    out = {}
-    for name, path in t.endpoints().items():
-        for _ in range(min(20, requests)):  # warm: connections, Kafka clients, statement caches
-            t.get(path)
-        out[name] = percentiles([t.get(path) for _ in range(requests)])
+def measure(targets: dict[str, Target], requests: int) -> dict[str, dict[str, tuple[float, float]]]:
+    """p50 and p99 of each endpoint on each target, the targets' requests taking turns: a moment of
+    noise on this machine (a daemon, the other core busy) falls on both sides, not on whichever was
+    measured then (measured one after the other, single slow requests made either side's p99)."""
+    out: dict[str, dict[str, tuple[float, float]]] = {name: {} for name in targets}
+    labels = list(dict.fromkeys(label for t in targets.values() for label in t.endpoints()))
+    for label in labels:
+        paths = {name: t.endpoints()[label] for name, t in targets.items() if label in t.endpoints()}
+        for name, path in paths.items():
+            for _ in range(min(20, requests)):  # warm: connections, Kafka clients, statement caches
+                targets[name].get(path)
+        taken: dict[str, list[float]] = {name: [] for name in paths}
+        for _ in range(requests):
+            for name, path in paths.items():
+                taken[name].append(targets[name].get(path))
+        for name, samples in taken.items():
+            out[name][label] = percentiles(samples)
     return out
 
 
@@ -539,12 +551,10 @@ def main() -> int:
             for name, s in (("small", small), ("large", large)):
                 print(f"{name}: {s.runs:,} runs ({args.partitions} partitions each: ranges, 1 log chunk), "
                       f"{s.audit:,} audit events; seeded and analysed in {s.seconds:.1f}s")
-            figures = {}
-            for name, seeded in (("small", small), ("large", large)):
-                with target(seeded) as t:
-                    figures[name] = measure(t, args.requests)
-                    if args.explain and name == "large":
-                        explain_endpoints(t, seeded.url)
+            with target(small) as on_small, target(large) as on_large:
+                figures = measure({"small": on_small, "large": on_large}, args.requests)
+                if args.explain:
+                    explain_endpoints(on_large, large.url)
             print(f"\n{'p50 / p99 in ms, ' + str(args.requests) + ' sequential requests':<46} {'small':>17} "
                   f"{'large':>17}  p99 large/small")
             worst = 0.0
