@@ -315,35 +315,15 @@ class Maintenance:
             self.worker.join(timeout=60)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runs", type=int, default=400)
-    parser.add_argument("--partitions", type=int, default=16)
-    parser.add_argument("--rows", type=int, default=50, help="records per partition per run")
-    parser.add_argument("--checkpoints", default="100,200,400")
-    parser.add_argument("--payload", choices=("distinct", "copies"), default="distinct",
-                        help="copies: every partition's records carry the same customers and amounts")
-    parser.add_argument("--maintenance", choices=("inline", "process"), default="inline",
-                        help="process: tasks on a worker process of their own, as Inlet runs them")
-    parser.add_argument("--chunk", type=int, default=25, help="with --maintenance process: runs of one table "
-                        "in a row, off and on taking turns (the worker idle during off's)")
-    parser.add_argument("--runs-on", choices=("commit", "warm"), default="commit",
-                        help="warm: each run a Spark run of the job on the warm engine, reading its ranges of a "
-                        "topic (the real broker under --kafka-home, else the sandbox); commit: the job's commit alone")
-    parser.add_argument("--kafka-home", help="with --runs-on warm: an Apache Kafka distribution (../shared/kafka)")
-    args = parser.parse_args()
-    checkpoints = {int(c) for c in args.checkpoints.split(",")}
-    work = Path(tempfile.mkdtemp(prefix="inlet-table-health-"))
-    off, on = work / "off", work / "on"
-    off.mkdir()
-    on.mkdir()
-    tables = {"off": Table(Store({}), str(off)), "on": Table(Store({}), str(on))}
-    upkeep = Maintenance(tables["on"], args.maintenance)
-    runs = WarmRuns(args, work) if args.runs_on == "warm" else CommitRuns(args)
+def drive(args: argparse.Namespace, runs: CommitRuns | WarmRuns, upkeep: Maintenance, tables: dict[str, Table],
+          work: Path, checkpoints: set[int]) -> dict[str, float]:
+    """The runs into both tables, the figures at each checkpoint; the seconds each table's runs took."""
+    off, on = Path(tables["off"].uri), Path(tables["on"].uri)
     (work / "warm").mkdir()  # the first run's one-time costs (imports, the engine, delta-rs's first table) timed for neither
     runs.run(Table(Store({}), str(work / "warm")), 1)
     spent = {"off": 0.0, "on": 0.0}
-    print(f"{args.runs} runs x {args.partitions} partitions x {args.rows} rows, {args.payload} payloads, "
+    print(f"{args.runs} runs x {args.partitions} partitions x {args.rows} rows, "
+          f"{'distinct' if args.runs_on == 'warm' else args.payload} payloads, "
           f"runs on {args.runs_on}, maintenance {args.maintenance}; tables in {work}")
     print("data MiB: every Parquet file on storage (live or not yet vacuumed); live MiB: the live ones; log MiB:\n"
           "_delta_log (its entries are cleaned after delta.logRetentionDuration, 30 days: never within a bench)")
@@ -377,15 +357,46 @@ def main() -> int:
             print(f"{'':>5} runs per minute since the last checkpoint: off {rates['off']:.0f}, on {rates['on']:.0f} "
                   f"= {rates['on'] / rates['off']:.2f}x")
             since = (last, dict(spent))
-    upkeep.stop()
-    runs.close()
+    return spent
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=400)
+    parser.add_argument("--partitions", type=int, default=16)
+    parser.add_argument("--rows", type=int, default=50, help="records per partition per run")
+    parser.add_argument("--checkpoints", default="100,200,400")
+    parser.add_argument("--payload", choices=("distinct", "copies"), default="distinct",
+                        help="copies: every partition's records carry the same customers and amounts")
+    parser.add_argument("--maintenance", choices=("inline", "process"), default="inline",
+                        help="process: tasks on a worker process of their own, as Inlet runs them")
+    parser.add_argument("--chunk", type=int, default=25, help="with --maintenance process: runs of one table "
+                        "in a row, off and on taking turns (the worker idle during off's)")
+    parser.add_argument("--runs-on", choices=("commit", "warm"), default="commit",
+                        help="warm: each run a Spark run of the job on the warm engine, reading its ranges of a "
+                        "topic (the real broker under --kafka-home, else the sandbox); commit: the job's commit alone")
+    parser.add_argument("--kafka-home", help="with --runs-on warm: an Apache Kafka distribution (../shared/kafka)")
+    args = parser.parse_args()
+    checkpoints = {int(c) for c in args.checkpoints.split(",")}
+    work = Path(tempfile.mkdtemp(prefix="inlet-table-health-"))
+    off, on = work / "off", work / "on"
+    off.mkdir()
+    on.mkdir()
+    tables = {"off": Table(Store({}), str(off)), "on": Table(Store({}), str(on))}
+    upkeep = Maintenance(tables["on"], args.maintenance)
+    runs = WarmRuns(args, work) if args.runs_on == "warm" else CommitRuns(args)
+    try:
+        spent = drive(args, runs, upkeep, tables, work, checkpoints)
+    finally:
+        upkeep.stop()
+        runs.close()
     hand, mine = column_bytes(work / "hand"), column_bytes(on)
     print("live bytes per column, on (Inlet's compaction: rows sorted by topic, partition, offset) beside by hand "
           "(delta-rs optimize.compact: rows in arrival order):")
     for column in mine:
         print(f"  {column:>10}  on {mine[column][1]:>10,} ({mine[column][0]})  by hand {hand[column][1]:>10,} "
               f"({hand[column][0]})")
-    print(f"runs per minute (commit, plus maintenance where inline): off {60 * args.runs / spent['off']:.0f}, "
+    print(f"runs per minute ({'warm-engine runs' if args.runs_on == 'warm' else 'commits'}, plus maintenance where inline): off {60 * args.runs / spent['off']:.0f}, "
           f"on {60 * args.runs / spent['on']:.0f} = {spent['off'] / spent['on']:.2f}x ({upkeep.tasks} maintenance "
           f"tasks, {args.maintenance})")
     shutil.rmtree(work, ignore_errors=True)

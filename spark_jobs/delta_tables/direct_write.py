@@ -2,11 +2,11 @@
 
 A run's rows never need to become Spark rows. Each task reads its chunks with ONE confluent-kafka
 consumer (``read_chunks``), decodes them on Arrow (``spark_jobs.decode``), writes Parquet files
-straight into the table folder (one per table partition, whatever Kafka partitions the task read:
-a run's small ranges make few files, as Delta's optimized writes do) and returns only a
-``TaskReport`` (files, sizes, row counts, stats, offsets read). Spark runs the tasks as one job and
-collects the reports; the JVM only schedules them (no SQL session, no Arrow → JVM rows → Arrow
-round trip of any row). The driver commits the reports in ONE delta-rs transaction per table.
+straight into the table folder (one per table partition for the task's small Kafka ranges, as
+Delta's optimized writes do; large ranges get files of their own: ``OWN_FILE_RECORDS``) and returns
+only a ``TaskReport`` (files, sizes, row counts, stats, offsets read). Spark runs the tasks as one
+job and collects the reports; the JVM only schedules them (no SQL session, no Arrow → JVM rows →
+Arrow round trip of any row). The driver commits the reports in ONE delta-rs transaction per table.
 
 Per value format: raw and string records are written as they are (``decode_arrow``); json values
 are read as Spark's ``from_json`` reads them (``decode_json``, with ``formats.json_values``, held to
@@ -44,6 +44,13 @@ from spark_jobs.storage import Store
 if TYPE_CHECKING:
     from spark_jobs.formats.json_values import JsonValues
     from spark_jobs.spec import Ranges, ValueFormat  # pydantic costs every Python worker ~1 s to import
+
+
+# A chunk of this many offsets gets files of its own; smaller ones share their task's. A replay removes a
+# file whole only when every row of it is replaced, and rewrites the others: a large range's own file
+# is dropped by a replay of that range, while the small ranges of frequent runs are better few files
+# (a run of 64 small partitions on 2 cores adds 2, where it added 64), which compaction merges anyway.
+OWN_FILE_RECORDS = 100_000
 
 
 @dataclass(frozen=True)
@@ -132,9 +139,9 @@ def write_unit(plan: DirectWritePlan, unit: WriteUnit) -> TaskReport:
         elif unit.rewrite is not None:
             files.write(carried_rows(plan.store, unit.rewrite, plan.replace_ranges, plan.schema))
         else:
-            for _, batch in read_counted(plan, unit.chunks, report):
+            for chunk, batch in read_counted(plan, unit.chunks, report):
                 rows, bad = plan.decode(batch)
-                files.write(rows)
+                files.write(rows, (chunk.topic, chunk.partition) if chunk.end - chunk.start >= OWN_FILE_RECORDS else ())
                 if bad is not None:
                     report.quarantined += bad.num_rows
                     if quarantine is not None:

@@ -10,6 +10,7 @@ name (``delete_files``) or, where its tasks could not report, by the attempt's t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import uuid
@@ -30,6 +31,7 @@ from spark_jobs.storage import Store
 # small batches is not a file of many tiny row groups, which readers pay for per group.
 _ROW_GROUP_ROWS = 128 * 1024
 _HELD_BYTES = 32 << 20
+_HELD_PIECE_BYTES = 8 << 10  # what a held piece costs beyond its rows (pyarrow's objects): many tiny pieces add up
 
 
 @dataclass
@@ -60,21 +62,23 @@ class FileSet:
         self.fs, self.root = store.filesystem(root)
         self.schema = pa.schema([f for f in schema if f.name not in partition_by])
         self.open: dict[tuple[object, ...], _OpenFile] = {}
+        self.closed: list[str] = []  # paths of the files closed, which ``discard`` deletes all the same
         self.held_bytes = 0
 
-    def write(self, table: pa.Table) -> None:
-        """Append ``table``'s rows to the file of their partition values."""
+    def write(self, table: pa.Table, group: tuple[object, ...] = ()) -> None:
+        """Append ``table``'s rows to the file of their partition values; rows of different ``group``s
+        never share a file."""
         if table.num_rows == 0:
             return
         if not self.partition_by:
-            self._append((), {}, table)
+            self._append(group, {}, table)
             return
         for values in table.select(self.partition_by).group_by(self.partition_by).aggregate([]).to_pylist():
             mask = None
             for column, value in values.items():
                 match = pc.is_null(table[column]) if value is None else pc.equal(table[column], value)
                 mask = match if mask is None else pc.and_(mask, match)
-            self._append(tuple(values.values()), values, table.filter(mask))
+            self._append((*group, *values.values()), values, table.filter(mask))
 
     def _append(self, key: tuple[object, ...], values: dict[str, object], rows: pa.Table) -> None:
         if key not in self.open:
@@ -91,9 +95,9 @@ class FileSet:
         file.held.append(rows)
         file.held_rows += rows.num_rows
         file.rows += rows.num_rows
-        self.held_bytes += rows.nbytes
+        self.held_bytes += rows.nbytes + _HELD_PIECE_BYTES
         if file.held_rows >= _ROW_GROUP_ROWS:
-            self.held_bytes -= sum(t.nbytes for t in file.held)
+            self.held_bytes -= sum(t.nbytes + _HELD_PIECE_BYTES for t in file.held)
             file.flush()
         elif self.held_bytes >= _HELD_BYTES:
             for each in self.open.values():
@@ -108,25 +112,32 @@ class FileSet:
                     file.max_values[column] = max(high, file.max_values.get(column, high))
 
     def close(self) -> list[DataFile]:
+        """Write what is held and close every file: what the task reports. A file that fails to close
+        stays open, for ``discard``."""
         files = []
-        for file in self.open.values():
+        for key, file in list(self.open.items()):
             file.flush()
             file.writer.close()
+            del self.open[key]
+            self.closed.append(file.path)
             size = self.fs.get_file_info(f"{self.root}/{file.path}").size
             delta_stats = {"numRecords": file.rows, "minValues": file.min_values, "maxValues": file.max_values}
             files.append(DataFile(self.table, file.path, size, file.partition_values, file.rows, json.dumps(delta_stats)))
-        self.open.clear()
         self.held_bytes = 0
         return files
 
     def discard(self) -> None:
+        """Delete every file of the set, open or closed (the task failed: it reports none)."""
         for file in self.open.values():
-            try:
+            with contextlib.suppress(Exception):  # deleted below, whatever kept it from closing
                 file.writer.close()
-                self.fs.delete_file(f"{self.root}/{file.path}")
+        for path in [f.path for f in self.open.values()] + self.closed:
+            try:
+                self.fs.delete_file(f"{self.root}/{path}")
             except OSError:
                 pass
         self.open.clear()
+        self.closed.clear()
         self.held_bytes = 0
 
 

@@ -14,7 +14,7 @@ from deltalake import DeltaTable
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from spark_jobs.decode import decoded_struct, quarantine_struct
-from spark_jobs.delta_tables import Table
+from spark_jobs.delta_tables import Table, direct_write
 from spark_jobs.delta_tables.commit import commit_files
 from spark_jobs.delta_tables.direct_write import DirectWritePlan, WriteUnit, pack_chunks, write_unit
 from spark_jobs.delta_tables.files import FileSet
@@ -164,3 +164,40 @@ def test_a_tasks_partitions_share_its_file_in_row_groups_of_many_batches(tmp_pat
     assert groups == [140_000, 140_000, 20_000]  # written once 128k rows are held
     read = pq.read_table(tmp_path / "large" / file.path)
     assert read["offset"].to_pylist() == list(range(300_000))
+
+
+def test_a_large_range_gets_a_file_of_its_own_and_small_ones_share_the_tasks(
+        sandbox_kafka, kafka_topic, produce_keyed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """So a replay of the large range can drop its file whole, while small ranges make few files."""
+    monkeypatch.setattr(direct_write, "OWN_FILE_RECORDS", 50)
+    bootstrap = sandbox_kafka.bootstrap_servers
+    topic = kafka_topic(partitions=3)
+    placed = produce_keyed(bootstrap, topic, 600)
+    assert min(len(offsets) for offsets in placed.values()) >= 60
+    source = SourceSpec(kafka_config={"bootstrap.servers": bootstrap}, ranges={}, value_format="string")
+    plan = DirectWritePlan(
+        uri=str(tmp_path / "t"), partition_by=[], token="tok2", schema=to_arrow_schema(decoded_struct(source), timezone="UTC"),
+        read_schema=to_arrow_schema(kafka_struct(False), timezone="UTC"),
+        consumer_config=consumer_config(source.kafka_config, "g", LOOPBACK_ALLOWED), stall_timeout_s=10.0,
+        value_format="string", run_id="run-2", replace_ranges={}, store=Store(),
+    )
+    chunks = (Chunk(topic, 0, 0, 60), Chunk(topic, 1, 0, 20), Chunk(topic, 2, 5, 25))
+
+    report = write_unit(plan, WriteUnit(chunks=chunks))
+
+    partitions = sorted(sorted(set(pq.read_table(tmp_path / "t" / f.path)["partition"].to_pylist())) for f in report.files)
+    assert partitions == [[0], [1, 2]]
+    assert sorted(f.num_records for f in report.files) == [40, 60]
+
+
+def test_a_failed_task_deletes_the_files_it_had_closed_too(tmp_path: Path) -> None:
+    """A task failing after one set's files closed (the quarantine's close, say) reports nothing, so
+    nothing of it may stay behind, closed or not."""
+    schema = pa.schema([("partition", pa.int32()), ("offset", pa.int64())])
+    files = FileSet("main", Store(), str(tmp_path), schema, [], "tok")
+    files.write(pa.table({"partition": pa.array([0], pa.int32()), "offset": pa.array([1], pa.int64())}))
+    assert len(files.close()) == 1
+    files.write(pa.table({"partition": pa.array([1], pa.int32()), "offset": pa.array([2], pa.int64())}))
+    assert len(list(tmp_path.glob("part-tok-*.parquet"))) == 2
+    files.discard()
+    assert list(tmp_path.glob("part-tok-*.parquet")) == []
