@@ -1,8 +1,8 @@
 """The Parquet files of a run's rows, written by the executors straight into the table folders.
 
 ``FileSet`` is one task's open files, one per (table, partition values), with the Delta statistics
-of their rows (a task's Kafka partitions share its files: a run of 64 small partitions on 2 cores adds
-2 files, not 64); each task reports the files it wrote (``plans.TaskReport``), and the driver commits
+of their rows (rows of different ``group``s, which ``direct_write`` gives a large Kafka range, never
+share one; a task's small ranges do); each task reports the files it wrote (``plans.TaskReport``), and the driver commits
 them (``commit``); ``direct_write``'s tasks use ``FileSet``. What a failed run wrote is deleted by
 name (``delete_files``) or, where its tasks could not report, by the attempt's token
 (``delete_run_files``).
@@ -46,11 +46,23 @@ class _OpenFile:
     max_values: dict[str, object] = field(default_factory=dict)
     held: list[pa.Table] = field(default_factory=list)  # rows not yet written: the next row group's
     held_rows: int = 0
+    held_bytes: int = 0
 
-    def flush(self) -> None:
+    def hold(self, rows: pa.Table) -> int:
+        """Keep ``rows`` for the next row group; the bytes that holds."""
+        self.held.append(rows)
+        self.held_rows += rows.num_rows
+        self.rows += rows.num_rows
+        self.held_bytes += (taken := rows.nbytes + _HELD_PIECE_BYTES)
+        return taken
+
+    def flush(self) -> int:
+        """Write what is held as a row group; the bytes that frees."""
+        freed = self.held_bytes
         if self.held:
             self.writer.write_table(pa.concat_tables(self.held))
-            self.held, self.held_rows = [], 0
+            self.held, self.held_rows, self.held_bytes = [], 0, 0
+        return freed
 
 
 class FileSet:
@@ -92,17 +104,12 @@ class FileSet:
             self.open[key] = _OpenFile(writer, relative, {c: partition_string(v) for c, v in values.items()})
         file = self.open[key]
         rows = rows.select(self.schema.names).cast(self.schema)
-        file.held.append(rows)
-        file.held_rows += rows.num_rows
-        file.rows += rows.num_rows
-        self.held_bytes += rows.nbytes + _HELD_PIECE_BYTES
+        self.held_bytes += file.hold(rows)
         if file.held_rows >= _ROW_GROUP_ROWS:
-            self.held_bytes -= sum(t.nbytes + _HELD_PIECE_BYTES for t in file.held)
-            file.flush()
+            self.held_bytes -= file.flush()
         elif self.held_bytes >= _HELD_BYTES:
             for each in self.open.values():
-                each.flush()
-            self.held_bytes = 0
+                self.held_bytes -= each.flush()
         for column in STATS_COLUMNS:
             if column in self.schema.names:
                 low, high = pc.min_max(rows[column]).values()
@@ -116,14 +123,13 @@ class FileSet:
         stays open, for ``discard``."""
         files = []
         for key, file in list(self.open.items()):
-            file.flush()
+            self.held_bytes -= file.flush()
             file.writer.close()
             del self.open[key]
             self.closed.append(file.path)
             size = self.fs.get_file_info(f"{self.root}/{file.path}").size
             delta_stats = {"numRecords": file.rows, "minValues": file.min_values, "maxValues": file.max_values}
             files.append(DataFile(self.table, file.path, size, file.partition_values, file.rows, json.dumps(delta_stats)))
-        self.held_bytes = 0
         return files
 
     def discard(self) -> None:
