@@ -144,7 +144,7 @@ def read_chunks(
     chunk's end is never emitted, and its partition is paused so the consumer stops fetching it.
     Chunks must be of distinct partitions. Runs on an executor.
     """
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer, Message, TopicPartition
 
     from spark_jobs.kafka_errors import Refusals
 
@@ -174,7 +174,7 @@ def read_chunks(
                 raise JobError(kafka_error_kind(refused), f"{only[0]}[{only[1]}]: {refused.str()}" if only[0] else refused.str(), *only)
             # consume(n) waits for n messages or the timeout: never ask for more than the ranges hold.
             messages = consumer.consume(min(_MAX_CONSUME, sum(p.chunk.end - p.position for p in pending.values())), timeout=1.0)
-            errors = [(m, error) for m in messages if (error := m.error()) is not None]
+            errors = [(m, error) for m in messages if (error := m.error()) is not None] if any(map(Message.error, messages)) else []
             if errors:
                 messages = [m for m in messages if m.error() is None]
             touched = _take(messages, pending, one_topic, with_headers, ts_type, headers_type) if messages else set()
@@ -234,15 +234,18 @@ def _take(
     ts_type: pa.DataType,
     headers_type: pa.DataType | None,
 ) -> set[PartitionKey]:
-    """Add a consumed batch of (error-free) messages to their chunks' pieces, column by column:
-    one comprehension per field costs far less per record than a loop appending to lists."""
-    partitions = pa.array([m.partition() for m in messages], pa.int32())
-    topics = None if one_topic else pa.array([m.topic() for m in messages], pa.string())
-    offsets = pa.array([m.offset() for m in messages], pa.int64())
-    stamps = [m.timestamp() for m in messages]
+    """Add a consumed batch of (error-free) messages to their chunks' pieces, column by column: one
+    ``map`` of the field's method per field costs far less per record than a loop appending to lists
+    (and half what a comprehension calling it does)."""
+    from confluent_kafka import Message
+
+    partitions = pa.array(list(map(Message.partition, messages)), pa.int32())
+    topics = None if one_topic else pa.array(list(map(Message.topic, messages)), pa.string())
+    offsets = pa.array(list(map(Message.offset, messages)), pa.int64())
+    stamps = list(map(Message.timestamp, messages))
     columns = {
-        "key": pa.array([m.key() for m in messages], pa.binary()),
-        "value": pa.array([m.value() for m in messages], pa.binary()),
+        "key": pa.array(list(map(Message.key, messages)), pa.binary()),
+        "value": pa.array(list(map(Message.value, messages)), pa.binary()),
         "offset": offsets,
         "timestamp": pa.array([ts for _, ts in stamps], pa.int64()).cast(pa.timestamp("ms", tz="UTC")).cast(ts_type),
         # confluent-kafka counts timestamp types from 0 = unavailable; Java (Spark) from -1.
