@@ -57,6 +57,24 @@ def test_fast_and_exact_paths_in_one_batch() -> None:
     assert rows[2:] == [(NULL_VALUE, _row()), (NOT_SCHEMA, _row()), (NOT_SCHEMA, _row()), (None, _row(id=5))]
 
 
+def test_a_batch_read_a_slice_at_a_time_keeps_every_record_in_its_place() -> None:
+    """Values with no tombstone, raw JSON column or long value are decoded a slice at a time: a value
+    msgspec refuses sends its slice record by record, and a timestamp without an offset sends its
+    column to the reading that tells zoned from local times. Each record as it decodes alone."""
+    decoder = JsonValues(T.StructType([T.StructField("id", T.LongType()), T.StructField("customer", T.StringType()),
+                                       T.StructField("placed_at", T.TimestampType())]), "UTC")
+    values = [b'{"id":%d,"customer":"c%d","placed_at":"2026-11-24T10:00:%02d+01:00"}' % (i, i, i % 60) for i in range(2_500)]
+    values[1_500] = b'{"id":"1500"}'
+    values[2_100] = b'{"id":2100,"customer":7}'  # a number in a STRING column: its text
+    values[2_200] = b'{"id":2200,"placed_at":"2026-11-24T10:00:00"}'  # no offset: the session's zone
+    rows = _decode(decoder, *values)
+    assert rows == [_decode(decoder, value)[0] for value in values]
+    assert [reason for reason, _ in rows] == [None] * 1_500 + [NOT_SCHEMA] + [None] * 999
+    assert (rows[1_499][1]["id"], rows[1_501][1]["id"], rows[2_100][1]["customer"]) == (1_499, 1_501, "7")
+    assert str(rows[59][1]["placed_at"]) == "2026-11-24 09:00:59+00:00"
+    assert str(rows[2_200][1]["placed_at"]) == "2026-11-24 10:00:00+00:00"
+
+
 @pytest.mark.parametrize(("value", "expected"), [
     (b'{"qty":200}', (NOT_SCHEMA, _row())),  # Spark: -56
     (b"{'id':1}", (NOT_SCHEMA, _row())),  # Spark: id 1
