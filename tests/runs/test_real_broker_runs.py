@@ -103,9 +103,15 @@ def test_a_broker_restart_mid_run_loses_and_duplicates_nothing(stack, real_kafka
         run = client.get(f"/runs/{run_id}", headers=tenant.viewer).json()
         return run["state"] == "running" and run["partitions"] is not None
 
+    def retried_or_over() -> bool:
+        run = client.get(f"/runs/{run_id}", headers=tenant.viewer).json()
+        return run["attempt"] >= 2 or run["state"] not in ("queued", "running")
+
     stack.wait_for(planned_and_running, timeout_s=60, every_s=0.1, what="the run to be planned and launched")
     real_kafka.stop()
-    time.sleep(35)  # longer than the job waits for a broker (30 s): this attempt fails
+    # The broker stays down until the attempt has failed (its job waits 30 s for a broker from when it
+    # first asks, later on a busy machine) and the run is retried: a fixed pause raced the job's start.
+    stack.wait_for(retried_or_over, timeout_s=240, every_s=0.5, what="the attempt to fail and the run to be retried")
     real_kafka.start()
 
     run = wait_for_run(stack, run_id, tenant.viewer)
