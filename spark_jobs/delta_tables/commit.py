@@ -12,7 +12,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -136,18 +136,18 @@ def merge_once(table: Table, txn: Txn, schema: pa.Schema, key: Sequence[str],
             _same_kind(table, delta, schema)
             _same_key(table, delta, key)
             _evolve_schema(table, delta, schema)
-            read_at, files = delta.version(), 0
+            read_at = delta.version()
             if (merge := merger(delta, properties)) is not None:
                 metrics = merge.execute()  # the table object is then at the MERGE's version, if it committed one
-                merged_at, files = delta.version(), int(metrics.get("num_target_files_added") or 0)
+                merged_at = delta.version()
                 delta.update_incremental()
                 if merged_at > read_at:
-                    return _counted(table, merged_at, files)
+                    return _counted(table, merged_at, metrics)
             # Nothing changed (a MERGE then commits nothing): the txn alone.
             delta.create_write_transaction([], mode="append", schema=delta.schema(), partition_by=list(table.partition_by),
                                            commit_properties=properties)
             delta.update_incremental()
-            return Merged(delta.version(), 0, 0)
+            return Merged(delta.version(), 0, 0, 0)
         except (DeltaError, OSError) as exc:
             if _committed_meanwhile(table, txn):
                 return None
@@ -162,18 +162,23 @@ def merge_once(table: Table, txn: Txn, schema: pa.Schema, key: Sequence[str],
 
 
 class Merged(NamedTuple):
-    """What a MERGE committed: the table's version, and the data files it added and their bytes (what
-    table maintenance and a tenant's usage count)."""
+    """What a MERGE committed: the table's version, the data files it added and their bytes (what
+    table maintenance and a tenant's usage count), and the rows it inserted or updated (the changes
+    that were newer than the table's: a replay's older ones set none)."""
 
     version: int
     files: int
     bytes: int
+    rows: int
 
 
-def _counted(table: Table, version: int, files: int) -> Merged:
-    """The data files commit ``version`` of ``table`` (a MERGE) added and their bytes, from its log entry
-    (delta-rs's MERGE metrics count files, not bytes); the metrics' count and no bytes where the entry
-    cannot be read: the MERGE has committed, its run must not fail for a figure."""
+def _counted(table: Table, version: int, metrics: dict[str, Any]) -> Merged:
+    """What commit ``version`` of ``table`` (a MERGE, ``metrics`` its delta-rs metrics) set: its rows, and
+    the data files it added and their bytes from its log entry (the metrics count files, not bytes); the
+    metrics' count and no bytes where the entry cannot be read: the MERGE has committed, its run must not
+    fail for a figure."""
+    files = int(metrics.get("num_target_files_added") or 0)
+    rows = sum(int(metrics.get(f"num_target_rows_{kind}") or 0) for kind in ("inserted", "updated", "deleted"))
     filesystem, root = table.store.filesystem(table.uri)
     try:
         with filesystem.open_input_stream(f"{root.rstrip('/')}/_delta_log/{version:020d}.json") as entry:
@@ -181,8 +186,8 @@ def _counted(table: Table, version: int, files: int) -> Merged:
                      if "add" in (action := json.loads(line))]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         log.warning("the bytes of %s v%d are not counted: its log entry could not be read (%s)", table.uri, version, exc)
-        return Merged(version, files, 0)
-    return Merged(version, len(sizes), sum(sizes))
+        return Merged(version, files, 0, rows)
+    return Merged(version, len(sizes), sum(sizes), rows)
 
 
 def _same_kind(table: Table, delta: DeltaTable, schema: pa.Schema) -> None:

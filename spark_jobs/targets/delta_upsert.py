@@ -96,12 +96,14 @@ class DeltaUpsert(DeltaAppend):
         outcome = merge(self.main, self.spec.txn, merged, self.reader.key)
         if outcome is None:  # an earlier or concurrent attempt of this run merged first
             return ALREADY_COMMITTED
-        version, files, written = outcome
+        version, files, written, rows = outcome
         self.committed.add("main")
         quarantined = sum(r.quarantined for r in reports)
         read = sum(s.records for r in reports for s in r.partitions.values())
-        log.info("merged %d changes (%d kept) into %s v%d", read - quarantined, merged.num_rows, self.main.uri, version)
-        return Committed(rows=read - quarantined - sum(r.skipped for r in reports), quarantined=quarantined,
+        log.info("merged %d changes (%d kept, %d rows set) into %s v%d", read - quarantined, merged.num_rows, rows,
+                 self.main.uri, version)
+        # The rows the MERGE inserted or updated: a change not newer than its key's row sets none.
+        return Committed(rows=rows, quarantined=quarantined,
                          bytes=written + (sum(f.size for f in quarantine) if "quarantine" in self.committed else 0),
                          version=version, files=files)
 

@@ -154,7 +154,9 @@ def test_merges_apply_the_latest_change_per_key_and_older_changes_never_win(tmp_
     runs = [stream[i:i + 57] for i in range(0, len(stream), 57)]
     for version, run in enumerate(runs, start=1):
         txn = Txn(app_id="inlet-pipeline-p", version=version)
-        assert merge_changes(table, txn, _changes(reader, run), reader.key) is not None
+        merged = merge_changes(table, txn, _changes(reader, run), reader.key)
+        newer = {i for i, _, lsn in run if i not in reference or reference[i][1] < lsn}
+        assert merged is not None and merged.rows == len(newer)  # the keys whose row the run set
         for i, name, lsn in run:
             if i not in reference or reference[i][1] < lsn:
                 reference[i] = (name, lsn)
@@ -167,7 +169,8 @@ def test_merges_apply_the_latest_change_per_key_and_older_changes_never_win(tmp_
     # with their sequence, so an older insert cannot bring a deleted key back.
     replay = list(stream)
     rng.shuffle(replay)
-    assert merge_changes(table, Txn(app_id="inlet-pipeline-p", version=100), _changes(reader, replay), reader.key)
+    replayed = merge_changes(table, Txn(app_id="inlet-pipeline-p", version=100), _changes(reader, replay), reader.key)
+    assert replayed is not None and replayed.rows == 0
     assert _live(table.uri) == expected
     deleted = DeltaTable(table.uri).to_pyarrow_table().filter(pa.compute.field("_inlet_deleted"))
     assert sorted(deleted["id"].to_pylist()) == sorted(i for i, v in reference.items() if v[0] is None)
@@ -178,7 +181,7 @@ def test_merges_apply_the_latest_change_per_key_and_older_changes_never_win(tmp_
 def test_a_run_without_changes_commits_its_txn_and_a_changed_type_is_refused(tmp_path: Path) -> None:
     reader = ChangeReader(ROWS, ["id"], None, False, "UTC")
     table = Table(Store(), str(tmp_path / "t"))
-    assert merge_changes(table, Txn(app_id="a", version=1), reader.schema.empty_table(), reader.key) == (1, 0, 0)
+    assert merge_changes(table, Txn(app_id="a", version=1), reader.schema.empty_table(), reader.key) == (1, 0, 0, 0)
     assert DeltaTable(table.uri).transaction_version("a") == 1
     assert merge_changes(table, Txn(app_id="a", version=1), reader.schema.empty_table(), reader.key) is None
 

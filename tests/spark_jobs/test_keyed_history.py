@@ -98,8 +98,8 @@ def test_runs_of_changes_in_any_order_land_as_the_reference_history(tmp_path: Pa
     replay = list(stream)
     rng.shuffle(replay)
     before = DeltaTable(table.uri).version()
-    assert merge_history(table, Txn(app_id=APP, version=100), _changes(reader, replay[:200]), reader.key) == (before + 1, 0, 0)
-    assert merge_history(table, Txn(app_id=APP, version=101), _changes(reader, replay[200:]), reader.key) == (before + 2, 0, 0)
+    assert merge_history(table, Txn(app_id=APP, version=100), _changes(reader, replay[:200]), reader.key) == (before + 1, 0, 0, 0)
+    assert merge_history(table, Txn(app_id=APP, version=101), _changes(reader, replay[200:]), reader.key) == (before + 2, 0, 0, 0)
     assert _delta_rows(table.uri) == expected
     assert _duckdb_rows(table.uri) == expected
     assert DeltaTable(table.uri).transaction_version(APP) == 101
@@ -136,7 +136,7 @@ def test_a_key_s_versions_in_one_run_a_late_change_and_a_delete(tmp_path: Path) 
 def test_a_run_without_changes_commits_its_txn_and_tables_of_the_other_type_are_refused(tmp_path: Path) -> None:
     reader = ChangeReader(ROWS, ["id"], None, False, "UTC")
     history, latest_only = Table(Store(), str(tmp_path / "h")), Table(Store(), str(tmp_path / "l"))
-    assert merge_history(history, Txn(app_id="a", version=1), reader.schema.empty_table(), reader.key) == (1, 0, 0)
+    assert merge_history(history, Txn(app_id="a", version=1), reader.schema.empty_table(), reader.key) == (1, 0, 0, 0)
     assert DeltaTable(history.uri).transaction_version("a") == 1
     assert DeltaTable(history.uri).schema().to_arrow().names == [
         "id", "name", "at", "_inlet_valid_from", "_inlet_valid_to", "_inlet_current", "_inlet_deleted", "_inlet_run_id"]
