@@ -27,6 +27,7 @@ from tests.runs.helpers import spark_job_pgids
 from tests.spark_jobs.helpers import RUN_TIMEOUT_S, SETTINGS, coordinates, make_spec, read_table
 from worker.launch import EngineLimits, WarmLauncher
 from worker.launch import warm as warm_module
+from worker.launch.processes import TERM_GRACE_S
 
 pytestmark = pytest.mark.slow
 
@@ -119,8 +120,10 @@ def test_a_cancel_stops_the_runs_spark_job_and_the_engine_serves_the_next_run(sa
     engine = warm.engine_pid
 
     assert cancelled.error is not None and cancelled.error.kind == "cancelled", cancelled.error
-    assert stopped_in < 10, f"the run took {stopped_in:.1f}s to stop"
-    assert engine is not None, "an engine that stopped its run in time is kept"
+    # The engine is kept only if its run stopped within the launcher's grace after the cancel was seen
+    # (else it is killed): that is the claim; the wall bound beside it allows the launcher's polling.
+    assert engine is not None, f"the engine did not stop its run within {TERM_GRACE_S:.0f}s and was killed"
+    assert stopped_in < TERM_GRACE_S + 2, f"the run took {stopped_in:.1f}s to stop"
     assert not spark_job_pgids(spec.run_id) and not (Path(uri) / "_delta_log").exists()
 
     kafka_faults.reset()
