@@ -8,7 +8,8 @@ merge   A keyed table (bench/keyed_tables.py's columns) of each ``--keys`` size 
         MERGE, into a fresh copy of the table, in a child process of its own, so its peak RSS is the
         MERGE's. Batches: ``uniform`` (keys drawn from the whole key range: no file can be skipped) and
         ``recent`` (the top keys: the files of one end of the range). Each runs twice, with the
-        MERGE's key-range bounds (``commit._key_bounds``) and without them.
+        MERGE's key-range bounds (``commit.key_bounds``) and without them. ``--key-type string``: the
+        key as 12-digit text (the same order), for the bounds of string keys.
 compact 2,000 (``--files``) small files of append-shaped rows (topic, partition, offset, timestamp,
         200 B of random bytes as the value, so zstd cannot shrink them) committed as one table, then
         Inlet's compaction (``maintenance._compact``, 128 MB target files) in a child process.
@@ -17,7 +18,7 @@ Prints seconds, peak RSS (``VmHWM``), files read/rewritten and, after the clocks
 rows (every key still once, the batch's keys set by the bench's run).
 
     .venv/bin/python bench/keyed_scale.py [--keys 1000000,3000000,10000000] [--changes 100000,1000000]
-        [--files 2000] [--skip merge|compact]
+        [--key-type int|string] [--files 2000] [--skip merge|compact]
 """
 
 from __future__ import annotations
@@ -53,21 +54,26 @@ def _peak_mb() -> float:
         return next(int(line.split()[1]) for line in status if line.startswith("VmHWM")) / 1024
 
 
-def rows(ids: np.ndarray, sequence: int, run: str) -> pa.Table:
-    """Orders (bench/kafka_bench.py's columns) for ``ids``, built column-wise."""
+def rows(ids: np.ndarray, sequence: int, run: str, key_type: str = "int") -> pa.Table:
+    """Orders (bench/kafka_bench.py's columns) for ``ids``, built column-wise; a ``string`` key is the id
+    as 12 digits."""
     customers = pa.array([f"customer-{i:05d}" for i in range(5000)])
     statuses = pa.array(["NEW", "PAID", "SHIPPED"])
     placed = np.datetime64("2026-11-01T00:00:00", "us") + ids.astype("timedelta64[ms]")
-    columns = [pa.array(ids, pa.int64()), customers.take(pa.array(ids % 5000)), pa.array(np.round(ids * 0.37 % 1000, 2)),
+    key = pa.array(ids, pa.int64())
+    if key_type == "string":
+        key = pa.compute.utf8_lpad(key.cast(pa.string()), 12, "0")
+    columns = [key, customers.take(pa.array(ids % 5000)), pa.array(np.round(ids * 0.37 % 1000, 2)),
                statuses.take(pa.array(ids % 3)), pa.array(placed, pa.timestamp("us", "UTC")),
                pa.array((ids % 17).astype(np.int32)), pa.array(np.full(len(ids), sequence, np.int64)),
                pa.array(np.zeros(len(ids), bool)), pa.array([run] * len(ids), pa.string())]
-    return pa.Table.from_arrays(columns, schema=_schema())
+    schema = _schema()
+    return pa.Table.from_arrays(columns, schema=schema.set(0, schema.field(0).with_type(key.type)))
 
 
-def seed(uri: str, keys: int, per_file: int) -> None:
+def seed(uri: str, keys: int, per_file: int, key_type: str) -> None:
     for start in range(0, keys, per_file):
-        write_deltalake(uri, rows(np.arange(start, min(keys, start + per_file)), -1, "seed"), mode="append")
+        write_deltalake(uri, rows(np.arange(start, min(keys, start + per_file)), -1, "seed", key_type), mode="append")
 
 
 def batch_ids(keys: int, count: int, spread: str) -> np.ndarray:
@@ -76,15 +82,15 @@ def batch_ids(keys: int, count: int, spread: str) -> np.ndarray:
     return np.sort(np.random.default_rng(keys + count).choice(keys, size=min(count, keys), replace=False))
 
 
-def merge_child(uri: str, keys: int, count: int, spread: str, bounds: bool) -> dict[str, float | int]:
+def merge_child(uri: str, keys: int, count: int, spread: str, bounds: bool, key_type: str) -> dict[str, float | int]:
     """One MERGE, in this (child) process: its seconds, RSS and delta-rs's metrics."""
     from spark_jobs.delta_tables import Table, commit
     from spark_jobs.spec import Txn
     from spark_jobs.storage import Store
 
     if not bounds:
-        commit._key_bounds = lambda changes, key: []  # the MERGE as it was before the bounds
-    changes = rows(batch_ids(keys, count, spread), 1, "bench").drop_columns(["_inlet_run_id"])
+        commit.key_bounds = lambda changes, key: []  # the MERGE as it was before the bounds
+    changes = rows(batch_ids(keys, count, spread), 1, "bench", key_type).drop_columns(["_inlet_run_id"])
     changes = changes.append_column("_inlet_run_id", pa.array(["bench"] * changes.num_rows))
     before = _rss_mb()
     began = time.monotonic()
@@ -143,12 +149,12 @@ def child(*argv: str) -> dict[str, float | int]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def measure_merges(tmp: str, sizes: list[int], counts: list[int], per_file: int) -> None:
+def measure_merges(tmp: str, sizes: list[int], counts: list[int], per_file: int, key_type: str) -> None:
     print("MERGE: keys, batch, spread, bounds -> seconds, peak RSS (before), files scanned, rewritten -> written")
     best: dict[tuple[int, int, str, bool], float] = {}
     for keys in sizes:
         began = time.monotonic()
-        seed(f"{tmp}/seed-{keys}", keys, per_file)
+        seed(f"{tmp}/seed-{keys}", keys, per_file, key_type)
         files = len(DeltaTable(f"{tmp}/seed-{keys}").file_uris())
         print(f"{keys:,} keys: {files} files, seeded in {time.monotonic() - began:.1f}s", flush=True)
         for count in counts:
@@ -157,7 +163,7 @@ def measure_merges(tmp: str, sizes: list[int], counts: list[int], per_file: int)
                     uri = f"{tmp}/run"
                     shutil.rmtree(uri, ignore_errors=True)
                     shutil.copytree(f"{tmp}/seed-{keys}", uri)
-                    m = child("merge", uri, str(keys), str(count), spread, str(bounds))
+                    m = child("merge", uri, str(keys), str(count), spread, str(bounds), key_type)
                     check(uri, keys, count)
                     at = (keys, count, spread, bounds)
                     best[at] = min(best.get(at, m["seconds"]), m["seconds"])
@@ -177,20 +183,21 @@ def main() -> None:
     parser.add_argument("--keys", default="1000000,3000000,10000000")
     parser.add_argument("--changes", default="100000,1000000")
     parser.add_argument("--rows-per-file", type=int, default=250_000)
+    parser.add_argument("--key-type", choices=("int", "string"), default="int")
     parser.add_argument("--files", type=int, default=2000)
     parser.add_argument("--skip", choices=("merge", "compact"))
     parser.add_argument("--child")
     args = parser.parse_args()
     if args.child:
         kind, *rest = json.loads(args.child)
-        out = (merge_child(rest[0], int(rest[1]), int(rest[2]), rest[3], rest[4] == "True") if kind == "merge"
+        out = (merge_child(rest[0], int(rest[1]), int(rest[2]), rest[3], rest[4] == "True", rest[5]) if kind == "merge"
                else compact_child(rest[0]))
         print(json.dumps(out))
         return
     with tempfile.TemporaryDirectory() as tmp:
         if args.skip != "merge":
             measure_merges(tmp, [int(k) for k in args.keys.split(",")], [int(c) for c in args.changes.split(",")],
-                           args.rows_per_file)
+                           args.rows_per_file, args.key_type)
         if args.skip != "compact":
             count, size = small_files(f"{tmp}/small", args.files)
             m = child("compact", f"{tmp}/small")

@@ -236,13 +236,15 @@ def with_table_columns(rows: pa.Table, columns: pa.Schema) -> pa.Table:
     return rows
 
 
-def key_ranges(changes: pa.Table, key: Sequence[str]) -> list[tuple[str, int, int]]:
-    """The batch's range of each integer key column: every row a change matches lies in it, so the
-    files whose statistics fall outside need not be read. (Integers only: a string's statistics may
-    be a truncated prefix, which would let a file holding a matched key be skipped.)"""
+def key_ranges(changes: pa.Table, key: Sequence[str]) -> list[tuple[str, int | str, int | str]]:
+    """The batch's range of each integer or string key column: every row a change matches lies in it,
+    so the files whose statistics fall outside need not be read. A Delta writer's statistics are bounds
+    whatever it truncates (delta-rs cuts a long string's max to a prefix whose last character it raises,
+    as delta-spark does), so a file that holds a matched key is never skipped."""
     ranges = []
     for k in key:
-        if changes.num_rows and pa.types.is_integer(changes.schema.field(k).type):
+        kind = changes.schema.field(k).type
+        if changes.num_rows and (pa.types.is_integer(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind)):
             least, most = pc.min_max(changes[k]).values()
             if least.is_valid:
                 ranges.append((k, least.as_py(), most.as_py()))
@@ -251,7 +253,13 @@ def key_ranges(changes: pa.Table, key: Sequence[str]) -> list[tuple[str, int, in
 
 def key_bounds(changes: pa.Table, key: Sequence[str]) -> list[str]:
     """``key_ranges`` as literals for the MERGE's condition, which delta-rs prunes files by."""
-    return [bound for k, least, most in key_ranges(changes, key) for bound in (f't."{k}" >= {least}', f't."{k}" <= {most}')]
+    return [bound for k, least, most in key_ranges(changes, key)
+            for bound in (f't."{k}" >= {_literal(least)}', f't."{k}" <= {_literal(most)}')]
+
+
+def _literal(value: int | str) -> str:
+    """``value`` as a SQL literal of delta-rs's parser: a string's quotes doubled, nothing else escaped."""
+    return str(value) if isinstance(value, int) else "'" + value.replace("'", "''") + "'"
 
 
 def _create_empty(table: Table, schema: Schema) -> None:

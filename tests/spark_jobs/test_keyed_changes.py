@@ -4,6 +4,7 @@ applies the same changes one by one, including retries and replays of older chan
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -245,7 +246,7 @@ def test_a_merge_carries_its_key_range_and_leaves_the_files_outside_it_alone(tmp
     batch = _changes(reader, [(12, "x", 5), (13, None, 5), (35, "new", 5), (-1, "neg", 5)])
     assert key_bounds(batch, reader.key) == ['t."id" >= -1', 't."id" <= 35']
     assert key_bounds(batch.slice(0, 0), reader.key) == []
-    assert key_bounds(pa.table({"name": ["a"]}), ["name"]) == []  # only integer keys get bounds
+    assert key_bounds(pa.table({"at": pa.array([0], pa.timestamp("us"))}), ["at"]) == []  # integers and strings only
     assert merge_changes(table, Txn(app_id="a", version=4), batch, reader.key)
     expected = {i: (f"n{i}", 1) for i in range(30) if i != 13} | {12: ("x", 5), 35: ("new", 5), -1: ("neg", 5)}
     assert _live(table.uri) == expected
@@ -254,6 +255,39 @@ def test_a_merge_carries_its_key_range_and_leaves_the_files_outside_it_alone(tmp
     after = set(DeltaTable(table.uri).file_uris())
     assert len(before - after) == 2  # 10..19's file (12, 13) and 20..29's (25, 26) rewritten; 0..9's left alone
     assert _live(table.uri) == expected | {25: ("y", 6), 26: ("z", 6)}
+
+
+def test_a_string_keyed_merge_leaves_files_outside_its_range_alone_and_misses_no_key(tmp_path: Path) -> None:
+    # Keys past delta-rs's 64 characters of statistics (a truncated min, a max raised to a bound),
+    # quotes and backslashes in the MERGE's literals.
+    reader = ChangeReader(ROWS, ["name"], None, False, "UTC")
+    table = Table(Store(), str(tmp_path / "t"))
+    long = "p" * 70
+    files = [[f"{long}{c}" for c in "acegi"], ["O'Brien", "back\\slash", "quote's end"], ["zz", "zz\u00e9", "zz\U0001F600"]]
+    offset, reference = 0, {}
+
+    def merge(version: int, names: list[str]) -> None:
+        nonlocal offset
+        values = [json.dumps({"name": n, "id": version}).encode() for n in names]
+        changes, quarantine, _ = reader.read(record_batch(values, offsets=list(range(offset, offset + len(names)))),
+                                             "run", QUARANTINE)
+        assert quarantine.num_rows == 0
+        offset += len(names)
+        assert merge_changes(table, Txn(app_id="a", version=version), latest(changes, reader.key).drop_columns(list(HIDDEN)),
+                             reader.key)
+        reference.update({n: version for n in names})
+
+    for version, names in enumerate(files, start=1):  # a file each
+        merge(version, names)
+    before = set(DeltaTable(table.uri).file_uris())
+    batch = [f"{long}c", f"{long}d", f"{long}i"]  # two in the first file's range, one new between them
+    assert key_bounds(pa.table({"name": batch + ["it's"]}), ["name"]) == ["t.\"name\" >= 'it''s'", f"t.\"name\" <= '{long}i'"]
+    merge(4, batch)
+    merge(5, ["back\\slash", "quote's end"])
+    after = set(DeltaTable(table.uri).file_uris())
+    assert len(before - after) == 2 and len(after - before) == 2  # the first two files rewritten; the zz file left alone
+    rows = DeltaTable(table.uri).to_pyarrow_table(columns=["name", "id"]).to_pylist()
+    assert {r["name"]: r["id"] for r in rows} == reference
 
 
 def test_an_append_table_and_a_keyed_table_never_take_the_other_kinds_rows(tmp_path: Path) -> None:
