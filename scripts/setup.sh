@@ -39,7 +39,10 @@ if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
     echo "setup: installing Python dependencies into .venv"
     # uv resolves and installs the same versions as pip in a quarter of the time (2 min 35 s -> 40 s here).
     .venv/bin/pip install -q --disable-pip-version-check uv==0.13.8
-    .venv/bin/uv pip install -q --python .venv/bin/python -e '.[dev]' -e ./terraform
+    # uv reads no pip configuration: a machine's local wheels and index, where set, are passed on.
+    UV_FIND_LINKS=${UV_FIND_LINKS:-${PIP_FIND_LINKS:-}} UV_INDEX_URL=${UV_INDEX_URL:-${PIP_INDEX_URL:-}} \
+        UV_EXTRA_INDEX_URL=${UV_EXTRA_INDEX_URL:-${PIP_EXTRA_INDEX_URL:-}} \
+        .venv/bin/uv pip install -q --python .venv/bin/python -e '.[dev]' -e ./terraform
     echo "$want" > "$stamp"
 fi
 

@@ -110,15 +110,17 @@ def merge_changes(table: Table, txn: Txn, changes: pa.Table, key: Sequence[str])
                 .when_matched_update_all(predicate=f't."{SEQUENCE}" < s."{SEQUENCE}"')
                 .when_not_matched_insert_all())
 
-    return merge_once(table, txn, changes.schema, key, merger)
+    return merge_once(table, txn, changes.schema, key, merger, counted=("inserted", "updated"))
 
 
 def merge_once(table: Table, txn: Txn, schema: pa.Schema, key: Sequence[str],
-               merger: Callable[[DeltaTable, CommitProperties], TableMerger | None]) -> Merged | None:
+               merger: Callable[[DeltaTable, CommitProperties], TableMerger | None], *,
+               counted: Sequence[str]) -> Merged | None:
     """ONE delta-rs MERGE into ``table`` (created with ``schema``, its ``key`` columns marked, whose new
     columns are added first; a table keyed otherwise is refused), tagged with ``txn``: ``merger`` builds it on the table as read (or returns None: nothing to merge,
     the txn is committed alone). A MERGE that loses to a concurrent commit (compaction, say) reads the
-    table again and merges again. Returns what it committed, or None if ``txn`` was committed before."""
+    table again and merges again. Returns what it committed, its rows the MERGE's ``counted`` ones
+    (``num_target_rows_<kind>``), or None if ``txn`` was committed before."""
     from deltalake import Schema
     from deltalake.exceptions import CommitFailedError, DeltaError
     from deltalake.transaction import CommitProperties, Transaction
@@ -142,7 +144,7 @@ def merge_once(table: Table, txn: Txn, schema: pa.Schema, key: Sequence[str],
                 merged_at = delta.version()
                 delta.update_incremental()
                 if merged_at > read_at:
-                    return _counted(table, merged_at, metrics)
+                    return _counted(table, merged_at, metrics, counted)
             # Nothing changed (a MERGE then commits nothing): the txn alone.
             delta.create_write_transaction([], mode="append", schema=delta.schema(), partition_by=list(table.partition_by),
                                            commit_properties=properties)
@@ -163,8 +165,9 @@ def merge_once(table: Table, txn: Txn, schema: pa.Schema, key: Sequence[str],
 
 class Merged(NamedTuple):
     """What a MERGE committed: the table's version, the data files it added and their bytes (what
-    table maintenance and a tenant's usage count), and the rows it inserted or updated (the changes
-    that were newer than the table's: a replay's older ones set none)."""
+    table maintenance and a tenant's usage count), and the rows it set (the run's ``rows_written``): a
+    key's row inserted or updated (the changes newer than the table's: a replay's older ones set none),
+    or in a history table the versions it inserted."""
 
     version: int
     files: int
@@ -172,13 +175,13 @@ class Merged(NamedTuple):
     rows: int
 
 
-def _counted(table: Table, version: int, metrics: dict[str, Any]) -> Merged:
-    """What commit ``version`` of ``table`` (a MERGE, ``metrics`` its delta-rs metrics) set: its rows, and
+def _counted(table: Table, version: int, metrics: dict[str, Any], counted: Sequence[str]) -> Merged:
+    """What commit ``version`` of ``table`` (a MERGE, ``metrics`` its delta-rs metrics) set: its ``counted`` rows, and
     the data files it added and their bytes from its log entry (the metrics count files, not bytes); the
     metrics' count and no bytes where the entry cannot be read: the MERGE has committed, its run must not
     fail for a figure."""
     files = int(metrics.get("num_target_files_added") or 0)
-    rows = sum(int(metrics.get(f"num_target_rows_{kind}") or 0) for kind in ("inserted", "updated", "deleted"))
+    rows = sum(int(metrics.get(f"num_target_rows_{kind}") or 0) for kind in counted)
     filesystem, root = table.store.filesystem(table.uri)
     try:
         with filesystem.open_input_stream(f"{root.rstrip('/')}/_delta_log/{version:020d}.json") as entry:

@@ -66,7 +66,8 @@ def merge_history(table: Table, txn: Txn, changes: pa.Table, key: Sequence[str])
                 .when_not_matched_insert({_quoted(f.name): f's."{f.name}"' for f in columns},
                                          predicate=f"s.{ACTION} = 'insert'"))
 
-    return merge_once(table, txn, versions.schema, key, merger)
+    # Its rows: the versions inserted (closing a key's previous version updates a row counted before).
+    return merge_once(table, txn, versions.schema, key, merger, counted=("inserted",))
 
 
 def _history_of(delta: DeltaTable, versions: pa.Table, key: Sequence[str]) -> pa.Table:

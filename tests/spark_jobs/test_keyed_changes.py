@@ -273,8 +273,12 @@ def test_a_string_keyed_merge_leaves_files_outside_its_range_alone_and_misses_no
                                              "run", QUARANTINE)
         assert quarantine.num_rows == 0
         offset += len(names)
-        assert merge_changes(table, Txn(app_id="a", version=version), latest(changes, reader.key).drop_columns(list(HIDDEN)),
-                             reader.key)
+        merged = merge_changes(table, Txn(app_id="a", version=version),
+                               latest(changes, reader.key).drop_columns(list(HIDDEN)), reader.key)
+        assert merged is not None and merged.rows == len(names)
+        metrics = DeltaTable(table.uri).history(1)[0]["operationMetrics"]
+        # A key the table holds is matched (updated), never inserted a second time.
+        assert metrics["num_target_rows_updated"] == sum(1 for n in names if n in reference)
         reference.update({n: version for n in names})
 
     for version, names in enumerate(files, start=1):  # a file each
@@ -287,7 +291,7 @@ def test_a_string_keyed_merge_leaves_files_outside_its_range_alone_and_misses_no
     after = set(DeltaTable(table.uri).file_uris())
     assert len(before - after) == 2 and len(after - before) == 2  # the first two files rewritten; the zz file left alone
     rows = DeltaTable(table.uri).to_pyarrow_table(columns=["name", "id"]).to_pylist()
-    assert {r["name"]: r["id"] for r in rows} == reference
+    assert len(rows) == len(reference) and {r["name"]: r["id"] for r in rows} == reference  # no key twice
 
 
 def test_an_append_table_and_a_keyed_table_never_take_the_other_kinds_rows(tmp_path: Path) -> None:

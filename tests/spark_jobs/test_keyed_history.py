@@ -82,7 +82,8 @@ def test_runs_of_changes_in_any_order_land_as_the_reference_history(tmp_path: Pa
     runs = [stream[i:i + 61] for i in range(0, len(stream), 61)]
     for version, run in enumerate(runs, start=1):
         txn = Txn(app_id=APP, version=version)
-        assert merge_history(table, txn, _changes(reader, run), reader.key) is not None
+        merged = merge_history(table, txn, _changes(reader, run), reader.key)
+        assert merged is not None and merged.rows == len(run)  # every change a new version (closes not counted)
         applied += run
         assert _delta_rows(table.uri) == _reference(applied)
         before = DeltaTable(table.uri).version()
