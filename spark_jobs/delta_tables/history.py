@@ -72,8 +72,8 @@ def merge_history(table: Table, txn: Txn, changes: pa.Table, key: Sequence[str])
 
 def _history_of(delta: DeltaTable, versions: pa.Table, key: Sequence[str]) -> pa.Table:
     """The table's versions (key, valid from and to, deleted) of the keys in ``versions``; the files
-    outside the batch's range of each integer key column are not read. (Not of string keys: a scan of
-    files that hold string views, as delta-rs's MERGE writes them, fails on a range of one value,
+    outside the batch's range of each integer key column are not read. (Not of string keys: pyarrow's scan
+    of files that hold string views, as delta-rs's MERGE writes them, fails on any string comparison,
     "no kernel matching (string, string_view)"; the MERGE's condition, ``key_bounds``, does bound them.)"""
     where: ds.Expression | None = None
     for k, least, most in key_ranges(versions, key):
