@@ -33,7 +33,7 @@ from tests.fixtures.database import truncate_all
 pytest_plugins = ["tests.fixtures.kafka", "tests.fixtures.object_storage", "tests.fixtures.azure_storage",
                   "tests.fixtures.gcs_storage", "tests.fixtures.oidc", "tests.fixtures.schema_registry",
                   "tests.fixtures.spark_cluster", "tests.fixtures.stack", "tests.fixtures.terraform", "tests.fixtures.vault",
-                  "tests.fixtures.delta_spark"]
+                  "tests.fixtures.delta_spark", "tests.fixtures.egress"]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -8,21 +8,15 @@ allowed when written that later resolves to a denied address is refused at the c
 answer body of an upstream ever reaches the tenant. Metadata and private addresses are only ever
 refused by their spelling, never connected to. ``dns`` stands in for a tenant's name server (Inlet
 cannot be shown against a real one here): it answers for the names a test gives it, every other name
-resolves as usual.
+resolves as usual (both in tests/fixtures/egress.py). The policy's own rules, below the API:
+test_egress_policy.py.
 """
 
 from __future__ import annotations
 
-import json
-import socket
-import ssl
-import threading
 import types
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -33,100 +27,14 @@ from api.core.config import Settings
 from api.kafka import KafkaClient, KafkaClientConfig
 from api.kafka.errors import KafkaEgressDenied
 from api.main import create_app
-from spark_jobs.egress import EgressPolicy, EgressRefused, http_client
-from spark_jobs.oauth import TokenRefused, TokenSource
+from spark_jobs.egress import EgressPolicy
 from spark_jobs.registry import RegistryClient, RegistryConfig, RegistryUnavailable
-from tests.factories import LOOPBACK_ALLOWED, PROBLEM_JSON, Tenant, make_tenant, plaintext_connection_body
+from tests.factories import PROBLEM_JSON, Tenant, make_tenant, plaintext_connection_body
 from tests.fixtures.database import truncate_all
 from tests.fixtures.dispatch import RecordingDispatcher
-from tests.fixtures.kafka_broker import TestCA
+from tests.fixtures.egress import INTERNAL_SECRET, LOOPBACK, PUBLIC, SPELLINGS, Dns, InternalService
 from tests.webhooks.helpers import deliveries
 from worker.webhooks import WebhookSender
-
-INTERNAL_SECRET = "internal-only-3c9f: root password hunter2"
-PUBLIC = "192.0.2.10"  # TEST-NET-1: allowed by the policy, never connected to (a refusal comes first)
-
-
-@dataclass
-class Seen:
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: bytes
-
-
-@dataclass
-class InternalService:
-    """A platform-internal HTTP service on loopback: it keeps every request and answers each with
-    ``status`` and a body holding ``INTERNAL_SECRET`` (JSON shaped as an OAuth or registry error)."""
-
-    status: int = 401
-    body: dict[str, Any] = field(default_factory=lambda: {
-        "error": "invalid_client", "error_description": INTERNAL_SECRET, "message": INTERNAL_SECRET,
-        "error_code": 40101})
-    requests: list[Seen] = field(default_factory=list)
-
-    def start(self, context: ssl.SSLContext | None = None) -> InternalService:
-        service = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _answer(self) -> None:
-                body = self.rfile.read(int(self.headers.get("content-length") or 0))
-                service.requests.append(Seen(self.command, self.path, {k.lower(): v for k, v in self.headers.items()},
-                                             body))
-                payload = json.dumps(service.body).encode()
-                self.send_response(service.status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            do_GET = do_POST = _answer
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        if context is not None:
-            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, name="internal-service", daemon=True).start()
-        self.port = int(self._server.server_address[1])
-        self.url = f"http://127.0.0.1:{self.port}"
-        return self
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-
-@pytest.fixture
-def internal() -> Iterator[InternalService]:
-    service = InternalService().start()
-    yield service
-    service.close()
-
-
-@dataclass
-class Dns:
-    answers: dict[str, str] = field(default_factory=dict)
-    lookups: list[str] = field(default_factory=list)
-
-
-@pytest.fixture
-def dns(monkeypatch: pytest.MonkeyPatch) -> Dns:
-    """A stand-in for a tenant's name server: ``answers`` maps names to the address they resolve to now."""
-    served = Dns()
-    real = socket.getaddrinfo
-
-    def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
-        if isinstance(host, str) and host in served.answers:
-            served.lookups.append(host)
-            return real(served.answers[host], port, *args, **kwargs)
-        return real(host, port, *args, **kwargs)
-
-    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
-    return served
 
 
 @pytest.fixture
@@ -165,32 +73,6 @@ def _oauth_body(token_endpoint_url: str, bootstrap: str = f"{PUBLIC}:9092") -> d
     return plaintext_connection_body(bootstrap, security_protocol="SASL_PLAINTEXT", sasl_mechanism="OAUTHBEARER",
                                      credentials={"client_id": "tenant-client", "client_secret": "tenant-secret",
                                                   "token_endpoint_url": token_endpoint_url})
-
-
-LOOPBACK = "in a denied range (loopback)"
-# Every spelling of a denied address, as a URL host, and what the refusal says.
-SPELLINGS = [
-    ("169.254.169.254", "the host is 169.254.169.254, which is in a denied range (link-local, cloud metadata included)"),
-    ("[::ffff:169.254.169.254]",
-     "the host is ::ffff:169.254.169.254, which is in a denied range (link-local, cloud metadata included)"),
-    ("[fd00:ec2::254]", "the host is fd00:ec2::254, which is in a denied range (cloud metadata)"),
-    ("100.100.100.200", "the host is 100.100.100.200, which is in a denied range (cloud metadata)"),
-    ("[::ffff:127.0.0.1]", f"the host is ::ffff:127.0.0.1, which is {LOOPBACK}"),
-    ("[::ffff:7f00:1]", f"the host is ::ffff:127.0.0.1, which is {LOOPBACK}"),
-    ("[64:ff9b::7f00:1]", f"the host is 64:ff9b::7f00:1, which is {LOOPBACK}"),
-    ("2130706433", f"the host is 127.0.0.1 (written 2130706433), which is {LOOPBACK}"),
-    ("0x7f000001", f"the host is 127.0.0.1 (written 0x7f000001), which is {LOOPBACK}"),
-    ("0177.0.0.1", f"the host is 127.0.0.1 (written 0177.0.0.1), which is {LOOPBACK}"),
-    ("127.1", f"the host is 127.0.0.1 (written 127.1), which is {LOOPBACK}"),
-    ("0x7f.1", f"the host is 127.0.0.1 (written 0x7f.1), which is {LOOPBACK}"),
-    ("127.0.0.1", f"the host is 127.0.0.1, which is {LOOPBACK}"),
-    ("[::1]", f"the host is ::1, which is {LOOPBACK}"),
-    ("localhost", f"the host resolves to an address {LOOPBACK}"),
-    ("0.0.0.0", "the host is 0.0.0.0, which is in a denied range (unspecified)"),
-    ("[::]", "the host is ::, which is in a denied range (unspecified)"),
-    ("[fe80::1]", "the host is fe80::1, which is in a denied range (link-local)"),
-    ("224.0.0.1", "the host is 224.0.0.1, which is in a denied range (multicast)"),
-]
 
 
 # Definition time: every spelling, every field.
@@ -412,115 +294,3 @@ def test_a_registrys_error_is_named_by_status_never_by_its_body(
                   "on /subjects"}
     assert INTERNAL_SECRET not in tested.text
     assert [(r.method, r.path) for r in internal.requests] == [("GET", "/subjects")]
-
-
-# The policy itself.
-
-@pytest.mark.parametrize(("host", "message"), SPELLINGS)
-def test_the_policy_refuses_every_spelling_at_definition_and_at_connection(host: str, message: str) -> None:
-    policy = EgressPolicy()
-    bare = host.strip("[]")
-    with pytest.raises(EgressRefused) as defined:
-        policy.check_host(bare)
-    assert defined.value.message == message
-    with pytest.raises(EgressRefused) as connecting:
-        policy.resolve(bare, 80, timeout_s=2)
-    assert connecting.value.message == message
-
-
-def test_allow_wins_over_deny_for_every_spelling_of_an_address() -> None:
-    policy = EgressPolicy.of(allow=["127.0.0.0/8"])
-
-    assert [policy.resolve(host, 80, timeout_s=2) for host in ("127.0.0.1", "2130706433", "127.1", "::ffff:127.0.0.1")] \
-        == [["127.0.0.1"], ["127.0.0.1"], ["127.0.0.1"], ["::ffff:7f00:1"]]
-    policy.check_host("::ffff:127.0.0.1")
-    with pytest.raises(EgressRefused) as spelled:
-        policy.check_host("2130706433")
-    assert spelled.value.message == "write the IPv4 address as a.b.c.d (127.0.0.1), not 2130706433"
-    with pytest.raises(EgressRefused) as still_denied:
-        policy.check_host("::1")
-    assert still_denied.value.message == f"the host is ::1, which is {LOOPBACK}"
-
-
-def test_an_operators_ranges_cover_ipv4_mapped_addresses_and_the_webhooks_deny_private_ones() -> None:
-    operator = EgressPolicy.of(deny=["10.20.0.0/16"], allow=["10.20.30.0/24"])
-    with pytest.raises(EgressRefused) as mapped:
-        operator.check_host("::ffff:10.20.1.1")
-    assert mapped.value.message == "the host is ::ffff:10.20.1.1, which is in a denied range (operator-denied)"
-    operator.check_host("::ffff:10.20.30.1")
-    operator.check_host("10.20.30.1")
-
-    settings = Settings(egress_allow=[], webhook_egress_deny=["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"])
-    settings.egress_policy.check_host("10.1.2.3")  # a private Kafka or registry: allowed by default
-    with pytest.raises(EgressRefused) as webhook:
-        settings.webhook_egress_policy.check_host("::ffff:192.168.1.1")
-    assert webhook.value.message == "the host is ::ffff:192.168.1.1, which is in a denied range (private)"
-
-
-def test_every_resolved_address_is_checked_and_an_unresolved_name_is_left_to_the_connection() -> None:
-    policy = EgressPolicy()
-
-    def two_answers(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
-        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (PUBLIC, port)),
-                (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("169.254.169.254", port))]
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(socket, "getaddrinfo", two_answers)
-        with pytest.raises(EgressRefused) as both:
-            policy.resolve("two.tenant.example", 443, timeout_s=2)
-    assert both.value.message == ("the host resolves to an address in a denied range (link-local, cloud metadata "
-                                  "included)")
-
-    def unresolvable(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
-        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(socket, "getaddrinfo", unresolvable)
-        policy.check_host("not-yet.tenant.example")  # accepted: checked at every connection
-        with pytest.raises(OSError):
-            policy.resolve("not-yet.tenant.example", 443, timeout_s=2)
-
-
-def test_the_connection_goes_to_the_checked_address_with_one_lookup(internal: InternalService, dns: Dns) -> None:
-    internal.status, internal.body = 200, {"ok": True}
-    dns.answers["registry.tenant.example"] = "127.0.0.1"
-
-    with http_client(LOOPBACK_ALLOWED, timeout=2) as client:
-        answered = client.get(f"http://registry.tenant.example:{internal.port}/subjects")
-
-    assert answered.status_code == 200
-    assert dns.lookups == ["registry.tenant.example"], "one lookup: the connection went to the address checked"
-    assert internal.requests[0].headers["host"] == f"registry.tenant.example:{internal.port}"
-
-
-def test_tls_is_verified_against_the_urls_host_name_not_the_checked_address(tmp_path: Path, dns: Dns) -> None:
-    ca = TestCA()
-    issued = ca.issue("registry.tenant.example", dns="registry.tenant.example")
-    (tmp_path / "cert.pem").write_text(issued.certificate)
-    (tmp_path / "key.pem").write_text(issued.key)
-    served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    served.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
-    service = InternalService(status=200, body={"ok": True}).start(served)
-    dns.answers.update({"registry.tenant.example": "127.0.0.1", "other.tenant.example": "127.0.0.1"})
-    trusted = ssl.create_default_context(cadata=ca.pem)
-    try:
-        with http_client(LOOPBACK_ALLOWED, verify=trusted, timeout=2) as client:
-            assert client.get(f"https://registry.tenant.example:{service.port}/").status_code == 200
-            with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
-                client.get(f"https://other.tenant.example:{service.port}/")
-    finally:
-        service.close()
-    assert [r.headers["host"] for r in service.requests] == [f"registry.tenant.example:{service.port}"]
-
-
-def test_a_token_source_names_a_refused_endpoint_without_asking_it(internal: InternalService) -> None:
-    source = TokenSource(client_id="c", client_secret="s", token_endpoint_url=f"{internal.url}/token",
-                         egress=EgressPolicy())
-
-    with pytest.raises(TokenRefused) as caught:
-        source.token()
-
-    assert (caught.value.kind, caught.value.message) == (
-        "token_endpoint_refused", (f"the token endpoint is refused by the egress policy: the host is 127.0.0.1, which "
-                                   f"is {LOOPBACK}"))
-    assert internal.requests == []
