@@ -43,7 +43,9 @@ class RunRead(BaseModel):
     partitions: list[RunPartition] | None = Field(description="The plan: exact ranges per partition")
     replace_ranges: dict[str, Any] | None
     records_read: int | None
-    rows_written: int | None
+    rows_written: int | None = Field(description="Rows written to the target, quarantined ones not included; for a "
+                                                 "keyed table the rows its MERGE inserted or updated (SCD type 2: the "
+                                                 "versions it added): a replay of applied changes writes 0")
     rows_quarantined: int | None
     bytes_read: int | None
     delta_version: int | None

@@ -19,7 +19,8 @@ class RunsByOutcome(BaseModel):
 
 class UsageFigures(BaseModel):
     records_read: int = Field(description="Kafka records read, by every attempt (a retry or a replay reads again)")
-    rows_written: int = Field(description="Rows written to the target (quarantined rows not included)")
+    rows_written: int = Field(description="Rows written to the target (quarantined rows not included; for a keyed "
+                                          "table the rows its MERGEs inserted or updated, or the versions they added)")
     rows_quarantined: int
     bytes_read: int = Field(description="Bytes of the records' keys and values read")
     bytes_written: int = Field(description="Bytes of the files written to a Delta target (quarantine included); "
