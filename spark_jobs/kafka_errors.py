@@ -5,7 +5,9 @@ the job's readers and writers; it lives here because ``spark_jobs`` is the layer
 
 from __future__ import annotations
 
+import json
 import time
+from typing import Any
 
 from confluent_kafka import KafkaError
 
@@ -18,6 +20,10 @@ AUTH_ERROR_CODES = frozenset({
 })
 
 AUTH_GRACE_S = 10.0
+STATS_INTERVAL_MS = 1000
+WAITING_S = 2.0
+# librdkafka's states of a connection being set up, each waiting for the broker's answer.
+_SETTING_UP = frozenset({"CONNECT", "SSL_HANDSHAKE", "APIVERSION_QUERY", "AUTH_HANDSHAKE", "AUTH_REQ", "AUTH_LEGACY", "REAUTH"})
 
 
 def is_auth_error(error: KafkaError) -> bool:
@@ -30,8 +36,16 @@ class Refusals:
     A fatal error does at once. An auth error does not: a broker that stalled judges a
     re-authentication late, with an OAuth token that expired meanwhile, and librdkafka cures that by
     reconnecting with the token ``oauth_cb`` has since refreshed. Auth errors end the work when they go
-    on for ``grace_s`` with no progress (a record read or acknowledged) since the first of them; a bad
-    password so costs a run ``grace_s``, not a stall timeout.
+    on for ``grace_s`` while the cluster answers, with no progress since the first of them; a bad
+    password so costs a run ``grace_s``, not a stall timeout. From the client's statistics
+    (``on_stats``, each second):
+
+    - progress is a record read or acknowledged, or a connection the cluster authenticated since (a
+      broker ``UP``);
+    - the cluster does not answer while a connection has waited ``WAITING_S`` or more for the broker in
+      its set-up (connecting, authenticating): the grace starts again, for no refusal can be judged
+      then. Without this, a stale token refused just before an outage would end the work, while the
+      client only waited to reconnect with a fresh one.
     """
 
     def __init__(self, grace_s: float = AUTH_GRACE_S) -> None:
@@ -48,6 +62,22 @@ class Refusals:
             self.last_auth = error
             if self._auth_since is None:
                 self._auth_since = time.monotonic()
+
+    def client_config(self) -> dict[str, Any]:
+        """The callbacks a client reports to these Refusals with: its errors, and each second its
+        brokers' states (``on_stats``)."""
+        return {"error_cb": self.on_error, "stats_cb": self.on_stats, "statistics.interval.ms": STATS_INTERVAL_MS}
+
+    def on_stats(self, stats: str) -> None:
+        """librdkafka's ``stats_cb``, on the thread that polls the client, after every error reported
+        before it (see the class on what the brokers' states there tell)."""
+        if self._auth_since is None:
+            return
+        brokers = json.loads(stats).get("brokers", {}).values()
+        if any(broker.get("state") == "UP" for broker in brokers):
+            self.progressed()
+        elif any(broker.get("state") in _SETTING_UP and broker.get("stateage", 0) >= WAITING_S * 1e6 for broker in brokers):
+            self._auth_since = time.monotonic()
 
     def progressed(self) -> None:
         self._auth_since = None

@@ -149,7 +149,7 @@ def read_chunks(
     from spark_jobs.kafka_errors import Refusals
 
     refusals = Refusals()
-    consumer = Consumer({**config, "error_cb": refusals.on_error})
+    consumer = Consumer({**config, **refusals.client_config()})
     with_headers = "headers" in schema.names
     ts_type = schema.field("timestamp").type
     headers_type = schema.field("headers").type if with_headers else None

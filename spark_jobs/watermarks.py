@@ -76,7 +76,7 @@ def check_watermarks(source: SourceSpec, egress: EgressPolicy, timeout_s: float 
     refusals = Refusals()
     # A metadata request of one topic (``_refresh``) must never create it: librdkafka's default for a
     # producer-type client (an admin client is one) asks the broker to.
-    config: ClientConfig = {**job_client_config(source.kafka_config, egress), "error_cb": refusals.on_error,
+    config: ClientConfig = {**job_client_config(source.kafka_config, egress), **refusals.client_config(),
                             "allow.auto.create.topics": False}
     deadline = time.monotonic() + timeout_s
     admin = AdminClient(config)

@@ -15,8 +15,10 @@ A task succeeds only after every one of its deliveries is acknowledged by all in
 from __future__ import annotations
 
 import os
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -37,11 +39,12 @@ from spark_jobs.plans import (
 from spark_jobs.targets import Committed, Reading
 
 if TYPE_CHECKING:
-    from confluent_kafka import KafkaError, Message
+    from confluent_kafka import KafkaError, Message, Producer
 
     from spark_jobs.spec import KafkaTargetSpec, RunSpec  # pydantic costs every Python worker ~1 s to import
 
 _FLUSH_TIMEOUT_S = 120.0
+_SERVE_EVERY_S = 0.1
 
 
 class KafkaTopic:
@@ -118,7 +121,7 @@ class _ProduceWriter(DataSourceArrowWriter):
         # Refusals a bad password costs the whole flush timeout.
         refusals = Refusals()
 
-        producer = Producer({**producer_config(self.plan.kafka_config), "error_cb": refusals.on_error})
+        producer = Producer({**producer_config(self.plan.kafka_config), **refusals.client_config()})
         topic, run_id = self.plan.topic, self.plan.run_id.encode()
 
         def delivered(err: KafkaError | None, _msg: Message) -> None:
@@ -128,30 +131,12 @@ class _ProduceWriter(DataSourceArrowWriter):
                 failures.append(err)
 
         try:
-            for batch in iterator:
-                collect_read_stats(batch, report.partitions)
-                columns = batch.to_pydict()
-                source_headers = columns.get("headers") or [None] * batch.num_rows
-                for key, value, src_topic, partition, offset, headers in zip(
-                    columns["key"], columns["value"], columns["topic"], columns["partition"], columns["offset"], source_headers,
-                    strict=True,
-                ):
-                    out = [(h["key"], h["value"]) for h in headers or ()]
-                    out += [
-                        ("inlet.topic", src_topic.encode()),
-                        ("inlet.partition", str(partition).encode()),
-                        ("inlet.offset", str(offset).encode()),
-                        ("inlet.run_id", run_id),
-                    ]
-                    while True:
-                        try:
-                            producer.produce(topic, value=value, key=key, headers=out, on_delivery=delivered)
-                            break
-                        except BufferError:
-                            producer.poll(0.1)  # local queue full: let deliveries drain
-                if failures or refusals.final():
-                    break
-                producer.poll(0)
+            with _served(producer):
+                for batch in iterator:
+                    collect_read_stats(batch, report.partitions)
+                    _produce(producer, topic, run_id, batch, delivered)
+                    if failures or refusals.final():
+                        break
             deadline = time.monotonic() + _FLUSH_TIMEOUT_S
             remaining = producer.flush(1.0)
             while remaining and refusals.final() is None and time.monotonic() < deadline:
@@ -173,3 +158,50 @@ class _ProduceWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         write_reports(self.plan.manifest, messages)
+
+
+@contextmanager
+def _served(producer: Producer) -> Iterator[None]:
+    """``producer``'s callbacks served every ``_SERVE_EVERY_S`` while the block runs: its deliveries,
+    its errors and its OAuth token refreshes (librdkafka runs ``oauth_cb`` only when the client is
+    polled). The block pulls each batch from the run's read, which can hold the task for longer than
+    a token lives (a paced or stalled broker): served only between batches, the producer would
+    re-authenticate with an expired token, and its errors would be judged (``Refusals``) against a
+    clock that ran while nobody looked for its acknowledgements."""
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            producer.poll(_SERVE_EVERY_S)
+
+    server = threading.Thread(target=serve, name="inlet-kafka-sink-poll", daemon=True)
+    server.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        server.join()
+
+
+def _produce(producer: Producer, topic: str, run_id: bytes, batch: pa.RecordBatch,
+             delivered: Callable[[KafkaError | None, Message], None]) -> None:
+    """``batch``'s records, with their source headers and Inlet's, queued for ``topic``."""
+    columns = batch.to_pydict()
+    source_headers = columns.get("headers") or [None] * batch.num_rows
+    for key, value, src_topic, partition, offset, headers in zip(
+        columns["key"], columns["value"], columns["topic"], columns["partition"], columns["offset"], source_headers,
+        strict=True,
+    ):
+        out = [(h["key"], h["value"]) for h in headers or ()]
+        out += [
+            ("inlet.topic", src_topic.encode()),
+            ("inlet.partition", str(partition).encode()),
+            ("inlet.offset", str(offset).encode()),
+            ("inlet.run_id", run_id),
+        ]
+        while True:
+            try:
+                producer.produce(topic, value=value, key=key, headers=out, on_delivery=delivered)
+                break
+            except BufferError:
+                time.sleep(_SERVE_EVERY_S)  # the local queue is full: the serving thread drains deliveries
