@@ -27,9 +27,10 @@ fi
 
 PYTHON=${PYTHON:-python3.11}
 command -v "$PYTHON" >/dev/null || PYTHON=python3
-if [[ ! -x .venv/bin/python ]]; then
+# A .venv without pip is one whose creation was cut short (Ctrl-C): made again.
+if [[ ! -x .venv/bin/python || ! -x .venv/bin/pip ]]; then
     echo "setup: creating .venv"
-    "$PYTHON" -m venv .venv
+    "$PYTHON" -m venv --clear .venv
 fi
 
 # Reinstall only when a dependency list changed (Inlet's, or its Terraform provider's in terraform/).
