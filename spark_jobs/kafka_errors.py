@@ -40,8 +40,10 @@ class Refusals:
     password so costs a run ``grace_s``, not a stall timeout. From the client's statistics
     (``on_stats``, each second):
 
-    - progress is a record read or acknowledged, or a connection the cluster authenticated since (a
-      broker ``UP``);
+    - progress is a record read or acknowledged, or a broker connection ``UP``: the cluster takes the
+      credentials on it (one that came up before the error counts too: a revoked credential so ends
+      the work only once no connection is left up, at the latest after the broker's
+      ``connections.max.reauth.ms``);
     - the cluster does not answer while a connection has waited ``WAITING_S`` or more for the broker in
       its set-up (connecting, authenticating): the grace starts again, for no refusal can be judged
       then. Without this, a stale token refused just before an outage would end the work, while the
