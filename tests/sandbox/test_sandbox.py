@@ -123,18 +123,25 @@ def test_cli_serves_until_sigterm_and_acts_through_the_state_file(tmp_path) -> N
 
 def test_cli_without_serve_keyword_starts_the_sandbox(tmp_path) -> None:
     """The documented form ``inlet sandbox-kafka --brokers N ...`` goes through cli.main's parser."""
-    state_file = tmp_path / "bare.state"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "sandbox-kafka", "--brokers", "1", "--state-file", str(state_file)],
-        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+    state_file, stderr = tmp_path / "bare.state", tmp_path / "stderr"
+    # Its stderr goes to a file: a pipe nobody reads until the end could fill and hold the process.
+    with stderr.open("w") as err:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "cli.main", "sandbox-kafka", "--brokers", "1", "--state-file", str(state_file)],
+            cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=err, text=True,
+        )
     first_line = process.stdout.readline().strip()
     if not first_line:
         process.wait(10)
-        pytest.fail(f"inlet sandbox-kafka --brokers 1 ... exited with {process.returncode}: {process.stderr.read()}")
+        pytest.fail(f"inlet sandbox-kafka --brokers 1 ... exited with {process.returncode}: {stderr.read_text()}")
     assert first_line.startswith("127.0.0.1:")
     process.send_signal(signal.SIGINT)
-    assert process.wait(10) == 0
+    try:
+        process.wait(30)  # 0.6 s here; CI's once took more than 10 s
+    except subprocess.TimeoutExpired:
+        process.kill()
+        pytest.fail(f"inlet sandbox-kafka did not stop within 30 s of SIGINT: {stderr.read_text()}")
+    assert process.returncode == 0, stderr.read_text()
     assert not state_file.exists()
 
 
