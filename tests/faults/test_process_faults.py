@@ -1,8 +1,8 @@
 """Processes dying at random points of a real run: the job's Spark processes (the warm engine, or
 spark-submit) killed several times at seeded random delays within one run's life, the worker killed
-while its job runs, and a run cancelled or timed out while its Spark job runs. Each runs on both run
-engines and ends on the exact state: every record in Delta once, the offsets at the partitions'
-ends, no job left running, no spec left.
+while its job runs, and a run cancelled (on the warm engine, one timed out too) while its Spark job
+runs. Each runs on both run engines and ends on the exact state: every record in Delta once, the
+offsets at the partitions' ends, no job left running, no spec left.
 
 The fixed-point variants (a kill during the JVM's start-up; the worker killed between the Delta
 commit and the offsets commit) are in tests/runs/test_crash_recovery.py.
@@ -140,9 +140,13 @@ def test_a_run_cancelled_or_timed_out_in_its_spark_job_stops_it_and_commits_noth
     # The worker hears of the cancel at its next heartbeat (5 s), then the job stops.
     assert stopped_in < 20 and not spark_job_pgids(cancelled_id), stopped_in
 
-    timed_out = wait_for_run(stack, trigger(stack, tenant, pipeline), tenant.viewer)
-    assert timed_out["state"] == "failed" and timed_out["error"]["kind"] == "timeout", timed_out
-    assert not spark_job_pgids(timed_out["id"])
+    if engine == "warm":
+        # The worker passes its timeout and its cancel to either launcher alike; spark-submit's stops
+        # its job the same way for both (tests/spark_jobs/test_spec.py), so its variant skips the
+        # minute of waiting.
+        timed_out = wait_for_run(stack, trigger(stack, tenant, pipeline), tenant.viewer)
+        assert timed_out["state"] == "failed" and timed_out["error"]["kind"] == "timeout", timed_out
+        assert not spark_job_pgids(timed_out["id"])
     assert committed_offsets(stack.settings.resolved_database_url, pipeline["id"]) == {}
 
     kafka_faults.reset()
