@@ -71,20 +71,41 @@ def merge_history(table: Table, txn: Txn, changes: pa.Table, key: Sequence[str])
 
 
 def _history_of(delta: DeltaTable, versions: pa.Table, key: Sequence[str]) -> pa.Table:
-    """The table's versions (key, valid from and to, deleted) of the keys in ``versions``; the files
-    outside the batch's range of each integer key column are not read. (Not of string keys: pyarrow's scan
-    of files that hold string views, as delta-rs's MERGE writes them, fails on any string comparison,
-    "no kernel matching (string, string_view)"; the MERGE's condition, ``key_bounds``, does bound them.)"""
+    """The table's versions (key, valid from and to, deleted) of the keys in ``versions``, read from the
+    files that can hold them (``files_in_ranges``); of an integer key column, only the rows in the
+    batch's range."""
+    ranges = key_ranges(versions, key)
     where: ds.Expression | None = None
-    for k, least, most in key_ranges(versions, key):
-        if not isinstance(least, int):
-            continue
-        bound = (ds.field(k) >= least) & (ds.field(k) <= most)
-        where = bound if where is None else where & bound
-    read = delta.to_pyarrow_table(columns=[*key, VALID_FROM, VALID_TO, DELETED], filters=where)
+    for k, least, most in ranges:
+        if isinstance(least, int):  # (pyarrow's scan of string views, as MERGEs write them, compares no strings)
+            bound = (ds.field(k) >= least) & (ds.field(k) <= most)
+            where = bound if where is None else where & bound
+    read = files_in_ranges(delta, ranges).to_table(columns=[*key, VALID_FROM, VALID_TO, DELETED], filter=where)
     keys = versions.group_by(list(key)).aggregate([])
     keys = keys.cast(pa.schema([read.schema.field(k) for k in key]))
     return read.join(keys, keys=list(key), join_type="left semi")
+
+
+def files_in_ranges(delta: DeltaTable, ranges: Sequence[tuple[str, int | str, int | str]]) -> ds.Dataset:
+    """``delta``'s files as a dataset, less those whose statistics put a key column wholly outside its
+    range in ``ranges`` (``commit.key_ranges``): those hold none of the batch's keys. A file without
+    statistics of a column is kept; a writer's statistics are bounds (``key_ranges``)."""
+    dataset = delta.to_pyarrow_dataset()
+    if not ranges:
+        return dataset
+    stats = pa.table(delta.get_add_actions(flatten=True))
+    outside = pa.repeat(pa.scalar(False), stats.num_rows)
+    for k, least, most in ranges:
+        if f"min.{k}" in stats.column_names and f"max.{k}" in stats.column_names:
+            kind = pa.int64() if isinstance(least, int) else pa.string()
+            below = pc.fill_null(pc.less(stats[f"max.{k}"].cast(kind), pa.scalar(least, kind)), False)
+            above = pc.fill_null(pc.greater(stats[f"min.{k}"].cast(kind), pa.scalar(most, kind)), False)
+            outside = pc.or_(outside, pc.or_(below, above))
+    skipped = set(stats["path"].filter(outside).to_pylist())
+    if not skipped:
+        return dataset
+    kept = [fragment for fragment in dataset.get_fragments() if fragment.path not in skipped]
+    return ds.FileSystemDataset(kept, dataset.schema, dataset.format, dataset.filesystem)
 
 
 def _unknown(versions: pa.Table, known: pa.Table, key: Sequence[str]) -> pa.Table:

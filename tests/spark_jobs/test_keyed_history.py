@@ -6,6 +6,7 @@ runs, deletes, a retried run (its txn in the table) and replays of older changes
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -17,8 +18,8 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from spark_jobs.columns import SEQUENCE
 from spark_jobs.delta_tables import Table
 from spark_jobs.delta_tables.changes import HIDDEN, ChangeReader, latest
-from spark_jobs.delta_tables.commit import merge_changes
-from spark_jobs.delta_tables.history import merge_history
+from spark_jobs.delta_tables.commit import key_ranges, merge_changes
+from spark_jobs.delta_tables.history import files_in_ranges, merge_history
 from spark_jobs.errors import JobError
 from spark_jobs.spec import Txn
 from spark_jobs.storage import Store
@@ -186,3 +187,40 @@ def test_a_new_schema_field_becomes_a_column_and_closing_rows_keep_their_values(
     with pytest.raises(JobError, match=r"clash with Inlet's columns \(_inlet_"):
         ChangeReader(StructType([StructField("id", LongType()), StructField("_inlet_current", StringType())]), ["id"],
                      None, False, "UTC")
+
+
+def test_a_string_keyed_history_reads_and_rewrites_only_the_files_that_can_hold_its_keys(tmp_path: Path) -> None:
+    # Keys past delta-rs's 64 characters of statistics (a truncated min, a max raised to a bound), a
+    # quote, and files the MERGEs wrote (string views, which pyarrow's filters cannot compare).
+    reader = ChangeReader(ROWS, ["name"], None, False, "UTC")
+    table = Table(Store(), str(tmp_path / "t"))
+    long = "p" * 70
+    offset = 0
+
+    def changes(names: list[str]) -> pa.Table:
+        nonlocal offset
+        values = [json.dumps({"name": n, "id": offset + i}).encode() for i, n in enumerate(names)]
+        read, quarantine, _ = reader.read(record_batch(values, offsets=list(range(offset, offset + len(names)))),
+                                          "run", QUARANTINE)
+        assert quarantine.num_rows == 0
+        offset += len(names)
+        return latest(read, (*reader.key, SEQUENCE)).drop_columns(list(HIDDEN))
+
+    for version, names in enumerate([[f"{long}{c}" for c in "aceg"], ["q'Brien", "quote's end"], ["zz", "zz\u00e9"]], 1):
+        assert merge_history(table, Txn(app_id="a", version=version), changes(names), reader.key)  # a file each
+        if version == 1:
+            first_file = {f.path for f in DeltaTable(table.uri).to_pyarrow_dataset().get_fragments()}
+    before = set(DeltaTable(table.uri).file_uris())
+
+    batch = changes([f"{long}c", f"{long}d"])  # a key of the first file changed, and a new key beside it
+    read = files_in_ranges(DeltaTable(table.uri), key_ranges(batch, reader.key))
+    assert {f.path for f in read.get_fragments()} == first_file
+    assert merge_history(table, Txn(app_id="a", version=4), batch, reader.key)
+
+    after = set(DeltaTable(table.uri).file_uris())
+    assert len(before - after) == 1 and len(after) == 3  # the first file rewritten, the two others left alone
+    rows = {(r["name"], r["_inlet_valid_from"]): (r["_inlet_valid_to"], r["_inlet_current"])
+            for r in DeltaTable(table.uri).to_pyarrow_table().to_pylist()}
+    assert len(rows) == 10
+    assert rows[(f"{long}c", 1)] == (8, False) and rows[(f"{long}c", 8)] == (None, True)
+    assert rows[(f"{long}d", 9)] == (None, True) and rows[("q'Brien", 4)] == (None, True)
