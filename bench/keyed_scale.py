@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from deltalake import DeltaTable, write_deltalake
-from keyed_tables import _schema
+from keyed_tables import order_rows as rows
 
 MB = 1 << 20
 
@@ -52,23 +52,6 @@ def _peak_mb() -> float:
     """This process's peak RSS (VmHWM: getrusage's ru_maxrss would carry the parent's peak over fork and exec)."""
     with open("/proc/self/status") as status:
         return next(int(line.split()[1]) for line in status if line.startswith("VmHWM")) / 1024
-
-
-def rows(ids: np.ndarray, sequence: int, run: str, key_type: str = "int") -> pa.Table:
-    """Orders (bench/kafka_bench.py's columns) for ``ids``, built column-wise; a ``string`` key is the id
-    as 12 digits."""
-    customers = pa.array([f"customer-{i:05d}" for i in range(5000)])
-    statuses = pa.array(["NEW", "PAID", "SHIPPED"])
-    placed = np.datetime64("2026-11-01T00:00:00", "us") + ids.astype("timedelta64[ms]")
-    key = pa.array(ids, pa.int64())
-    if key_type == "string":
-        key = pa.compute.utf8_lpad(key.cast(pa.string()), 12, "0")
-    columns = [key, customers.take(pa.array(ids % 5000)), pa.array(np.round(ids * 0.37 % 1000, 2)),
-               statuses.take(pa.array(ids % 3)), pa.array(placed, pa.timestamp("us", "UTC")),
-               pa.array((ids % 17).astype(np.int32)), pa.array(np.full(len(ids), sequence, np.int64)),
-               pa.array(np.zeros(len(ids), bool)), pa.array([run] * len(ids), pa.string())]
-    schema = _schema()
-    return pa.Table.from_arrays(columns, schema=schema.set(0, schema.field(0).with_type(key.type)))
 
 
 def seed(uri: str, keys: int, per_file: int, key_type: str) -> None:
