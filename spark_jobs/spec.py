@@ -172,6 +172,8 @@ class DeltaTargetSpec(_Model):
     changes: Literal["rows", "debezium"] = "rows"
     # 2: the table keeps every version of a key, valid from its sequence to the next (``delta_tables.history``).
     scd_type: Literal[1, 2] = 1
+    # soft: a delete keeps its key's row as it was, flagged and timed (``delta_tables.commit.merge_changes``).
+    deletes: Literal["mark", "soft"] = "mark"
 
     @property
     def store(self) -> Store:
@@ -181,8 +183,11 @@ class DeltaTargetSpec(_Model):
     def _keyed(self) -> DeltaTargetSpec:
         if (self.mode == "upsert") != bool(self.key):
             raise ValueError("key goes with mode upsert, and mode upsert needs a key")
-        if self.mode == "append" and (self.sequence_by is not None or self.changes != "rows" or self.scd_type != 1):
-            raise ValueError("sequence_by, changes and scd_type go with mode upsert")
+        if self.mode == "append" and (self.sequence_by is not None or self.changes != "rows" or self.scd_type != 1
+                                      or self.deletes != "mark"):
+            raise ValueError("sequence_by, changes, scd_type and deletes go with mode upsert")
+        if self.deletes == "soft" and self.scd_type == 2:
+            raise ValueError("soft deletes go with scd_type 1")
         return self
 
     @field_validator("replace_ranges")

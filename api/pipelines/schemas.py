@@ -193,7 +193,7 @@ def registry_subject(source: KafkaSource, part: Literal["value", "key"]) -> tupl
 
 
 # A Delta target's settings of a keyed table (mode upsert; docs/keyed-tables.md).
-KEYED_TABLE = ("mode", "key", "key_from", "sequence_by", "changes", "scd_type")
+KEYED_TABLE = ("mode", "key", "key_from", "sequence_by", "changes", "scd_type", "deletes")
 
 
 class DeltaTarget(AsWritten):
@@ -232,6 +232,11 @@ class DeltaTarget(AsWritten):
         description="upsert: 1: the table holds the latest change per key. 2: it keeps every version of a key, valid "
                     "from its sequence to the key's next (_inlet_valid_from, _inlet_valid_to, _inlet_current), as "
                     "Databricks' STORED AS SCD TYPE 2 (docs/keyed-tables.md)")
+    deletes: Literal["mark", "soft"] = Field(
+        default="mark",
+        description="upsert, scd_type 1: what a delete leaves of its key's row. mark: the key alone, its other columns "
+                    "null, _inlet_deleted true. soft: the row as the key's last change set it, _inlet_deleted true and "
+                    "_inlet_deleted_at the delete record's Kafka timestamp (docs/keyed-tables.md)")
 
     @model_validator(mode="after")
     def _keyed(self) -> DeltaTarget:
@@ -241,6 +246,9 @@ class DeltaTarget(AsWritten):
             for name in KEYED_TABLE[1:]:
                 if name in self.model_fields_set:
                     raise field_error(name, f"{name} is only used with mode upsert")
+        if self.deletes == "soft" and self.scd_type == 2:
+            raise field_error("deletes", "a delete that keeps its row's values goes with scd_type 1: an SCD type 2 "
+                                         "table keeps a delete as a version of its own")
         if self.key and len(set(self.key)) != len(self.key):
             raise field_error("key", "key columns must not repeat")
         if self.key_from == "kafka_key" and self.key is not None and len(self.key) != 1:

@@ -64,7 +64,7 @@ def build_spec(session: Session, run: Run, pipeline: Pipeline, *, settings: Sett
                                  storage_options=settings.resolved_storage_options, mode=definition.target.mode,
                                  key=list(definition.target.key or []), key_from=definition.target.key_from,
                                  sequence_by=definition.target.sequence_by, changes=definition.target.changes,
-                                 scd_type=definition.target.scd_type)
+                                 scd_type=definition.target.scd_type, deletes=definition.target.deletes)
     else:
         target_conn = referenced_connection(session, definition.target.connection_id)
         target = KafkaTargetSpec(

@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.types import DataType, LongType, StringType, StructField, StructType
 
-from spark_jobs.columns import DELETED, INLET_PREFIX, RUN_ID, SEQUENCE, inlet_named
+from spark_jobs.columns import DELETED, DELETED_AT, INLET_PREFIX, RUN_ID, SEQUENCE, inlet_named
 from spark_jobs.decode import Framed, split_rows
 from spark_jobs.errors import JobError
 
@@ -42,6 +42,10 @@ if TYPE_CHECKING:
 # carried from the tasks to the driver's last pick, never into the table.
 PARTITION, OFFSET = "_inlet_partition", "_inlet_offset"
 HIDDEN = (PARTITION, OFFSET)
+# Soft deletes: the sequence of the change whose values a change carries (its own for a row, the key's
+# last row before it for a delete; null: a delete whose key had no row in the run). Read by the MERGE,
+# never written to the table.
+VALUES_SEQUENCE = "_inlet_values_sequence"
 WRAPPER = "payload"  # Kafka Connect's JsonConverter with schemas.enable: {"schema": …, "payload": …}
 UPSERT_OPS = ("c", "u", "r")
 _ENVELOPE = ("before", "after", "op", WRAPPER)
@@ -51,10 +55,11 @@ class ChangeReader:
     """Reads a batch of Kafka records as changes (``read``); pickled to the tasks."""
 
     def __init__(self, rows: StructType | Framed, key: list[str], sequence_by: str | None, debezium: bool, time_zone: str,
-                 key_from_kafka: bool = False, partition_by: tuple[str, ...] = ()) -> None:
+                 key_from_kafka: bool = False, partition_by: tuple[str, ...] = (), soft_deletes: bool = False) -> None:
         """``rows``: the row's columns, a json pipeline's schema, or a registry format's subjects (``Framed``)
         whose value record is the row (for debezium, the envelope's ``after`` record). ``partition_by``: the
-        table's partition columns, which must be the row's."""
+        table's partition columns, which must be the row's. ``soft_deletes``: a change carries
+        ``_inlet_deleted_at``, a delete's Kafka timestamp (``commit.merge_changes`` keeps the row's values)."""
         from pyspark.sql.pandas.types import to_arrow_schema
 
         from spark_jobs.formats.json_values import JsonValues
@@ -93,9 +98,10 @@ class ChangeReader:
         if missing := [c for c in partition_by if c not in names]:
             raise JobError("invalid_spec", f"partition_by {', '.join(missing)} is not a field of {where}: a keyed table "
                                            "is partitioned by its row's fields")
-        self.key, self.sequence_by, self.debezium = tuple(key), sequence_by, debezium
+        self.key, self.sequence_by, self.debezium, self.soft_deletes = tuple(key), sequence_by, debezium, soft_deletes
+        deleted_at = [pa.field(DELETED_AT, pa.timestamp("us", "UTC"))] if soft_deletes else []
         self.schema = pa.schema([*self.row_schema, pa.field(SEQUENCE, pa.int64(), False),
-                                 pa.field(DELETED, pa.bool_(), False), pa.field(RUN_ID, pa.string(), False)])
+                                 pa.field(DELETED, pa.bool_(), False), *deleted_at, pa.field(RUN_ID, pa.string(), False)])
         if sequence_by is not None:
             _sequence_type(shape, sequence_by, around)
         self.keys: JsonValues | None = None
@@ -151,12 +157,16 @@ class ChangeReader:
         for name in self.key:
             _flag_nulls(reasons, columns[name], "the record's Kafka key is null or not UTF-8 text" if self.key_from_kafka
                         else f"key column {name} is null")
+        stamped = [pc.if_else(deleted, batch.column("timestamp").cast(pa.timestamp("us", "UTC")),
+                              pa.nulls(n, pa.timestamp("us", "UTC")))] if self.soft_deletes else []
+        valued = ([pc.if_else(deleted, pa.nulls(n, pa.int64()), pc.fill_null(sequence, 0))] if self.soft_deletes else [])
         rows = pa.Table.from_arrays(
             [pc.if_else(deleted, pa.nulls(n, f.type), _cast(columns[f.name], f.type)) if f.name not in self.key
              else _cast(columns[f.name], f.type) for f in self.row_schema]
-            + [pc.fill_null(sequence, 0), deleted, pa.repeat(pa.scalar(run_id, pa.string()), n),
-               batch.column("partition"), batch.column("offset")],
-            schema=pa.schema([*self.schema, pa.field(PARTITION, pa.int32()), pa.field(OFFSET, pa.int64())]))
+            + [pc.fill_null(sequence, 0), deleted, *stamped, pa.repeat(pa.scalar(run_id, pa.string()), n),
+               batch.column("partition"), batch.column("offset"), *valued],
+            schema=pa.schema([*self.schema, pa.field(PARTITION, pa.int32()), pa.field(OFFSET, pa.int64()),
+                              *([pa.field(VALUES_SEQUENCE, pa.int64())] if self.soft_deletes else [])]))
         rows, kept = rows.filter(keep), batch.filter(keep)
         changes, quarantine = split_rows(rows, kept, pa.array(reasons, pa.string()).filter(keep), run_id, quarantine_schema)
         return changes, quarantine, n - kept.num_rows
@@ -194,10 +204,34 @@ class ChangeReader:
 
 def latest(changes: pa.Table, key: tuple[str, ...]) -> pa.Table:
     """The latest change of each key in ``changes``: the highest sequence; among equal sequences, the
-    highest partition, then offset. ``key`` with the sequence: one change per key and sequence."""
+    highest partition, then offset. ``key`` with the sequence: one change per key and sequence.
+    Changes of a soft-deleting table (``VALUES_SEQUENCE``): a delete that is its key's latest carries the
+    values of the key's last row among ``changes`` (the row it deletes), so reducing in steps (the tasks',
+    then the driver's) loses no update that a delete follows."""
+    kept = _first_by(changes, key, SEQUENCE)
+    if VALUES_SEQUENCE not in changes.column_names or kept.num_rows == 0:
+        return kept
+    valued = changes.filter(pc.is_valid(changes[VALUES_SEQUENCE]))
+    if valued.num_rows == 0:
+        return kept
+    values = _first_by(valued, key, VALUES_SEQUENCE)
+    pairs = (kept.select(list(key)).append_column("_inlet_left", pa.array(range(kept.num_rows), pa.int64()))
+             .join(values.select(list(key)).append_column("_inlet_right", pa.array(range(values.num_rows), pa.int64())),
+                   keys=list(key), join_type="inner"))
+    at = pa.array(range(kept.num_rows), pa.int64()).to_numpy().copy()
+    left, right = pairs["_inlet_left"].to_numpy(), pairs["_inlet_right"].to_numpy()
+    deletes = kept[DELETED].to_numpy(zero_copy_only=False)[left]
+    at[left[deletes]] = kept.num_rows + right[deletes]  # a delete takes its key's last values
+    taken = pa.concat_tables([kept, values]).take(pa.array(at))
+    own = (*key, SEQUENCE, DELETED, DELETED_AT, RUN_ID, PARTITION, OFFSET)
+    return pa.Table.from_arrays([kept[c] if c in own else taken[c] for c in kept.column_names], schema=kept.schema)
+
+
+def _first_by(changes: pa.Table, key: tuple[str, ...], sequence: str) -> pa.Table:
+    """The row of each key in ``changes`` with the highest ``sequence``, then partition, then offset."""
     if changes.num_rows == 0:
         return changes
-    ordered = changes.sort_by([(SEQUENCE, "descending"), (PARTITION, "descending"), (OFFSET, "descending")])
+    ordered = changes.sort_by([(sequence, "descending"), (PARTITION, "descending"), (OFFSET, "descending")])
     ordered = ordered.append_column("_inlet_rank", pa.array(range(ordered.num_rows), pa.int64()))
     firsts = ordered.group_by(list(key)).aggregate([("_inlet_rank", "min")]).column("_inlet_rank_min")
     return ordered.take(firsts).drop_columns(["_inlet_rank"])

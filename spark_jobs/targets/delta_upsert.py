@@ -72,7 +72,8 @@ class DeltaUpsert(DeltaAppend):
             self.reader = reader = ChangeReader(rows, target.key, target.sequence_by,
                                                 target.changes == "debezium", session_time_zone(reading.context),
                                                 key_from_kafka=target.key_from == "kafka_key",
-                                                partition_by=tuple(target.partition_by))
+                                                partition_by=tuple(target.partition_by),
+                                                soft_deletes=target.deletes == "soft")
         except (TypeError, ValueError) as exc:  # a type or zone the json decoder refuses
             raise JobError("invalid_spec", f"schema: {exc}") from None
         self.schemas["main"] = reader.schema
@@ -92,8 +93,10 @@ class DeltaUpsert(DeltaAppend):
         changes = latest(pa.concat_tables(parts), self._kept_per()) if parts else None
         merged = (changes.drop_columns(list(HIDDEN)) if changes is not None
                   else self.reader.schema.empty_table())
-        merge = merge_history if self.target.scd_type == 2 else merge_changes
-        outcome = merge(self.main, self.spec.txn, merged, self.reader.key)
+        if self.target.scd_type == 2:
+            outcome = merge_history(self.main, self.spec.txn, merged, self.reader.key)
+        else:
+            outcome = merge_changes(self.main, self.spec.txn, merged, self.reader.key, soft_deletes=self.reader.soft_deletes)
         if outcome is None:  # an earlier or concurrent attempt of this run merged first
             return ALREADY_COMMITTED
         version, files, written, rows = outcome

@@ -60,6 +60,7 @@ ACCEPTED = [
     {"target": {"type": "delta", "path": "silver/orders", "mode": "upsert", "key": ["id"], "scd_type": 2}},
     {"target": {"type": "delta", "path": "silver/orders", "mode": "upsert", "key": ["id"], "scd_type": 1,
                 "sequence_by": "source.lsn", "changes": "debezium"}},
+    {"target": {"type": "delta", "path": "silver/orders", "mode": "upsert", "key": ["id"], "deletes": "soft"}},
 ]
 
 
@@ -203,6 +204,11 @@ REFUSED = [
     ({"target": {"type": "delta", "path": "t", "mode": "append", "scd_type": 1}}, "target.delta.scd_type"),
     ({"target": {"type": "delta", "path": "t", "mode": "upsert", "key": ["id"], "scd_type": 3}}, "target.delta.scd_type"),
     ({"target": {"type": "delta", "path": "t", "mode": "upsert", "key": ["id"], "scd_type": "2"}}, "target.delta.scd_type"),
+    # Soft deletes: a keyed table's, of the latest row per key
+    ({"target": {"type": "delta", "path": "t", "deletes": "soft"}}, "target.delta.deletes"),
+    ({"target": {"type": "delta", "path": "t", "mode": "upsert", "key": ["id"], "deletes": "soft", "scd_type": 2}},
+     "target.delta.deletes"),
+    ({"target": {"type": "delta", "path": "t", "mode": "upsert", "key": ["id"], "deletes": "hard"}}, "target.delta.deletes"),
     ({**_src(schema="id BIGINT, _inlet_valid_to BIGINT"),
       "target": {"type": "delta", "path": "t", "mode": "upsert", "key": ["id"], "scd_type": 2}}, "source.schema"),
     ({**_src(value_format="string", schema=None),

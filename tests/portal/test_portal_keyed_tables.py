@@ -147,9 +147,16 @@ def test_an_scd_type_2_table_is_chosen_shown_kept_and_refused_beside_its_input(c
     latest_only = save_edit(client, pipeline_id, scd_type="1")
     assert latest_only.headers["location"].endswith("?notice=saved"), latest_only.text
     assert _target(client, tenant, pipeline_id) == {**KEYED, "scd_type": 1}  # written before: stays written
+    soft = save_edit(client, pipeline_id, deletes="soft")
+    assert soft.headers["location"].endswith("?notice=saved"), soft.text
+    assert _target(client, tenant, pipeline_id) == {**KEYED, "scd_type": 1, "deletes": "soft"}
+    assert ", Debezium envelopes, soft deletes</span>" in client.get(f"/portal/pipelines/{pipeline_id}").text
+    assert form_fields(client.get(f"/portal/pipelines/{pipeline_id}/edit").text,
+                       f"/portal/pipelines/{pipeline_id}/edit")["deletes"] == "soft"
 
     for fields, expected in (
         ({"scd_type": "3"}, {"scd_type": "Input should be 1 or 2"}),
+        ({"scd_type": "2", "deletes": "soft"}, {"deletes": "a delete that keeps its row's values goes with scd_type 1"}),
         ({"scd_type": "2", "schema": "id BIGINT, _inlet_current BOOLEAN"},
          {"schema": "schema: fields _inlet_current clash with the columns Inlet writes"}),
     ):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import cast
 
 import pytest
 from deltalake import DeltaTable
@@ -57,7 +58,7 @@ def test_a_debezium_pipeline_keeps_the_final_state_through_replays(
     assert DeltaTable(uri).transaction_version(app_id(pipeline["id"])) == again["seq"]
 
 
-def test_a_compacted_topic_keyed_by_its_kafka_key_lands_as_the_latest_value_per_key(
+def test_a_compacted_topic_keyed_by_its_kafka_key_lands_as_the_latest_value_per_key_its_deletes_soft(
         stack: Stack, sandbox_kafka: SandboxKafka, kafka_topic: Callable[..., str]) -> None:
     topic = kafka_topic(partitions=3)
 
@@ -66,13 +67,15 @@ def test_a_compacted_topic_keyed_by_its_kafka_key_lands_as_the_latest_value_per_
 
     produce_keyed(sandbox_kafka.bootstrap_servers, topic, 200, key=lambda i: f"customer-{i % 20}", value=value)  # type: ignore[arg-type]
     latest = {f"customer-{i % 20}": value(i) for i in range(200)}  # a key's records land in one partition, in order
+    last_row = {f"customer-{i % 20}": json.loads(cast(bytes, value(i))) for i in range(200) if value(i) is not None}
     client = stack.client
     tenant = make_tenant(client)
     pipeline = create_sandbox_pipeline(
         client, tenant, sandbox_kafka.bootstrap_servers, [topic],
         source={"value_format": "json", "schema": "name STRING, tier INT"},
         target={"type": "delta", "path": "silver/by-kafka-key", "mode": "upsert", "key": ["customer"],
-                "key_from": "kafka_key"})
+                "key_from": "kafka_key", "deletes": "soft"})
+    assert pipeline["target"]["deletes"] == "soft"
     stack.start_worker()
 
     run = run_succeeded(stack, tenant, pipeline)
@@ -80,7 +83,11 @@ def test_a_compacted_topic_keyed_by_its_kafka_key_lands_as_the_latest_value_per_
     rows = DeltaTable(pipeline["status"]["target_uri"]).to_pyarrow_table().to_pylist()
     assert sorted((r["customer"], r["name"], r["tier"]) for r in rows if not r["_inlet_deleted"]) == sorted(
         (k, json.loads(v)["name"], json.loads(v)["tier"]) for k, v in latest.items() if v is not None)
-    assert sorted(r["customer"] for r in rows if r["_inlet_deleted"]) == sorted(k for k, v in latest.items() if v is None)
+    deleted = {r["customer"]: r for r in rows if r["_inlet_deleted"]}
+    assert sorted(deleted) == sorted(k for k, v in latest.items() if v is None)
+    # Soft deletes: a deleted key keeps its last values, and when it was deleted.
+    assert {k: (r["name"], r["tier"]) for k, r in deleted.items()} == {k: (last_row[k]["name"], last_row[k]["tier"]) for k in deleted}
+    assert all(r["_inlet_deleted_at"] is not None for r in deleted.values())
 
 
 def test_an_scd_type_2_pipeline_keeps_the_reference_history_through_replays(

@@ -4,6 +4,7 @@ applies the same changes one by one, including retries and replays of older chan
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import random
 from pathlib import Path
@@ -177,6 +178,45 @@ def test_merges_apply_the_latest_change_per_key_and_older_changes_never_win(tmp_
     assert sorted(deleted["id"].to_pylist()) == sorted(i for i, v in reference.items() if v[0] is None)
     assert set(deleted["name"].to_pylist()) == {None}
     assert DeltaTable(table.uri).transaction_version("inlet-pipeline-p") == 100
+
+
+def test_soft_deletes_keep_the_rows_values_flagged_and_timed_and_replays_leave_them(tmp_path: Path) -> None:
+    reader = ChangeReader(ROWS, ["id"], "source.lsn", True, "UTC", soft_deletes=True)
+    table = Table(Store(), str(tmp_path / "customers"))
+    at = dt.datetime(2026, 11, 29, 5, 0, tzinfo=dt.UTC)
+
+    def run(version: int, rows: list[tuple[int, str | None, int]]) -> None:
+        values = [envelope("d", {"id": i}, None, lsn) if name is None else envelope("u", None, {"id": i, "name": name}, lsn)
+                  for i, name, lsn in rows]
+        stamps = [at + dt.timedelta(seconds=lsn) for _, _, lsn in rows]
+        changes, quarantine, _ = reader.read(record_batch(values, timestamps=stamps), f"run-{version}", QUARANTINE)
+        assert quarantine.num_rows == 0
+        half = changes.num_rows // 2  # reduced in steps, as a run's tasks and then its driver do
+        reduced = latest(pa.concat_tables([latest(changes.slice(0, half), reader.key), latest(changes.slice(half), reader.key)]),
+                         reader.key)
+        assert merge_changes(table, Txn(app_id="a", version=version), reduced.drop_columns(list(HIDDEN)), reader.key,
+                             soft_deletes=True)
+
+    def rows() -> dict[int, tuple[str | None, int, bool, dt.datetime | None]]:
+        read = DeltaTable(table.uri).to_pyarrow_table().to_pylist()
+        return {r["id"]: (r["name"], r["_inlet_sequence"], r["_inlet_deleted"], r["_inlet_deleted_at"]) for r in read}
+
+    run(1, [(1, "a", 10), (2, "b", 11), (3, "c", 12)])
+    # 1: deleted with no row in the run, it keeps the table's values; 2: updated, then deleted in the same run
+    # (in two tasks), it keeps the update's; 4: a delete of a key the table never held.
+    run(2, [(1, None, 20), (2, "b2", 21), (2, None, 22), (4, None, 23)])
+    after = {1: ("a", 20, True, at + dt.timedelta(seconds=20)), 2: ("b2", 22, True, at + dt.timedelta(seconds=22)),
+             3: ("c", 12, False, None), 4: (None, 23, True, at + dt.timedelta(seconds=23))}
+    assert rows() == after
+    assert "_inlet_values_sequence" not in DeltaTable(table.uri).schema().to_arrow().names  # the MERGE's, not the table's
+    run(3, [(1, "a-old", 15), (2, "b", 11), (1, None, 20)])  # a replay of older changes, and the delete again
+    assert rows() == after
+    run(4, [(1, "back", 30)])  # a newer change brings the key back: flag and time cleared
+    assert rows() == {**after, 1: ("back", 30, False, None)}
+    # Runs out of order: the run's update is older than the row, so its delete keeps the row's values.
+    run(5, [(5, "e", 40)])
+    run(6, [(5, "older", 35), (5, None, 50)])
+    assert rows()[5] == ("e", 50, True, at + dt.timedelta(seconds=50))
 
 
 def test_a_run_without_changes_commits_its_txn_and_a_changed_type_is_refused(tmp_path: Path) -> None:

@@ -96,8 +96,9 @@ def test_a_debezium_topic_lands_as_the_final_state_and_retries_and_replays_chang
     request.getfixturevalue("delta_spark").assert_reads_alike(uri, table.to_pyarrow_table())  # MERGE's files too
 
 
+@pytest.mark.parametrize("deletes", ["mark", "soft"])
 def test_a_compacted_topic_of_rows_and_tombstones_lands_as_its_latest_rows(
-        sandbox_kafka, kafka_topic, produce_keyed, tmp_path: Path) -> None:
+        sandbox_kafka, kafka_topic, produce_keyed, tmp_path: Path, deletes: str) -> None:
     topic = kafka_topic(partitions=2)
     # Key i % 11 (each key in one partition, as Kafka's partitioner places it); every 7th record a tombstone.
     def value(i: int) -> bytes | None:
@@ -110,7 +111,8 @@ def test_a_compacted_topic_of_rows_and_tombstones_lands_as_its_latest_rows(
         final[i % 11] = value(i)
     expected = sorted((v["id"], v["name"], v["tier"]) for v in (json.loads(b) for b in final.values() if b is not None))
     uri = str(tmp_path / "accounts")
-    target = {"type": "delta", "uri": uri, "quarantine_uri": f"{uri}__quarantine", "mode": "upsert", "key": ["id"]}
+    target = {"type": "delta", "uri": uri, "quarantine_uri": f"{uri}__quarantine", "mode": "upsert", "key": ["id"],
+              "deletes": deletes}
     halves = [{topic: {str(p): (0, len(o) // 2) for p, o in placed.items()}},
               {topic: {str(p): (len(o) // 2, len(o)) for p, o in placed.items()}}]
     for version, ranges in enumerate(halves, start=1):
@@ -120,6 +122,17 @@ def test_a_compacted_topic_of_rows_and_tombstones_lands_as_its_latest_rows(
         assert result.status == "succeeded" and result.rows_quarantined == 0, result.error
     assert live_rows(uri) == expected
     assert _duckdb_rows(uri) == expected
+    deleted = {r["id"]: r for r in DeltaTable(uri).to_pyarrow_table().to_pylist() if r["_inlet_deleted"]}
+    assert sorted(deleted) == sorted(k for k, v in final.items() if v is None)
+    if deletes == "soft":  # each deleted key keeps its last values before the delete, and when it was deleted
+        last: dict[int, dict] = {}
+        for i in range(120):
+            if value(i) is not None:
+                last[i % 11] = json.loads(cast(bytes, value(i)))
+        assert {k: (r["name"], r["tier"]) for k, r in deleted.items()} == {k: (last[k]["name"], last[k]["tier"]) for k in deleted}
+        assert all(r["_inlet_deleted_at"] is not None for r in deleted.values())
+    else:
+        assert {(r["name"], r["tier"]) for r in deleted.values()} == {(None, None)}
 
 
 HISTORY_COLUMNS = ["id", "name", "tier", "_inlet_valid_from", "_inlet_valid_to", "_inlet_current", "_inlet_deleted"]

@@ -4,6 +4,7 @@ nothing (tests/spark_jobs/test_keyed_tables.py runs the whole job)."""
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 import pyarrow as pa
@@ -60,7 +61,7 @@ def test_a_run_whose_merge_failed_is_tried_again_and_lands_once(tmp_path: Path, 
     first = _attempt(uri)
     reports = _reports(first)
 
-    def unreachable(*args: object) -> None:
+    def unreachable(*args: object, **kwargs: object) -> None:
         raise JobError("target_commit", "the store went away")
 
     with monkeypatch.context() as patch:
@@ -82,33 +83,47 @@ def test_a_run_whose_merge_failed_is_tried_again_and_lands_once(tmp_path: Path, 
     assert retried is not None and retried.already_committed
 
 
-def test_an_scd_type_2_run_keeps_every_version_its_tasks_report(tmp_path: Path) -> None:
-    uri = str(tmp_path / "customers")
+def _debezium_target(uri: str, partitions: int, **keyed: object) -> tuple[RunSpec, upsert.DeltaUpsert]:
+    """A keyed target of Debezium changes (``keyed``: more of its settings), prepared as a run's first step."""
     spec = RunSpec.model_validate({
         "run_id": "run-1", "pipeline_id": "p1", "txn": {"app_id": "inlet-pipeline-p1", "version": 1},
-        "source": {"kafka_config": {"bootstrap.servers": "127.0.0.1:9"}, "ranges": {"t": {"0": [0, 3], "1": [0, 2]}},
+        "source": {"kafka_config": {"bootstrap.servers": "127.0.0.1:9"},
+                   "ranges": {"t": {str(p): [0, 3] for p in range(partitions)}},
                    "value_format": "json", "schema": "id BIGINT, name STRING, at TIMESTAMP"},
         "target": {"type": "delta", "uri": uri, "quarantine_uri": f"{uri}__quarantine", "mode": "upsert", "key": ["id"],
-                   "sequence_by": "source.lsn", "changes": "debezium", "scd_type": 2},
+                   "sequence_by": "source.lsn", "changes": "debezium", **keyed},
     })
     target = target_for(spec, _never_cancelled)
     assert isinstance(target, upsert.DeltaUpsert) and target.prepare() is None
-    target.reader = reader = ChangeReader(ROWS, ["id"], "source.lsn", True, "UTC")
+    return spec, target
+
+
+def _task_reports(target: upsert.DeltaUpsert, reader: ChangeReader, tasks: list[list[bytes]],
+                  at: dt.datetime | None = None) -> list[TaskReport]:
+    """What ``target``'s tasks would report, a task per partition of ``tasks``' values (timed ``at``)."""
+    target.reader = reader
     target.schemas["main"] = reader.schema
     reports = []
-    # Two tasks' changes of key 1, one sequence (20) read twice (a key in two partitions): kept once.
-    for partition, values in enumerate([[envelope("c", None, {"id": 1, "name": "a"}, 10),
-                                         envelope("u", None, {"id": 1, "name": "b"}, 20),
-                                         envelope("d", {"id": 1}, None, 40)],
-                                        [envelope("u", None, {"id": 1, "name": "b"}, 20),
-                                         envelope("u", None, {"id": 1, "name": "c"}, 30)]]):
-        changes, _, _ = reader.read(record_batch(values, partition=partition), "run-1", QUARANTINE)
+    for partition, values in enumerate(tasks):
+        batch = record_batch(list(values), partition=partition, timestamps=[at] * len(values) if at else None)
+        changes, _, _ = reader.read(batch, "run-1", QUARANTINE)
         kept = upsert.latest(changes, target._kept_per())
         sink = pa.BufferOutputStream()
         with pa.ipc.new_stream(sink, kept.schema) as stream:
             stream.write_table(kept)
         reports.append(TaskReport(partitions={("t", partition): PartitionStats(len(values), 0, len(values))},
                                   changes=sink.getvalue().to_pybytes()))
+    return reports
+
+
+def test_an_scd_type_2_run_keeps_every_version_its_tasks_report(tmp_path: Path) -> None:
+    uri = str(tmp_path / "customers")
+    spec, target = _debezium_target(uri, 2, scd_type=2)
+    # Two tasks' changes of key 1, one sequence (20) read twice (a key in two partitions): kept once.
+    reports = _task_reports(target, ChangeReader(ROWS, ["id"], "source.lsn", True, "UTC"),
+                            [[envelope("c", None, {"id": 1, "name": "a"}, 10), envelope("u", None, {"id": 1, "name": "b"}, 20),
+                              envelope("d", {"id": 1}, None, 40)],
+                             [envelope("u", None, {"id": 1, "name": "b"}, 20), envelope("u", None, {"id": 1, "name": "c"}, 30)]])
     done = target.commit(reports)
     assert (done.rows, done.already_committed) == (4, False)  # the versions inserted: 20 read twice, kept once
     rows = DeltaTable(uri).to_pyarrow_table().select(["id", "name", "_inlet_valid_from", "_inlet_valid_to",
@@ -116,6 +131,22 @@ def test_an_scd_type_2_run_keeps_every_version_its_tasks_report(tmp_path: Path) 
     assert sorted((tuple(r.values()) for r in rows), key=lambda r: r[2]) == [
         (1, "a", 10, 20, False, False), (1, "b", 20, 30, False, False), (1, "c", 30, 40, False, False),
         (1, None, 40, None, False, True)]
-    with pytest.raises(ValueError, match="scd_type go with mode upsert"):
+    with pytest.raises(ValueError, match="scd_type and deletes go with mode upsert"):
         RunSpec.model_validate({**spec.model_dump(), "target": {"type": "delta", "uri": uri, "quarantine_uri": f"{uri}_q",
                                                                 "scd_type": 2}})
+
+
+def test_a_soft_deleting_run_keeps_the_values_of_the_change_a_delete_follows_in_another_task(tmp_path: Path) -> None:
+    uri = str(tmp_path / "customers")
+    spec, target = _debezium_target(uri, 2, deletes="soft")
+    deleted_at = dt.datetime(2026, 11, 29, 5, 40, tzinfo=dt.UTC)
+    reader = ChangeReader(ROWS, ["id"], "source.lsn", True, "UTC", soft_deletes=spec.target.deletes == "soft")
+    reports = _task_reports(target, reader, [[envelope("c", None, {"id": 1, "name": "a"}, 10),
+                                              envelope("u", None, {"id": 1, "name": "b"}, 20)],
+                                             [envelope("d", {"id": 1}, None, 30)]], at=deleted_at)
+    assert target.commit(reports).rows == 1
+    assert DeltaTable(uri).to_pyarrow_table().select(["id", "name", "_inlet_sequence", "_inlet_deleted", "_inlet_deleted_at"]
+                                                     ).to_pylist() == [
+        {"id": 1, "name": "b", "_inlet_sequence": 30, "_inlet_deleted": True, "_inlet_deleted_at": deleted_at}]
+    with pytest.raises(ValueError, match="soft deletes go with scd_type 1"):
+        RunSpec.model_validate({**spec.model_dump(), "target": {**spec.target.model_dump(), "scd_type": 2}})

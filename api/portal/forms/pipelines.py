@@ -125,6 +125,7 @@ class PipelineForm(PortalForm):
     sequence_by: str = ""
     changes: str = ""
     scd_type: str = ""
+    deletes: str = ""
     target_connection_id: str = ""
     target_topic: str = ""
     create_topic: str = ""
@@ -162,7 +163,7 @@ class PipelineForm(PortalForm):
         "target.maintenance.compaction.z_order_by": "z_order_by",
         "target.maintenance.vacuum.retention_hours": "vacuum_retention_hours",
         "target.mode": "delta_mode", "target.key": "key_fields", "target.key_from": "key_from",
-        "target.sequence_by": "sequence_by", "target.changes": "changes", "target.scd_type": "scd_type",
+        "target.sequence_by": "sequence_by", "target.changes": "changes", "target.scd_type": "scd_type", "target.deletes": "deletes",
         "target.topic": "target_topic", "target.create_topic": "create_partitions",
         "target.create_topic.partitions": "create_partitions",
         "target.create_topic.replication_factor": "create_replication_factor",
@@ -177,7 +178,7 @@ class PipelineForm(PortalForm):
         return cls(topics_kind="topics", value_format="string", starting_offsets="earliest", target_type="delta",
                    schedule_kind="none", timezone="UTC", state="active", on_data_loss="fail",
                    starting_timestamp_strategy="error", delta_mode="append", key_from="value", changes="rows",
-                   scd_type="1")
+                   scd_type="1", deletes="mark")
 
     @classmethod
     def of(cls, read: PipelineRead, etag: str) -> PipelineForm:
@@ -224,7 +225,8 @@ class PipelineForm(PortalForm):
                           z_order_by=", ".join(policy.compaction.z_order_by),
                           vacuum_retention_hours=str(policy.vacuum.retention_hours),
                           delta_mode=target.mode, key_fields=", ".join(target.key or []), key_from=target.key_from,
-                          sequence_by=target.sequence_by or "", changes=target.changes, scd_type=str(target.scd_type))
+                          sequence_by=target.sequence_by or "", changes=target.changes, scd_type=str(target.scd_type),
+                          deletes=target.deletes)
         return cls.model_validate(values)
 
     def errors(self, failure: DomainError, fields: Mapping[str, str] | None = None) -> FormErrors:
@@ -345,6 +347,7 @@ class PipelineForm(PortalForm):
         _put(delta, "changes", self.changes.strip() or "rows", "rows", written)
         chosen = self.scd_type.strip() or "1"  # what is not 1 or 2 goes as typed: the API's refusal, beside the input
         _put(delta, "scd_type", int(chosen) if chosen in ("1", "2") else chosen, 1, written)
+        _put(delta, "deletes", self.deletes.strip() or "mark", "mark", written)
 
     def _maintenance(self, written: Mapping[str, Any]) -> dict[str, Any]:
         """The table maintenance policy: the form's few inputs over what the pipeline had written (the
