@@ -268,6 +268,7 @@ resource "inlet_pipeline" "customers" {{
     key         = ["id"]
     sequence_by = "source.lsn"
     changes     = "debezium"
+    deletes     = "soft"
   }})
   schedule = jsonencode({{ interval_seconds = 300 }})
   state    = "paused"
@@ -285,7 +286,7 @@ def test_a_keyed_table_is_applied_as_written_and_imports_without_drift(
     terraform.assert_no_changes()
     keyed = next(p for p in _only(client, tenant, "pipelines") if p["name"] == "customers")
     assert keyed["target"] == {"type": "delta", "path": "silver/customers", "mode": "upsert", "key": ["id"],
-                               "sequence_by": "source.lsn", "changes": "debezium"}  # as written: no drift to come
+                               "sequence_by": "source.lsn", "changes": "debezium", "deletes": "soft"}  # as written: no drift to come
 
     terraform.run("state", "rm", "inlet_pipeline.customers")
     terraform.run("import", "inlet_pipeline.customers", keyed["id"])
