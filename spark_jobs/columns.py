@@ -15,8 +15,10 @@ QUARANTINE_REASON = "_inlet_quarantine_reason"
 # A keyed table's (target.mode upsert): the sequence of the change a row holds, and whether it was a delete.
 SEQUENCE = "_inlet_sequence"
 DELETED = "_inlet_deleted"
-# A keyed table with soft deletes (target.deletes soft): when its key was deleted (the delete record's Kafka timestamp).
+# A keyed table with soft deletes (target.deletes soft): when its key was deleted (the delete record's Kafka
+# timestamp), and the sequence of the change whose values the row holds (a deleted key's last values).
 DELETED_AT = "_inlet_deleted_at"
+VALUES_SEQUENCE = "_inlet_values_sequence"
 # An SCD type 2 keyed table's (target.scd_type 2): a version of a key holds from the sequence of the change
 # that set it (VALID_FROM) to that of the key's next change (VALID_TO, null while it is the latest).
 VALID_FROM = "_inlet_valid_from"

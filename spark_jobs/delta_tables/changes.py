@@ -24,13 +24,14 @@ or days. A change without its key columns or its sequence goes to quarantine.
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.types import DataType, LongType, StringType, StructField, StructType
 
-from spark_jobs.columns import DELETED, DELETED_AT, INLET_PREFIX, RUN_ID, SEQUENCE, inlet_named
+from spark_jobs.columns import DELETED, DELETED_AT, INLET_PREFIX, RUN_ID, SEQUENCE, VALUES_SEQUENCE, inlet_named
 from spark_jobs.decode import Framed, split_rows
 from spark_jobs.errors import JobError
 
@@ -42,10 +43,9 @@ if TYPE_CHECKING:
 # carried from the tasks to the driver's last pick, never into the table.
 PARTITION, OFFSET = "_inlet_partition", "_inlet_offset"
 HIDDEN = (PARTITION, OFFSET)
-# Soft deletes: the sequence of the change whose values a change carries (its own for a row, the key's
-# last row before it for a delete; null: a delete whose key had no row in the run). Read by the MERGE,
-# never written to the table.
-VALUES_SEQUENCE = "_inlet_values_sequence"
+# Soft deletes: where the change whose values a change carries was read (its own for a row, the key's last
+# row before it for a delete, null if none), the tie-breakers of its VALUES_SEQUENCE; never in the table.
+VALUES_PARTITION, VALUES_OFFSET = "_inlet_values_partition", "_inlet_values_offset"
 WRAPPER = "payload"  # Kafka Connect's JsonConverter with schemas.enable: {"schema": …, "payload": …}
 UPSERT_OPS = ("c", "u", "r")
 _ENVELOPE = ("before", "after", "op", WRAPPER)
@@ -59,7 +59,8 @@ class ChangeReader:
         """``rows``: the row's columns, a json pipeline's schema, or a registry format's subjects (``Framed``)
         whose value record is the row (for debezium, the envelope's ``after`` record). ``partition_by``: the
         table's partition columns, which must be the row's. ``soft_deletes``: a change carries
-        ``_inlet_deleted_at``, a delete's Kafka timestamp (``commit.merge_changes`` keeps the row's values)."""
+        ``_inlet_deleted_at`` (a delete's Kafka timestamp, else the time it was read) and
+        ``_inlet_values_sequence`` (its own sequence; for a delete, that of the values it carries: ``latest``)."""
         from pyspark.sql.pandas.types import to_arrow_schema
 
         from spark_jobs.formats.json_values import JsonValues
@@ -99,9 +100,9 @@ class ChangeReader:
             raise JobError("invalid_spec", f"partition_by {', '.join(missing)} is not a field of {where}: a keyed table "
                                            "is partitioned by its row's fields")
         self.key, self.sequence_by, self.debezium, self.soft_deletes = tuple(key), sequence_by, debezium, soft_deletes
-        deleted_at = [pa.field(DELETED_AT, pa.timestamp("us", "UTC"))] if soft_deletes else []
+        soft = [pa.field(DELETED_AT, pa.timestamp("us", "UTC")), pa.field(VALUES_SEQUENCE, pa.int64())] if soft_deletes else []
         self.schema = pa.schema([*self.row_schema, pa.field(SEQUENCE, pa.int64(), False),
-                                 pa.field(DELETED, pa.bool_(), False), *deleted_at, pa.field(RUN_ID, pa.string(), False)])
+                                 pa.field(DELETED, pa.bool_(), False), *soft, pa.field(RUN_ID, pa.string(), False)])
         if sequence_by is not None:
             _sequence_type(shape, sequence_by, around)
         self.keys: JsonValues | None = None
@@ -157,16 +158,21 @@ class ChangeReader:
         for name in self.key:
             _flag_nulls(reasons, columns[name], "the record's Kafka key is null or not UTF-8 text" if self.key_from_kafka
                         else f"key column {name} is null")
-        stamped = [pc.if_else(deleted, batch.column("timestamp").cast(pa.timestamp("us", "UTC")),
-                              pa.nulls(n, pa.timestamp("us", "UTC")))] if self.soft_deletes else []
-        valued = ([pc.if_else(deleted, pa.nulls(n, pa.int64()), pc.fill_null(sequence, 0))] if self.soft_deletes else [])
+        sequence = pc.fill_null(sequence, 0)
+        soft, valued = [], []
+        if self.soft_deletes:
+            stamp = pa.scalar(dt.datetime.now(dt.UTC), pa.timestamp("us", "UTC"))
+            at = pc.fill_null(batch.column("timestamp").cast(pa.timestamp("us", "UTC")), stamp)
+            soft = [pc.if_else(deleted, at, pa.nulls(n, at.type)), _unless(deleted, sequence)]
+            valued = [_unless(deleted, batch.column("partition")), _unless(deleted, batch.column("offset"))]
         rows = pa.Table.from_arrays(
             [pc.if_else(deleted, pa.nulls(n, f.type), _cast(columns[f.name], f.type)) if f.name not in self.key
              else _cast(columns[f.name], f.type) for f in self.row_schema]
-            + [pc.fill_null(sequence, 0), deleted, *stamped, pa.repeat(pa.scalar(run_id, pa.string()), n),
+            + [sequence, deleted, *soft, pa.repeat(pa.scalar(run_id, pa.string()), n),
                batch.column("partition"), batch.column("offset"), *valued],
             schema=pa.schema([*self.schema, pa.field(PARTITION, pa.int32()), pa.field(OFFSET, pa.int64()),
-                              *([pa.field(VALUES_SEQUENCE, pa.int64())] if self.soft_deletes else [])]))
+                              *([pa.field(VALUES_PARTITION, pa.int32()), pa.field(VALUES_OFFSET, pa.int64())]
+                                if self.soft_deletes else [])]))
         rows, kept = rows.filter(keep), batch.filter(keep)
         changes, quarantine = split_rows(rows, kept, pa.array(reasons, pa.string()).filter(keep), run_id, quarantine_schema)
         return changes, quarantine, n - kept.num_rows
@@ -206,15 +212,15 @@ def latest(changes: pa.Table, key: tuple[str, ...]) -> pa.Table:
     """The latest change of each key in ``changes``: the highest sequence; among equal sequences, the
     highest partition, then offset. ``key`` with the sequence: one change per key and sequence.
     Changes of a soft-deleting table (``VALUES_SEQUENCE``): a delete that is its key's latest carries the
-    values of the key's last row among ``changes`` (the row it deletes), so reducing in steps (the tasks',
-    then the driver's) loses no update that a delete follows."""
-    kept = _first_by(changes, key, SEQUENCE)
+    values of the key's last row among ``changes`` (the row it deletes, picked as ``latest`` picks, and
+    where it was read), so reducing in steps (the tasks', then the driver's) picks what one step would."""
+    kept = _first_by(changes, key, (SEQUENCE, PARTITION, OFFSET))
     if VALUES_SEQUENCE not in changes.column_names or kept.num_rows == 0:
         return kept
     valued = changes.filter(pc.is_valid(changes[VALUES_SEQUENCE]))
     if valued.num_rows == 0:
         return kept
-    values = _first_by(valued, key, VALUES_SEQUENCE)
+    values = _first_by(valued, key, (VALUES_SEQUENCE, VALUES_PARTITION, VALUES_OFFSET))
     pairs = (kept.select(list(key)).append_column("_inlet_left", pa.array(range(kept.num_rows), pa.int64()))
              .join(values.select(list(key)).append_column("_inlet_right", pa.array(range(values.num_rows), pa.int64())),
                    keys=list(key), join_type="inner"))
@@ -227,14 +233,24 @@ def latest(changes: pa.Table, key: tuple[str, ...]) -> pa.Table:
     return pa.Table.from_arrays([kept[c] if c in own else taken[c] for c in kept.column_names], schema=kept.schema)
 
 
-def _first_by(changes: pa.Table, key: tuple[str, ...], sequence: str) -> pa.Table:
-    """The row of each key in ``changes`` with the highest ``sequence``, then partition, then offset."""
+def unhidden(changes: pa.Table) -> pa.Table:
+    """``changes`` without the columns that only carry them from the tasks to the MERGE's source."""
+    return changes.drop_columns([c for c in (*HIDDEN, VALUES_PARTITION, VALUES_OFFSET) if c in changes.column_names])
+
+
+def _first_by(changes: pa.Table, key: tuple[str, ...], order: tuple[str, str, str]) -> pa.Table:
+    """The row of each key in ``changes`` highest in ``order`` (a sequence, then where it was read)."""
     if changes.num_rows == 0:
         return changes
-    ordered = changes.sort_by([(sequence, "descending"), (PARTITION, "descending"), (OFFSET, "descending")])
+    ordered = changes.sort_by([(column, "descending") for column in order])
     ordered = ordered.append_column("_inlet_rank", pa.array(range(ordered.num_rows), pa.int64()))
     firsts = ordered.group_by(list(key)).aggregate([("_inlet_rank", "min")]).column("_inlet_rank_min")
     return ordered.take(firsts).drop_columns(["_inlet_rank"])
+
+
+def _unless(deleted: pa.Array, values: pa.Array) -> pa.Array:
+    """``values``, null where ``deleted``."""
+    return pc.if_else(deleted, pa.nulls(len(values), values.type), values)
 
 
 def _column(table: pa.Table, name: str) -> pa.Array:

@@ -94,20 +94,14 @@ def commit_files(table: Table, txn: Txn, files: Sequence[DataFile], schema: pa.S
 def merge_changes(table: Table, txn: Txn, changes: pa.Table, key: Sequence[str], *, soft_deletes: bool = False) -> Merged | None:
     """ONE delta-rs MERGE of ``changes`` (the latest change per key, ``delta_tables.changes``) into
     ``table``, tagged with ``txn``: a key's row is set, or marked deleted, only by a change of a higher
-    ``_inlet_sequence`` than the one it holds, so re-applying older changes never moves it back. With
-    ``soft_deletes`` a delete keeps the values of the key's last change before it: the run's
-    (``changes.VALUES_SEQUENCE``) if newer than the row, else the row's; flagged ``_inlet_deleted`` and timed
-    (``_inlet_deleted_at``). The
+    ``_inlet_sequence`` than the one it holds, so re-applying older changes never moves it back. The
     condition carries the batch's key range (``key_bounds``): delta-rs reads only the files that can
     hold its keys (bench/keyed_scale.py: 0.5 s, not 7 s, for 100k clustered keys of 10M).
-    Returns what ``merge_once`` returns."""
-    from spark_jobs.columns import DELETED, DELETED_AT, RUN_ID, SEQUENCE
-    from spark_jobs.delta_tables.changes import VALUES_SEQUENCE
+    With ``soft_deletes`` (``soft_clauses``) a deleted key's row keeps the values of its last change
+    before the delete. Returns what ``merge_once`` returns."""
+    from spark_jobs.columns import SEQUENCE
 
     on = " AND ".join([f't."{k}" = s."{k}"' for k in key] + key_bounds(changes, key))
-    newer = f't."{SEQUENCE}" < s."{SEQUENCE}"'
-    soft_deletes = soft_deletes and VALUES_SEQUENCE in changes.column_names
-    columns = changes.schema.remove(changes.schema.get_field_index(VALUES_SEQUENCE)) if soft_deletes else changes.schema
 
     def merger(delta: DeltaTable, properties: CommitProperties) -> TableMerger | None:
         held = pa.schema(delta.schema().to_arrow())
@@ -115,17 +109,37 @@ def merge_changes(table: Table, txn: Txn, changes: pa.Table, key: Sequence[str],
         if not source.num_rows:
             return None
         merge = delta.merge(source, on, source_alias="s", target_alias="t", commit_properties=properties)
-        if not soft_deletes:
-            return merge.when_matched_update_all(predicate=newer).when_not_matched_insert_all()
-        every = {f'"{f.name}"': f's."{f.name}"' for f in held}
-        # Clauses apply in order, the first whose predicate holds: a delete keeps the row's values unless
-        # it carries a newer change's (an update the run read before it, newer than the row).
-        carries_newer = f's."{VALUES_SEQUENCE}" > t."{SEQUENCE}"'
-        return (merge.when_matched_update({f'"{c}"': f's."{c}"' for c in (SEQUENCE, DELETED, DELETED_AT, RUN_ID)},
-                                          predicate=f'{newer} AND s."{DELETED}" AND NOT COALESCE({carries_newer}, false)')
-                .when_matched_update(every, predicate=newer).when_not_matched_insert(every))
+        if soft_deletes:
+            return soft_clauses(merge, held, key)
+        return merge.when_matched_update_all(predicate=f't."{SEQUENCE}" < s."{SEQUENCE}"').when_not_matched_insert_all()
 
-    return merge_once(table, txn, columns, key, merger, counted=("inserted", "updated"))
+    return merge_once(table, txn, changes.schema, key, merger, counted=("inserted", "updated"))
+
+
+def soft_clauses(merge: TableMerger, columns: pa.Schema, key: Sequence[str]) -> TableMerger:
+    """A soft-deleting table's MERGE clauses. A row holds the values of the change of sequence
+    ``_inlet_values_sequence``: its own while live; while deleted, the key's last change before the
+    delete, whichever order the changes arrive in. Clauses apply in order, the first that holds:
+
+    1. a newer delete that carries no newer values: the flags, the delete's sequence and time;
+    2. any other newer change: the whole row (a delete carrying values takes them);
+    3. an older change to a deleted row whose values are newer than the row's and older than its
+       delete (an update that arrived late): the values only, the row stays deleted.
+    """
+    from spark_jobs.columns import DELETED, DELETED_AT, RUN_ID, SEQUENCE, VALUES_SEQUENCE
+
+    newer = f't."{SEQUENCE}" < s."{SEQUENCE}"'
+    # The row's values' sequence; a row from before soft deletes: its own sequence while live, none when deleted.
+    held = f'COALESCE(t."{VALUES_SEQUENCE}", CASE WHEN t."{DELETED}" THEN {-(2**63)} ELSE t."{SEQUENCE}" END)'
+    carried = f's."{VALUES_SEQUENCE}" IS NOT NULL AND s."{VALUES_SEQUENCE}" > {held}'
+    flags = (SEQUENCE, DELETED, DELETED_AT, RUN_ID)
+    values = [f.name for f in columns if f.name not in (*key, *flags, VALUES_SEQUENCE)]
+    return (merge.when_matched_update({f'"{c}"': f's."{c}"' for c in flags},
+                                      predicate=f'{newer} AND s."{DELETED}" AND NOT ({carried})')
+            .when_matched_update({f'"{f.name}"': f's."{f.name}"' for f in columns}, predicate=newer)
+            .when_matched_update({f'"{c}"': f's."{c}"' for c in (*values, VALUES_SEQUENCE, RUN_ID)},
+                                 predicate=f't."{DELETED}" AND {carried} AND s."{VALUES_SEQUENCE}" < t."{SEQUENCE}"')
+            .when_not_matched_insert({f'"{f.name}"': f's."{f.name}"' for f in columns}))
 
 
 def merge_once(table: Table, txn: Txn, schema: pa.Schema, key: Sequence[str],

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from spark_jobs.columns import SEQUENCE
-from spark_jobs.delta_tables.changes import HIDDEN, ChangeReader, latest
+from spark_jobs.delta_tables.changes import ChangeReader, latest, unhidden
 from spark_jobs.delta_tables.commit import already_committed, merge_changes
 from spark_jobs.delta_tables.history import merge_history
 from spark_jobs.errors import JobError
@@ -91,7 +91,7 @@ class DeltaUpsert(DeltaAppend):
         self._commit_quarantine(quarantine)
         parts = [pa.ipc.open_stream(r.changes).read_all() for r in reports if r.changes is not None]
         changes = latest(pa.concat_tables(parts), self._kept_per()) if parts else None
-        merged = (changes.drop_columns(list(HIDDEN)) if changes is not None
+        merged = (unhidden(changes) if changes is not None
                   else self.reader.schema.empty_table())
         if self.target.scd_type == 2:
             outcome = merge_history(self.main, self.spec.txn, merged, self.reader.key)

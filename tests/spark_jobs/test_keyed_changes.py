@@ -15,7 +15,7 @@ from deltalake import DeltaTable
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from spark_jobs.delta_tables import Table
-from spark_jobs.delta_tables.changes import HIDDEN, ChangeReader, latest
+from spark_jobs.delta_tables.changes import HIDDEN, ChangeReader, latest, unhidden
 from spark_jobs.delta_tables.commit import key_bounds, merge_changes
 from spark_jobs.errors import JobError
 from spark_jobs.spec import Txn
@@ -180,43 +180,91 @@ def test_merges_apply_the_latest_change_per_key_and_older_changes_never_win(tmp_
     assert DeltaTable(table.uri).transaction_version("inlet-pipeline-p") == 100
 
 
-def test_soft_deletes_keep_the_rows_values_flagged_and_timed_and_replays_leave_them(tmp_path: Path) -> None:
+SoftChange = tuple[int, str | None, int, int]  # key, name (None: a delete), lsn, partition
+AT = dt.datetime(2026, 11, 29, 5, 0, tzinfo=dt.UTC)  # a record's Kafka timestamp: AT + its lsn in seconds
+
+
+def _soft_run(reader: ChangeReader, tasks: list[list[SoftChange]]) -> pa.Table:
+    """A run's changes as its tasks (each reading its partitions) and then its driver reduce them."""
+    parts = []
+    for task in filter(None, tasks):
+        read = []
+        for partition in sorted({c[3] for c in task}):
+            mine = [c for c in task if c[3] == partition]
+            values = [envelope("d", {"id": i}, None, lsn) if name is None else envelope("u", None, {"id": i, "name": name}, lsn)
+                      for i, name, lsn, _ in mine]
+            batch = record_batch(values, partition=partition, offsets=[lsn for _, _, lsn, _ in mine],
+                                 timestamps=[AT + dt.timedelta(seconds=lsn) for _, _, lsn, _ in mine])
+            changes, quarantine, _ = reader.read(batch, "run", QUARANTINE)
+            assert quarantine.num_rows == 0
+            read.append(changes)
+        parts.append(latest(pa.concat_tables(read), reader.key))
+    return unhidden(latest(pa.concat_tables(parts), reader.key))
+
+
+def _soft_reference(changes: list[SoftChange]) -> dict[int, tuple[str | None, int, bool, dt.datetime | None]]:
+    """Each key's row: its latest change (by lsn, then partition); a deleted key's values those of its last
+    change before the delete, its time the delete's."""
+    rows = {}
+    for key in {c[0] for c in changes}:
+        mine = sorted((c for c in changes if c[0] == key), key=lambda c: (c[2], c[3]))
+        _, name, lsn, _ = mine[-1]
+        if name is not None:
+            rows[key] = (name, lsn, False, None)
+        else:
+            before = [c for c in mine[:-1] if c[1] is not None]
+            rows[key] = (before[-1][1] if before else None, lsn, True, AT + dt.timedelta(seconds=lsn))
+    return rows
+
+
+def _soft_rows(uri: str) -> dict[int, tuple[str | None, int, bool, dt.datetime | None]]:
+    read = DeltaTable(uri).to_pyarrow_table().to_pylist()
+    return {r["id"]: (r["name"], r["_inlet_sequence"], r["_inlet_deleted"], r["_inlet_deleted_at"]) for r in read}
+
+
+def test_soft_deletes_hold_each_keys_last_values_whatever_order_runs_arrive_in(tmp_path: Path) -> None:
     reader = ChangeReader(ROWS, ["id"], "source.lsn", True, "UTC", soft_deletes=True)
     table = Table(Store(), str(tmp_path / "customers"))
-    at = dt.datetime(2026, 11, 29, 5, 0, tzinfo=dt.UTC)
+    rng = random.Random(35)
+    stream: list[SoftChange] = [(rng.randrange(15), None if rng.random() < 0.3 else f"n{lsn}", lsn, rng.randrange(3))
+                                for lsn in range(1, 300)]
+    rng.shuffle(stream)  # runs arrive out of order; within each, two tasks reduce their share first
+    runs = [stream[i:i + 23] for i in range(0, len(stream), 23)]
+    for version, run in enumerate(runs, start=1):
+        split = rng.randrange(len(run) + 1)
+        assert merge_changes(table, Txn(app_id="a", version=version), _soft_run(reader, [run[:split], run[split:]]),
+                             reader.key, soft_deletes=True)
+    expected = _soft_reference(stream)
+    assert _soft_rows(table.uri) == expected
+    assert any(deleted and name is not None for name, _, deleted, _ in expected.values())  # deleted keys that keep values
+    columns = DeltaTable(table.uri).schema().to_arrow().names
+    assert "_inlet_values_sequence" in columns and "_inlet_values_partition" not in columns
 
-    def run(version: int, rows: list[tuple[int, str | None, int]]) -> None:
-        values = [envelope("d", {"id": i}, None, lsn) if name is None else envelope("u", None, {"id": i, "name": name}, lsn)
-                  for i, name, lsn in rows]
-        stamps = [at + dt.timedelta(seconds=lsn) for _, _, lsn in rows]
-        changes, quarantine, _ = reader.read(record_batch(values, timestamps=stamps), f"run-{version}", QUARANTINE)
-        assert quarantine.num_rows == 0
-        half = changes.num_rows // 2  # reduced in steps, as a run's tasks and then its driver do
-        reduced = latest(pa.concat_tables([latest(changes.slice(0, half), reader.key), latest(changes.slice(half), reader.key)]),
-                         reader.key)
-        assert merge_changes(table, Txn(app_id="a", version=version), reduced.drop_columns(list(HIDDEN)), reader.key,
-                             soft_deletes=True)
+    # A replay of everything, in any order, changes nothing.
+    rng.shuffle(stream)
+    replayed = merge_changes(table, Txn(app_id="a", version=100), _soft_run(reader, [stream[:150], stream[150:]]),
+                             reader.key, soft_deletes=True)
+    assert replayed is not None and replayed.rows == 0
+    assert _soft_rows(table.uri) == expected
 
-    def rows() -> dict[int, tuple[str | None, int, bool, dt.datetime | None]]:
-        read = DeltaTable(table.uri).to_pyarrow_table().to_pylist()
-        return {r["id"]: (r["name"], r["_inlet_sequence"], r["_inlet_deleted"], r["_inlet_deleted_at"]) for r in read}
+    # A delete, then (in a later run) the update before it: the deleted row takes the update's values.
+    for version, run in enumerate([[(90, "first", 400, 0)], [(90, None, 402, 0)], [(90, "late", 401, 0)]], start=101):
+        merge_changes(table, Txn(app_id="a", version=version), _soft_run(reader, [run]), reader.key, soft_deletes=True)
+    assert _soft_rows(table.uri)[90] == ("late", 402, True, AT + dt.timedelta(seconds=402))
+    # A newer change brings the key back, its flag and time cleared.
+    merge_changes(table, Txn(app_id="a", version=104), _soft_run(reader, [[(90, "back", 403, 0)]]), reader.key,
+                  soft_deletes=True)
+    assert _soft_rows(table.uri)[90] == ("back", 403, False, None)
 
-    run(1, [(1, "a", 10), (2, "b", 11), (3, "c", 12)])
-    # 1: deleted with no row in the run, it keeps the table's values; 2: updated, then deleted in the same run
-    # (in two tasks), it keeps the update's; 4: a delete of a key the table never held.
-    run(2, [(1, None, 20), (2, "b2", 21), (2, None, 22), (4, None, 23)])
-    after = {1: ("a", 20, True, at + dt.timedelta(seconds=20)), 2: ("b2", 22, True, at + dt.timedelta(seconds=22)),
-             3: ("c", 12, False, None), 4: (None, 23, True, at + dt.timedelta(seconds=23))}
-    assert rows() == after
-    assert "_inlet_values_sequence" not in DeltaTable(table.uri).schema().to_arrow().names  # the MERGE's, not the table's
-    run(3, [(1, "a-old", 15), (2, "b", 11), (1, None, 20)])  # a replay of older changes, and the delete again
-    assert rows() == after
-    run(4, [(1, "back", 30)])  # a newer change brings the key back: flag and time cleared
-    assert rows() == {**after, 1: ("back", 30, False, None)}
-    # Runs out of order: the run's update is older than the row, so its delete keeps the row's values.
-    run(5, [(5, "e", 40)])
-    run(6, [(5, "older", 35), (5, None, 50)])
-    assert rows()[5] == ("e", 50, True, at + dt.timedelta(seconds=50))
+
+def test_a_soft_delete_carries_the_same_values_however_a_runs_records_are_packed_into_tasks(tmp_path: Path) -> None:
+    reader = ChangeReader(ROWS, ["id"], "source.lsn", True, "UTC", soft_deletes=True)
+    # Two updates of one sequence in two partitions (the higher partition's is the later), then a delete.
+    u1, u2, d = (1, "u1", 5, 0), (1, "u2", 5, 1), (1, None, 6, 2)
+    for version, tasks in enumerate([[[u1, u2, d]], [[u1, d], [u2]], [[u2, d], [u1]], [[d], [u1], [u2]]], start=1):
+        table = Table(Store(), str(tmp_path / f"t{version}"))
+        assert merge_changes(table, Txn(app_id="a", version=1), _soft_run(reader, tasks), reader.key, soft_deletes=True)
+        assert _soft_rows(table.uri) == {1: ("u2", 6, True, AT + dt.timedelta(seconds=6))}, tasks
 
 
 def test_a_run_without_changes_commits_its_txn_and_a_changed_type_is_refused(tmp_path: Path) -> None:
