@@ -162,7 +162,10 @@ class ChangeReader:
         soft, valued = [], []
         if self.soft_deletes:
             stamp = pa.scalar(dt.datetime.now(dt.UTC), pa.timestamp("us", "UTC"))
-            at = pc.fill_null(batch.column("timestamp").cast(pa.timestamp("us", "UTC")), stamp)
+            at = batch.column("timestamp").cast(pa.timestamp("us", "UTC"))
+            if "timestampType" in batch.schema.names:  # -1: the record has none (Kafka gives its time as -1 ms)
+                at = pc.if_else(pc.equal(batch.column("timestampType"), -1), pa.nulls(n, at.type), at)
+            at = pc.fill_null(at, stamp)
             soft = [pc.if_else(deleted, at, pa.nulls(n, at.type)), _unless(deleted, sequence)]
             valued = [_unless(deleted, batch.column("partition")), _unless(deleted, batch.column("offset"))]
         rows = pa.Table.from_arrays(

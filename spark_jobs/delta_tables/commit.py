@@ -121,7 +121,8 @@ def soft_clauses(merge: TableMerger, columns: pa.Schema, key: Sequence[str]) -> 
     ``_inlet_values_sequence``: its own while live; while deleted, the key's last change before the
     delete, whichever order the changes arrive in. Clauses apply in order, the first that holds:
 
-    1. a newer delete that carries no newer values: the flags, the delete's sequence and time;
+    1. a newer delete that carries no newer values: the flags, the delete's sequence and time (and the
+       values' sequence of a row from before soft deletes);
     2. any other newer change: the whole row (a delete carrying values takes them);
     3. an older change to a deleted row whose values are newer than the row's and older than its
        delete (an update that arrived late): the values only, the row stays deleted.
@@ -134,7 +135,8 @@ def soft_clauses(merge: TableMerger, columns: pa.Schema, key: Sequence[str]) -> 
     carried = f's."{VALUES_SEQUENCE}" IS NOT NULL AND s."{VALUES_SEQUENCE}" > {held}'
     flags = (SEQUENCE, DELETED, DELETED_AT, RUN_ID)
     values = [f.name for f in columns if f.name not in (*key, *flags, VALUES_SEQUENCE)]
-    return (merge.when_matched_update({f'"{c}"': f's."{c}"' for c in flags},
+    kept = f'CASE WHEN t."{DELETED}" THEN t."{VALUES_SEQUENCE}" ELSE {held} END'
+    return (merge.when_matched_update({**{f'"{c}"': f's."{c}"' for c in flags}, f'"{VALUES_SEQUENCE}"': kept},
                                       predicate=f'{newer} AND s."{DELETED}" AND NOT ({carried})')
             .when_matched_update({f'"{f.name}"': f's."{f.name}"' for f in columns}, predicate=newer)
             .when_matched_update({f'"{c}"': f's."{c}"' for c in (*values, VALUES_SEQUENCE, RUN_ID)},
@@ -195,8 +197,9 @@ def merge_once(table: Table, txn: Txn, schema: pa.Schema, key: Sequence[str],
 class Merged(NamedTuple):
     """What a MERGE committed: the table's version, the data files it added and their bytes (what
     table maintenance and a tenant's usage count), and the rows it set (the run's ``rows_written``): a
-    key's row inserted or updated (the changes newer than the table's: a replay's older ones set none),
-    or in a history table the versions it inserted."""
+    key's row inserted or updated (the changes newer than the table's: a replay's older ones set none;
+    in a soft-deleting table also a deleted row's values, set by an update that arrived after its
+    delete), or in a history table the versions it inserted."""
 
     version: int
     files: int

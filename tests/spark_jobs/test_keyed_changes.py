@@ -267,6 +267,31 @@ def test_a_soft_delete_carries_the_same_values_however_a_runs_records_are_packed
         assert _soft_rows(table.uri) == {1: ("u2", 6, True, AT + dt.timedelta(seconds=6))}, tasks
 
 
+def test_a_table_whose_deletes_become_soft_keeps_its_rows_values_through_late_updates(tmp_path: Path) -> None:
+    table = Table(Store(), str(tmp_path / "customers"))
+    mark = ChangeReader(ROWS, ["id"], "source.lsn", True, "UTC")
+    assert merge_changes(table, Txn(app_id="a", version=1), _changes(mark, [(1, "a", 20), (2, "b", 21), (3, None, 22)]),
+                         mark.key)
+    soft = ChangeReader(ROWS, ["id"], "source.lsn", True, "UTC", soft_deletes=True)
+    for version, run in enumerate([[(1, None, 30, 0), (2, None, 31, 0)], [(1, "older", 10, 0), (3, "late", 15, 0)]], start=2):
+        assert merge_changes(table, Txn(app_id="a", version=version), _soft_run(soft, [run]), soft.key, soft_deletes=True)
+    rows = _soft_rows(table.uri)
+    # 1: live from the mark run, soft-deleted, then an update older than its values: it keeps "a".
+    assert rows[1] == ("a", 30, True, AT + dt.timedelta(seconds=30)) and rows[2][:3] == ("b", 31, True)
+    # 3: deleted in mark mode (no values, no time), then its late update before the delete: its values only.
+    assert rows[3] == ("late", 22, True, None)
+
+
+def test_a_delete_record_without_a_kafka_timestamp_is_timed_when_it_is_read() -> None:
+    reader = ChangeReader(ROWS, ["id"], "source.lsn", True, "UTC", soft_deletes=True)
+    batch = record_batch([envelope("d", {"id": 1}, None, 5)], timestamps=[dt.datetime(1969, 12, 31, 23, 59, 59, 999000,
+                                                                                        tzinfo=dt.UTC)])
+    batch = batch.set_column(batch.schema.get_field_index("timestampType"), "timestampType", pa.array([-1], pa.int32()))
+    before = dt.datetime.now(dt.UTC)
+    changes, _, _ = reader.read(batch, "run", QUARANTINE)
+    assert before <= changes["_inlet_deleted_at"][0].as_py() <= dt.datetime.now(dt.UTC)  # not Kafka's -1 ms
+
+
 def test_a_run_without_changes_commits_its_txn_and_a_changed_type_is_refused(tmp_path: Path) -> None:
     reader = ChangeReader(ROWS, ["id"], None, False, "UTC")
     table = Table(Store(), str(tmp_path / "t"))
