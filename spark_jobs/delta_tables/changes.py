@@ -27,6 +27,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.types import DataType, LongType, StringType, StructField, StructType
@@ -224,10 +225,10 @@ def latest(changes: pa.Table, key: tuple[str, ...]) -> pa.Table:
     if valued.num_rows == 0:
         return kept
     values = _first_by(valued, key, (VALUES_SEQUENCE, VALUES_PARTITION, VALUES_OFFSET))
-    pairs = (kept.select(list(key)).append_column("_inlet_left", pa.array(range(kept.num_rows), pa.int64()))
-             .join(values.select(list(key)).append_column("_inlet_right", pa.array(range(values.num_rows), pa.int64())),
+    pairs = (kept.select(list(key)).append_column("_inlet_left", pa.array(np.arange(kept.num_rows)))
+             .join(values.select(list(key)).append_column("_inlet_right", pa.array(np.arange(values.num_rows))),
                    keys=list(key), join_type="inner"))
-    at = pa.array(range(kept.num_rows), pa.int64()).to_numpy().copy()
+    at = np.arange(kept.num_rows)
     left, right = pairs["_inlet_left"].to_numpy(), pairs["_inlet_right"].to_numpy()
     deletes = kept[DELETED].to_numpy(zero_copy_only=False)[left]
     at[left[deletes]] = kept.num_rows + right[deletes]  # a delete takes its key's last values
