@@ -199,7 +199,7 @@ def decode_framed(batch: pa.RecordBatch, framed: Framed, run_id: str, schema: pa
     for subject in (framed.value, framed.key):
         if subject is None:
             continue
-        array, why = framed.decoder(subject).decode(batch.column(subject.part).to_pylist())
+        array, why = framed.decoder(subject).decode(batch.column(subject.part))
         decoded[subject.part] = array
         reasons = [mine or theirs for mine, theirs in zip(reasons, why, strict=True)]
     run = pa.repeat(pa.scalar(run_id, pa.string()), n)

@@ -188,7 +188,7 @@ class ChangeReader:
             decoded, why = self.values.decode(batch.column("value"))
             return decoded, why.to_pylist()
         assert self.framed is not None and self.framed.value is not None  # by __init__
-        array, reasons = self.framed.decoder(self.framed.value).decode(batch.column("value").to_pylist())
+        array, reasons = self.framed.decoder(self.framed.value).decode(batch.column("value"))
         return _struct_table(array), reasons
 
     def _keys(self, batch: pa.RecordBatch) -> tuple[dict[str, pa.Array], list[str | None]]:
@@ -200,7 +200,7 @@ class ChangeReader:
             found, why = self.keys.decode(batch.column("key"))
             return _unwrap(found, list(self.key)), why.to_pylist()
         assert self.framed is not None and self.framed.key is not None  # by __init__
-        array, reasons = self.framed.decoder(self.framed.key).decode(batch.column("key").to_pylist())
+        array, reasons = self.framed.decoder(self.framed.key).decode(batch.column("key"))
         reasons = [why or ("the key is null" if key is None else None) for why, key in zip(reasons, array.to_pylist(), strict=True)]
         if not pa.types.is_struct(array.type):  # a key of one atomic value: the one key column
             return {self.key[0]: array}, reasons

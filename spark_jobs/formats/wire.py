@@ -20,9 +20,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from spark_jobs.errors import JobError
+from spark_jobs.formats import avro
+from spark_jobs.formats.avro_blocks import BlockReader
 from spark_jobs.registry import RegisteredSchema, RegistryClient, RegistryConfig
 
 RegistryFormat = Literal["avro", "protobuf", "json_schema"]
@@ -102,10 +106,17 @@ class WireDecoder:
         self.config = registry
         self._registry: RegistryClient | None = None
         self._codecs: dict[int, Codec | str] = {}  # by schema id; a string is why the id cannot be decoded
+        self._block_reader: BlockReader | Literal[False] | None = None  # False: the schema is not read in blocks
 
-    def decode(self, payloads: list[bytes | None]) -> tuple[pa.Array, list[str | None]]:
-        """The decoded values (null where not decoded) and, per record, why it was not (or None)."""
+    def decode(self, column: pa.Array) -> tuple[pa.Array, list[str | None]]:
+        """A batch's keys or values (binary) decoded: the values (null where not decoded) and, per
+        record, why it was not (or None). Avro written with the reader's schema is read a batch at a
+        time where it can be (``avro_blocks``), any other record one at a time."""
+        blocks = self._blocks(column)
+        if blocks is not None:
+            return blocks
         part = self.reader.part
+        payloads: list[bytes | None] = column.to_pylist()
         values: list[Any] = [None] * len(payloads)
         reasons: list[str | None] = [None] * len(payloads)
         for i, payload in enumerate(payloads):
@@ -132,6 +143,33 @@ class WireDecoder:
                 reasons[i] = f"{part} does not decode with schema id {schema_id}: {type(exc).__name__}: {str(exc)[:300]}"
         decoded = _to_arrow(values, self.reader.read_type or self.reader.arrow_type, reasons, part)
         return decoded.cast(self.reader.arrow_type) if self.reader.read_type else decoded, reasons
+
+    def _blocks(self, column: pa.Array) -> tuple[pa.Array, list[str | None]] | None:
+        """``column`` read by ``avro_blocks`` when every record in it is the reader's Avro, else None."""
+        reader = self.reader
+        if reader.format != "avro" or len(column) == 0:
+            return None
+        if self._block_reader is None:
+            header = b"\x00" + reader.schema.id.to_bytes(4, "big")
+            schema = avro.load(reader.schema.schema)
+            self._block_reader = BlockReader(schema, header) if BlockReader.supports(schema) else False
+        if self._block_reader is False:
+            return None
+        present = column.is_valid()
+        payloads = column.filter(present)
+        header = pa.scalar(self._block_reader.header, pa.binary())
+        if len(payloads) == 0 or not pc.all(pc.equal(pc.binary_slice(payloads, 0, len(header.as_py())), header)).as_py():
+            return None
+        decoded = self._block_reader.read(payloads)
+        if decoded is None:
+            return None
+        reasons: list[str | None] = [None] * len(column)
+        if len(payloads) < len(column):  # null keys or values (tombstones): null rows, back in their places
+            valid = present.to_numpy(zero_copy_only=False)
+            decoded = decoded.take(pa.array(np.cumsum(valid) - 1, mask=~valid))
+            if reader.part == "value":
+                reasons = [None if v else "value is null" for v in valid.tolist()]
+        return decoded.cast(reader.arrow_type) if reader.read_type else decoded, reasons
 
     def _client(self) -> RegistryClient:
         if self._registry is None:
@@ -166,7 +204,7 @@ class WireDecoder:
                                                  "the next attempt reads it")
 
     def _build(self, writer: RegisteredSchema) -> Codec:
-        from spark_jobs.formats import avro, json_schema
+        from spark_jobs.formats import json_schema
 
         reader = self.reader
         if reader.format == "json_schema":

@@ -33,16 +33,16 @@ def test_following_latest_a_newer_writer_fails_the_run_to_be_retried_and_a_pinne
     newer = _frame(v2, V2, {"celsius": 20.5, "sensor": "s1"})
 
     with pytest.raises(JobError) as changed:
-        WireDecoder(latest_then, config).decode([_frame(v1, V1, {"celsius": 1.0}), newer])
+        WireDecoder(latest_then, config).decode(pa.array([_frame(v1, V1, {"celsius": 1.0}), newer], pa.binary()))
     assert (changed.value.kind, changed.value.message) == ("schema_changed", (
         f"values use version 2 of subject {subject!r} (schema id {v2}), registered after this run read version 1; "
         "the next attempt reads it"))
 
     pinned = resolve(config, "value", "avro", subject, 1)
-    values, reasons = WireDecoder(pinned, config).decode([newer])
+    values, reasons = WireDecoder(pinned, config).decode(pa.array([newer], pa.binary()))
     assert (values.to_pylist(), reasons) == ([{"celsius": 20.5}], [None])
     latest_now = resolve(config, "value", "avro", subject, "latest")
-    values, reasons = WireDecoder(latest_now, config).decode([_frame(v1, V1, {"celsius": 3.0}), newer])
+    values, reasons = WireDecoder(latest_now, config).decode(pa.array([_frame(v1, V1, {"celsius": 3.0}), newer], pa.binary()))
     assert (values.to_pylist(), reasons) == ([{"celsius": 3.0, "sensor": "unknown"}, {"celsius": 20.5, "sensor": "s1"}],
                                              [None, None])
 
@@ -58,11 +58,11 @@ def test_a_writer_the_reader_cannot_resolve_fails_the_run_and_other_types_are_qu
     pinned = resolve(config, "value", "avro", subject, 1)
     decoder = WireDecoder(pinned, config)
 
-    values, reasons = decoder.decode([confluent_frame(json_id, b'{"celsius": 1}'), None])
+    values, reasons = decoder.decode(pa.array([confluent_frame(json_id, b'{"celsius": 1}'), None], pa.binary()))
     assert values.to_pylist() == [None, None]
     assert reasons == [f"value names schema id {json_id}, a JSON schema, not AVRO", "value is null"]
     with pytest.raises(JobError) as incompatible:
-        decoder.decode([_frame(v2, text, {"celsius": "warm"})])
+        decoder.decode(pa.array([_frame(v2, text, {"celsius": "warm"})], pa.binary()))
     assert incompatible.value.kind == "schema_incompatible"
     assert incompatible.value.message.startswith(
         f"value schema id {v2} cannot be read as subject {subject!r} version 1 (schema id {v1}): ")
