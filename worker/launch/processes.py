@@ -33,7 +33,6 @@ _DIE_WITH_PARENT = (
     "if os.getppid() != int(sys.argv[1]): os._exit(70)  # the worker died before prctl\n"
     "os.execvp(sys.argv[2], sys.argv[2:])\n"
 )
-_PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 def start_process(cmd: list[str], *, env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
@@ -116,7 +115,9 @@ def _alive(pid: int) -> bool:
 
 
 def group_memory_bytes(pgid: int) -> int:
-    """Resident memory of a process group: a JVM, its driver and their Python workers."""
+    """Resident memory of a process group: a JVM, its driver and their Python workers. Each process's
+    proportional share (PSS): the pages Python workers share with the daemon they were forked from
+    count once, not once a process."""
     total = 0
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -124,10 +125,17 @@ def group_memory_bytes(pgid: int) -> int:
         try:
             stat = (proc / "stat").read_text()
             if int(stat.rsplit(")", 1)[1].split()[2]) == pgid:  # field 5, the process group
-                total += int((proc / "statm").read_text().split()[1]) * _PAGE
+                total += _proportional_bytes(proc)
         except (OSError, ValueError, IndexError):
             continue
     return total
+
+
+def _proportional_bytes(proc: Path) -> int:
+    for line in (proc / "smaps_rollup").read_text().splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1]) * 1024  # kB
+    raise ValueError(f"{proc}/smaps_rollup has no Pss line")
 
 
 def kill_group(process: subprocess.Popen[str]) -> None:

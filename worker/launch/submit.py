@@ -39,6 +39,10 @@ LEAN_CONF = {
     "spark.redaction.regex": r"(?i)secret|password|token|access[.]?key|jaas|credential|ssl\.key",
 }
 
+# A local master's executors run this interpreter, where spark_jobs is installed: their Python workers
+# fork from a daemon that has imported what a task imports (spark_jobs/python_daemon.py).
+LOCAL_PYTHON_DAEMON = {"spark.python.daemon.module": "spark_jobs.python_daemon"}
+
 # When tasks write their own files the JVM only schedules them: its JIT work is pure start-up cost.
 # Measured here: first job result 26-29 s instead of 45-68 s under load.
 SCHEDULING_ONLY_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:CICompilerCount=2"
@@ -51,7 +55,7 @@ class SparkSubmitSettings:
     conf: dict[str, str] = field(default_factory=dict)
     driver_memory: str | None = "1g"
     executor_memory: str | None = None
-    # Executors need an interpreter with pyarrow, confluent-kafka and deltalake.
+    # Executors need an interpreter with Inlet's dependencies: pyarrow, confluent-kafka, deltalake, the formats' decoders.
     python: str = sys.executable
     extra_env: dict[str, str] = field(default_factory=dict)
 
@@ -74,7 +78,8 @@ class SubmitLauncher:
 def spark_command(settings: SparkSubmitSettings, name: str, py_files: Path, script: str, *args: str,
                   conf: dict[str, str] | None = None) -> list[str]:
     """spark-submit of ``spark_jobs/<script>`` with Inlet's conf, then ``conf``, then the settings'."""
-    merged = {**LEAN_CONF, "spark.pyspark.python": settings.python, **jars_conf(), **(conf or {}), **settings.conf}
+    local = LOCAL_PYTHON_DAEMON if settings.master.startswith("local") else {}
+    merged = {**LEAN_CONF, **local, "spark.pyspark.python": settings.python, **jars_conf(), **(conf or {}), **settings.conf}
     cmd = [settings.spark_submit, "--master", settings.master, "--name", name]
     for key, value in merged.items():
         cmd += ["--conf", f"{key}={value}"]
