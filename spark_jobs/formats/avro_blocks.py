@@ -58,12 +58,25 @@ class BlockReader:
         self._container = (b"Obj\x01" + _long(2) + _bytes(b"avro.schema") + _bytes(text)
                            + _bytes(b"avro.codec") + _bytes(b"null") + _long(0) + _SYNC)
 
-    @staticmethod
-    def supports(schema: Any) -> bool:
-        """Whether every type of a (loaded) schema is one this module sizes."""
+    @classmethod
+    def supports(cls, schema: Any) -> bool:
+        """Whether a (loaded) schema is read in blocks: every type one this module sizes, a record with
+        fields, a schema fastavro (the fallback) parses and Polars reads (tried on an empty file)."""
+        import polars as pl
+        from fastavro import parse_schema
+        from polars.exceptions import PanicException
+
         raw = _inline(avro._raw(schema), "", {})
-        fields = raw.get("fields", []) if isinstance(raw, dict) and raw.get("type") in ("record", "error") else []
-        return all(f["name"] != _HEADER_FIELD for f in fields) and _supports(raw)
+        is_record = isinstance(raw, dict) and raw.get("type") in ("record", "error")
+        fields = raw["fields"] if is_record else []
+        if (is_record and not fields) or any(f["name"] == _HEADER_FIELD for f in fields) or not _supports(raw):
+            return False
+        try:
+            parse_schema(avro._raw(schema))
+            pl.read_avro(io.BytesIO(cls(schema, bytes(5))._container))
+        except (Exception, PanicException):  # noqa: BLE001 - a schema either refuses is read record by record
+            return False
+        return True
 
     def read(self, payloads: pa.Array) -> pa.Array | None:
         """``payloads`` (binary, none null, each starting with the header) decoded into ``read_type``;
@@ -90,8 +103,8 @@ class BlockReader:
             return None
         if not np.array_equal(sizes, np.diff(offsets)):
             return None
-        columns = [_from_polars(f["type"], column) for f, column in zip(self.fields, columns, strict=True)]
         try:
+            columns = [_from_polars(f["type"], column) for f, column in zip(self.fields, columns, strict=True)]
             if self.is_record:
                 return pa.StructArray.from_arrays(columns, names=[f["name"] for f in self.fields]).cast(self.read_type)
             return columns[0].cast(self.read_type)
@@ -122,6 +135,8 @@ def _inline(node: Any, namespace: str, named: dict[str, Any]) -> Any:
         out["items"] = _inline(node["items"], namespace, named)
     elif kind == "map":
         out["values"] = _inline(node["values"], namespace, named)
+    elif kind in _PRIMITIVES and node.get("logicalType") != "decimal":
+        return kind  # {"type": "boolean"} and the like: the primitive's name, as every function here takes it
     elif isinstance(kind, (dict, list)) or (isinstance(kind, str) and kind not in _PRIMITIVES):
         return _inline(kind, namespace, named)  # {"type": {...}} or {"type": "Name"}: the type itself
     return out
@@ -131,23 +146,27 @@ def _for_polars(node: Any, names: Iterator[int]) -> Any:
     """An inlined schema as Polars' reader is given it. Each named type gets a name of its own (the
     inlined copies of one type would otherwise be defined twice). Two types are given as others of the
     same encoding, read back by ``_from_polars``:
-    - an enum as an int (its index): Polars reads an enum only as a top-level field, not in a union,
+    - an int as a long: Polars wraps an int's varint past 32 bits into the int's range, where fastavro
+      gives a value that does not fit the column (quarantined); read as a long, it fails the cast back;
+    - an enum as a long (its index): Polars reads an enum only as a top-level field, not in a union,
       a record or an array;
     - a boolean as a 1-byte fixed: Polars reads a byte other than 0 and 1 as false, fastavro (Inlet's
       reference) as true."""
     if node == "boolean":
-        return {"type": "fixed", "name": f"InletBoolean{next(names)}", "size": 1}
+        return {"type": "fixed", "name": f"InletBoolean_{next(names)}", "size": 1}
+    if node == "int":
+        return "long"
     if isinstance(node, list):
         return [_for_polars(branch, names) for branch in node]
     if not isinstance(node, dict):
         return node
     if node.get("type") == "enum":
-        return "int"
+        return "long"
     out = {k: v for k, v in node.items() if k != "namespace"}
     if node.get("type") in _NAMED:
-        out["name"] = f"{node['name'].rpartition('.')[2]}{next(names)}"
-    if "fields" in node:
-        out["fields"] = [{**f, "type": _for_polars(f["type"], names)} for f in node["fields"]]
+        out["name"] = f"{node['name'].rpartition('.')[2]}_{next(names)}"
+    if "fields" in node:  # a field's name and type only: Polars refuses most defaults
+        out["fields"] = [{"name": f["name"], "type": _for_polars(f["type"], names)} for f in node["fields"]]
     if "items" in node:
         out["items"] = _for_polars(node["items"], names)
     return out
@@ -155,12 +174,15 @@ def _for_polars(node: Any, names: Iterator[int]) -> Any:
 
 def _from_polars(node: Any, array: pa.Array) -> pa.Array:
     """``array`` with the stand-ins ``_for_polars`` gave Polars read as the types they stand for: an
-    enum's index as its symbol (``_sizes`` has checked every index), a boolean's byte as fastavro
-    reads it (any byte but 0 is true). Arrays without stand-ins are returned as they are."""
+    int's long as an int (raising out of range), an enum's index as its symbol (``_Layout`` has
+    checked every index), a boolean's byte as fastavro reads it (any byte but 0 is true). Arrays
+    without stand-ins are returned as they are."""
     if not _has_stand_in(node):
         return array
     if node == "boolean":
         return pc.not_equal(array, pa.scalar(b"\x00", array.type))
+    if node == "int":
+        return array.cast(pa.int32())  # a safe cast: a value out of the int's range raises
     if isinstance(node, list):
         return _from_polars(next(b for b in node if b != "null"), array)
     if node["type"] == "enum":
@@ -176,7 +198,7 @@ def _from_polars(node: Any, array: pa.Array) -> pa.Array:
 
 def _has_stand_in(node: Any) -> bool:
     if isinstance(node, str):
-        return node == "boolean"
+        return node in ("boolean", "int")
     if isinstance(node, list):
         return any(_has_stand_in(b) for b in node)
     if node.get("type") in ("record", "error"):
