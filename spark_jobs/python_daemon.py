@@ -6,8 +6,13 @@ fresh workers. Each of them imported the task's modules again: 1.3 s of a core h
 modules, pyarrow, confluent-kafka, msgspec, fastavro, Polars). Forked from this daemon, a worker
 finds them already imported.
 
-Nothing imported here starts a thread, so forking stays safe. Polars starts its thread pool at its
-first query, not at import, and confluent-kafka starts its threads with a client.
+Some of these imports start threads: OpenBLAS's (numpy), jemalloc's background threads (pyarrow,
+Polars) and Polars' spill cleanup. A fork copies none of them, and each library is made for that:
+jemalloc and OpenBLAS take their locks around a fork (``pthread_atfork``) and start their threads
+again in the child, and Polars' query threads start at its first query, in the worker. Every
+local Spark task in the suite runs in a worker forked this way. A module that fails to import
+here is left for the task to import, and to fail in with its own error.
+
 ``worker/launch/submit.py`` sets this daemon for local masters only. Their executors run the
 launching interpreter, where ``spark_jobs`` is installed. A cluster's executors get ``spark_jobs``
 from ``--py-files`` only when a task starts, after the daemon has started.
@@ -39,7 +44,10 @@ def preload() -> None:
     """Imports the task modules, then freezes what they made: a worker's garbage collection (Spark's
     daemon runs one after each task) no longer walks it, nor writes to the pages it shares."""
     for name in TASK_MODULES:
-        importlib.import_module(name)
+        try:
+            importlib.import_module(name)
+        except ImportError:  # the task meets it itself; the daemon must start (nothing on stdout: its port goes there)
+            continue
     gc.freeze()
 
 

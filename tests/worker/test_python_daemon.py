@@ -1,13 +1,19 @@
 """Python workers forked from Inlet's daemon (``spark_jobs/python_daemon.py``): a task finds what it
 imports already imported, and frozen out of its garbage collection. Local masters only: a cluster's
-executors get ``spark_jobs`` from ``--py-files`` after their daemon has started."""
+executors get ``spark_jobs`` from ``--py-files`` after their daemon has started. An engine's memory
+bound counts the daemon and its workers, which leave the engine's process group."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 from spark_jobs.python_daemon import TASK_MODULES
 from tests.fixtures.local_spark import local_spark
+from worker.launch.processes import tree_memory_bytes
 from worker.launch.submit import SparkSubmitSettings, spark_command
 
 
@@ -34,3 +40,27 @@ def test_a_task_finds_what_it_imports_already_imported_and_frozen() -> None:
     for frozen, missing in spark.sparkContext.parallelize(range(4), 4).map(_at_task_start).collect():
         assert missing == []
         assert frozen > 50_000  # the objects the preloaded modules made (about 110,000)
+
+
+_PARENT = """
+import os, subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", sys.argv[1]], stdout=subprocess.PIPE)
+assert child.stdout.readline() == b"ready\\n"
+print(child.pid, flush=True)
+child.wait()
+"""
+# As Spark's Python daemon does: a process group of its own, then memory it holds.
+_CHILD = "import os, time; os.setpgid(0, 0); held = b'x' * (200 * 2**20); print('ready', flush=True); time.sleep(120)"
+
+
+def test_an_engine_s_memory_counts_the_python_daemon_that_left_its_process_group() -> None:
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT, _CHILD], stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        assert os.getpgid(child) == child != parent.pid
+        assert tree_memory_bytes(parent.pid) > 200 * 2**20  # the child's 200 MiB, and the interpreters
+    finally:
+        os.killpg(parent.pid, signal.SIGKILL)
+        os.kill(child, signal.SIGKILL)
+        parent.wait(10)

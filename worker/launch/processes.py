@@ -114,28 +114,36 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def group_memory_bytes(pgid: int) -> int:
-    """Resident memory of a process group: a JVM, its driver and their Python workers. Each process's
-    proportional share (PSS): the pages Python workers share with the daemon they were forked from
-    count once, not once a process."""
-    total = 0
+def tree_memory_bytes(root: int) -> int:
+    """Memory of a process and all its descendants: a JVM, its driver, and the Python daemon and
+    workers Spark starts (which put themselves in a process group of their own, so a group's sum
+    misses them). Each process's proportional share (PSS): pages the workers share with the daemon
+    they were forked from count once, not once a process."""
+    children: dict[int, list[int]] = {}
     for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
+        if proc.name.isdigit():
+            try:
+                parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])  # field 4, the parent
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(parent, []).append(int(proc.name))
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        todo.extend(children.get(pid, ()))
         try:
-            stat = (proc / "stat").read_text()
-            if int(stat.rsplit(")", 1)[1].split()[2]) == pgid:  # field 5, the process group
-                total += _proportional_bytes(proc)
-        except (OSError, ValueError, IndexError):
+            total += _proportional_bytes(Path(f"/proc/{pid}"))
+        except (OSError, ValueError):  # gone since the listing
             continue
     return total
 
 
 def _proportional_bytes(proc: Path) -> int:
-    for line in (proc / "smaps_rollup").read_text().splitlines():
-        if line.startswith("Pss:"):
-            return int(line.split()[1]) * 1024  # kB
-    raise ValueError(f"{proc}/smaps_rollup has no Pss line")
+    try:
+        rollup = (proc / "smaps_rollup").read_text()
+    except FileNotFoundError:  # a kernel before 4.14: the resident set
+        return int((proc / "statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    return next(int(line.split()[1]) * 1024 for line in rollup.splitlines() if line.startswith("Pss:"))
 
 
 def kill_group(process: subprocess.Popen[str]) -> None:

@@ -42,11 +42,11 @@ from spark_jobs.public import RunResult, RunSpec
 from worker.launch.processes import (
     TERM_GRACE_S,
     Output,
-    group_memory_bytes,
     kill_group,
     private_folder,
     start_process,
     sweep_folders,
+    tree_memory_bytes,
 )
 from worker.launch.submit import (
     SparkSubmitSettings,
@@ -173,8 +173,8 @@ class EngineProcess:
     # Its size and end.
 
     def memory_bytes(self) -> int:
-        """Resident memory of the engine's process group: the JVM, the driver and its Python workers."""
-        return group_memory_bytes(self.process.pid)
+        """Memory of the engine's processes: the JVM, the driver and its Python daemon and workers."""
+        return tree_memory_bytes(self.process.pid)
 
     def alive(self) -> bool:
         return self.process.poll() is None
