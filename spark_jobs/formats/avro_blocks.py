@@ -45,7 +45,8 @@ class BlockReader:
     """Reads batches of one schema's payloads (each with the wire header ``header``) in one block."""
 
     def __init__(self, schema: Any, header: bytes) -> None:
-        raw = _inline(avro._raw(schema), "", {})  # Polars' reader follows no reference to a named type
+        self._raw = avro._raw(schema)
+        raw = _inline(self._raw, "", {})  # Polars' reader follows no reference to a named type
         self.header = header
         self.is_record = isinstance(raw, dict) and raw.get("type") in ("record", "error")
         self.fields: list[dict[str, Any]] = list(raw["fields"]) if self.is_record else [{"name": "value", "type": raw}]
@@ -58,22 +59,20 @@ class BlockReader:
         self._container = (b"Obj\x01" + _long(2) + _bytes(b"avro.schema") + _bytes(text)
                            + _bytes(b"avro.codec") + _bytes(b"null") + _long(0) + _SYNC)
 
-    @classmethod
-    def supports(cls, schema: Any) -> bool:
-        """Whether a (loaded) schema is read in blocks: every type one this module sizes, a record with
+    def usable(self) -> bool:
+        """Whether this schema is read in blocks: every type one this module sizes, a record with
         fields, a schema fastavro (the fallback) parses and Polars reads (tried on an empty file)."""
         import polars as pl
         from fastavro import parse_schema
         from polars.exceptions import PanicException
 
-        raw = _inline(avro._raw(schema), "", {})
-        is_record = isinstance(raw, dict) and raw.get("type") in ("record", "error")
-        fields = raw["fields"] if is_record else []
-        if (is_record and not fields) or any(f["name"] == _HEADER_FIELD for f in fields) or not _supports(raw):
+        if (self.is_record and not self.fields) or any(f["name"] == _HEADER_FIELD for f in self.fields):
+            return False
+        if not all(_supports(f["type"]) for f in self.fields):
             return False
         try:
-            parse_schema(avro._raw(schema))
-            pl.read_avro(io.BytesIO(cls(schema, bytes(5))._container))
+            parse_schema(self._raw)
+            pl.read_avro(io.BytesIO(self._container))
         except (Exception, PanicException):  # noqa: BLE001 - a schema either refuses is read record by record
             return False
         return True

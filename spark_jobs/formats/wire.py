@@ -150,15 +150,14 @@ class WireDecoder:
         if reader.format != "avro" or len(column) == 0:
             return None
         if self._block_reader is None:
-            header = b"\x00" + reader.schema.id.to_bytes(4, "big")
-            schema = avro.load(reader.schema.schema)
-            self._block_reader = BlockReader(schema, header) if BlockReader.supports(schema) else False
+            block_reader = BlockReader(avro.load(reader.schema.schema), b"\x00" + reader.schema.id.to_bytes(4, "big"))
+            self._block_reader = block_reader if block_reader.usable() else False
         if self._block_reader is False:
             return None
         present = column.is_valid()
         payloads = column.filter(present)
-        header = pa.scalar(self._block_reader.header, pa.binary())
-        if len(payloads) == 0 or not pc.all(pc.equal(pc.binary_slice(payloads, 0, len(header.as_py())), header)).as_py():
+        header = self._block_reader.header
+        if len(payloads) == 0 or not pc.all(pc.equal(pc.binary_slice(payloads, 0, len(header)), pa.scalar(header, pa.binary()))).as_py():
             return None
         decoded = self._block_reader.read(payloads)
         if decoded is None:

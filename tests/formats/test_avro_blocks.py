@@ -126,7 +126,7 @@ def _read(schema: Any, payloads: list[bytes]) -> list[Any] | None:
 
 def test_every_type_the_block_path_sizes_reads_as_fastavro_does() -> None:
     rng = random.Random(35)
-    assert BlockReader.supports(EVERY_TYPE)
+    assert BlockReader(EVERY_TYPE, HEADER).usable()
     for batch in range(20):
         payloads = _encode(EVERY_TYPE, [_order(rng) for _ in range(rng.choice([1, 2, 50, 400]))])
         expected = _reference(EVERY_TYPE, payloads)
@@ -217,7 +217,7 @@ def test_an_encoding_fastavro_reads_differently_or_refuses_is_never_read_in_a_bl
      {"name": "g", "type": {"type": "record", "name": "In", "namespace": "q", "fields": [{"name": "z", "type": "T"}]}}]},
 ])
 def test_types_the_block_path_does_not_size_are_left_to_fastavro(schema: Any) -> None:
-    assert not BlockReader.supports(schema)
+    assert not BlockReader(schema, HEADER).usable()
 
 
 @pytest.mark.parametrize(("case", "schema", "body"), [
@@ -231,7 +231,7 @@ def test_types_the_block_path_does_not_size_are_left_to_fastavro(schema: Any) ->
      b"\x02\x80\x80\x80\x80\x18\x00"),
 ])
 def test_an_int_out_of_its_range_is_not_read_in_a_block(case: str, schema: Any, body: bytes) -> None:
-    assert BlockReader.supports(schema)
+    assert BlockReader(schema, HEADER).usable()
     assert _read(schema, [HEADER + body]) is None, case
 
 
@@ -250,7 +250,7 @@ def test_fields_with_defaults_and_docs_are_read_in_blocks() -> None:
         {"name": "b", "type": "boolean", "default": True, "order": "descending"}, {"name": "e", "type": status, "default": "B"},
         {"name": "f", "type": {"type": "fixed", "name": "F", "size": 2}, "default": "ab", "aliases": ["g"]},
         {"name": "n", "type": ["null", "long"], "default": None}]}
-    assert BlockReader.supports(schema)
+    assert BlockReader(schema, HEADER).usable()
     payloads = _encode(schema, [{"i": 1, "s": "é", "b": False, "e": "B", "f": b"xy", "n": None},
                                 {"i": -7, "s": "", "b": True, "e": "A", "f": b"\x00\x01", "n": 2**40}])
     assert _read(schema, payloads) == _reference(schema, payloads) is not None

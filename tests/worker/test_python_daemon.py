@@ -14,7 +14,7 @@ from pathlib import Path
 from spark_jobs.python_daemon import TASK_MODULES
 from tests.fixtures.local_spark import local_spark
 from worker.launch.processes import tree_memory_bytes
-from worker.launch.submit import SparkSubmitSettings, spark_command
+from worker.launch.submit import SparkSubmitSettings, imports_daemon, spark_command
 
 
 def _conf(master: str) -> dict[str, str]:
@@ -25,6 +25,16 @@ def _conf(master: str) -> dict[str, str]:
 def test_local_masters_fork_python_workers_from_inlet_s_daemon_and_clusters_from_spark_s() -> None:
     assert _conf("local[2]")["spark.python.daemon.module"] == "spark_jobs.python_daemon"
     assert "spark.python.daemon.module" not in _conf("spark://127.0.0.1:7077")
+
+
+def test_an_interpreter_without_spark_jobs_keeps_spark_s_daemon(tmp_path: Path) -> None:
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=120)
+    python = str(bare / "bin" / "python")
+    assert not imports_daemon(python)
+    command = spark_command(SparkSubmitSettings(master="local[2]", python=python), "inlet-test", Path("code.zip"), "engine.py")
+    assert not any(arg.startswith("spark.python.daemon.module=") for arg in command)
+    assert imports_daemon(sys.executable)
 
 
 def _at_task_start(_: int) -> tuple[int, list[str]]:

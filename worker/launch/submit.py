@@ -9,6 +9,7 @@ stops the job's whole process group (``processes``). Pure Python: the Celery tas
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -39,8 +40,8 @@ LEAN_CONF = {
     "spark.redaction.regex": r"(?i)secret|password|token|access[.]?key|jaas|credential|ssl\.key",
 }
 
-# A local master's executors run this interpreter, where spark_jobs is installed: their Python workers
-# fork from a daemon that has imported what a task imports (spark_jobs/python_daemon.py).
+# A local master's Python workers fork from a daemon that has imported what a task imports
+# (spark_jobs/python_daemon.py), where the executors' interpreter has spark_jobs installed.
 LOCAL_PYTHON_DAEMON = {"spark.python.daemon.module": "spark_jobs.python_daemon"}
 
 # When tasks write their own files the JVM only schedules them: its JIT work is pure start-up cost.
@@ -75,10 +76,20 @@ class SubmitLauncher:
         pass
 
 
+@functools.cache
+def imports_daemon(python: str) -> bool:
+    """Whether ``python``, started outside any checkout, imports Inlet's Python daemon: an interpreter
+    that lacks ``spark_jobs`` (the executors get it from ``--py-files`` only when a task starts) keeps
+    Spark's own daemon. Asked once per interpreter (34 ms)."""
+    done = subprocess.run([python, "-c", "import spark_jobs.python_daemon"], cwd="/", capture_output=True, timeout=60,
+                          check=False)
+    return done.returncode == 0
+
+
 def spark_command(settings: SparkSubmitSettings, name: str, py_files: Path, script: str, *args: str,
                   conf: dict[str, str] | None = None) -> list[str]:
     """spark-submit of ``spark_jobs/<script>`` with Inlet's conf, then ``conf``, then the settings'."""
-    local = LOCAL_PYTHON_DAEMON if settings.master.startswith("local") else {}
+    local = LOCAL_PYTHON_DAEMON if settings.master.startswith("local") and imports_daemon(settings.python) else {}
     merged = {**LEAN_CONF, **local, "spark.pyspark.python": settings.python, **jars_conf(), **(conf or {}), **settings.conf}
     cmd = [settings.spark_submit, "--master", settings.master, "--name", name]
     for key, value in merged.items():
