@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import SparkSession
 
 from spark_jobs.job import configure_logging, execute, failed_before_start, parse_spec
-from spark_jobs.spec import RunResult
+from spark_jobs.spec import RunResult, end_of_output
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -135,6 +135,10 @@ class Engine:
             self.driver.spark.sparkContext.cancelJobGroup(run_id)
 
     def _send_result(self, result: RunResult) -> None:
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        sys.stdout.flush()
+        print(end_of_output(result.run_id), file=sys.stderr, flush=True)  # after the run's lines, in the same stream
         self.channel.send({"event": "result", "result": result.to_json()})
 
 

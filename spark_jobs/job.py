@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Protocol
 
-from spark_jobs.errors import classify
+from spark_jobs.errors import JobError, classify
 from spark_jobs.run import run
 from spark_jobs.spec import JobFailure, KafkaTargetSpec, RunResult, RunSpec, Timings, redact, redacted_config
 from spark_jobs.tally import Tally
@@ -86,6 +86,8 @@ def execute(spec: RunSpec, driver: Driver, cancelled: threading.Event | None = N
         return tally.result(spec)
     except BaseException as exc:  # noqa: BLE001 - every failure must end in a result
         error = classify(exc)
+        if error.kind == "internal" and tally.cancelled.is_set():  # a Spark job the cancel stopped, in Spark's words
+            error = JobError("cancelled", "the run was cancelled and its Spark jobs were stopped")
         log.error("run %s failed: %s: %s", spec.run_id, error.kind, redact(error.message, spec.secret_values()))
         if error.kind == "internal":  # unforeseen: the whole story, for whoever reads the run's log
             log.error("%s", redact(f"{type(exc).__name__}: {exc}", spec.secret_values()))

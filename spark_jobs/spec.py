@@ -331,3 +331,10 @@ class RunResult(_Model):
     @classmethod
     def from_json(cls, text: str | bytes) -> RunResult:
         return cls.model_validate_json(text)
+
+
+def end_of_output(run_id: str) -> str:
+    """The line the warm engine writes after a run's last log line and before its result: its output
+    reaches the worker through Spark's JVM, later than the result through the socket, so the worker
+    hands the run's lines to its log until it reads this one."""
+    return f"inlet-engine: the output of run {run_id} ends here"

@@ -53,6 +53,7 @@ from spark_jobs.spec import (
     SubjectRef,
     Timings,
     Txn,
+    end_of_output,
     redact,
 )
 from spark_jobs.storage import AZURE_SCHEMES, GCS_SCHEMES, OBJECT_STORE_SCHEMES, S3_SCHEMES, Store, scheme_of
@@ -96,6 +97,7 @@ __all__ = [
     "TokenSource",
     "Txn",
     "VacuumResult",
+    "end_of_output",
     "http_client",
     "inlet_named",
     "inspect_table",

@@ -95,6 +95,7 @@ def test_runs_after_the_first_reuse_the_engine_and_land_exactly_once(sandbox_kaf
     assert first.delta_version is not None and second.delta_version is not None and second.delta_version > first.delta_version
     assert coordinates(read_table(uri)) == sorted((p, o) for p, offsets in placed.items() for o in offsets)
     assert any("run " in line and second.run_id in line for line in log), "the run's own log lines reach its sink"
+    assert not any("inlet-engine: the output of run" in line for line in log), "the end of a run's output is no log line"
     assert not left.exists(), "the folder of an engine whose worker is gone is swept when an engine starts"
 
 
@@ -115,7 +116,8 @@ def test_a_cancel_stops_the_runs_spark_job_and_the_engine_serves_the_next_run(sa
         cancel.set()
 
     threading.Thread(target=cancel_once_running, daemon=True).start()
-    cancelled = _launch(warm, spec, tmp_path, cancel=cancel)
+    log: list[str] = []
+    cancelled = _launch(warm, spec, tmp_path, cancel=cancel, log=log)
     stopped_in = time.monotonic() - timing["cancelled_at"]
     engine = warm.engine_pid
 
@@ -125,6 +127,8 @@ def test_a_cancel_stops_the_runs_spark_job_and_the_engine_serves_the_next_run(sa
     assert engine is not None, f"the engine did not stop its run within {TERM_GRACE_S:.0f}s and was killed"
     assert stopped_in < TERM_GRACE_S + 2, f"the run took {stopped_in:.1f}s to stop"
     assert not spark_job_pgids(spec.run_id) and not (Path(uri) / "_delta_log").exists()
+    # The run's last line (written just before its result, which reaches the worker first) is in its log.
+    assert any(f"run {spec.run_id} failed: cancelled" in line for line in log), "\n".join(x[:200] for x in log if "inlet" in x)
 
     kafka_faults.reset()
     again = _launch(warm, spec, tmp_path)

@@ -51,19 +51,25 @@ class Output:
     def __init__(self, process: subprocess.Popen[str], *, name: str, secrets: Iterable[str] = (),
                  listener: Callable[[str], None] | None = None) -> None:
         self._tail: deque[str] = deque(maxlen=20)
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._secrets = list(secrets)
         self._listener = listener
+        self._until: str | None = None
         self._reader = threading.Thread(target=self._read, args=(process,), name=name, daemon=True)
         self._reader.start()
 
-    def listen(self, listener: Callable[[str], None] | None, secrets: Iterable[str]) -> None:
+    def listen(self, listener: Callable[[str], None] | None, secrets: Iterable[str], *, until: str | None = None) -> None:
+        """Hand the lines to ``listener`` from now on; up to the line ``until`` (not handed on), if given:
+        the child's word that everything the listener should see has been written."""
         with self._lock:
-            self._listener, self._secrets = listener, list(secrets)
+            self._listener, self._secrets, self._until = listener, list(secrets), until
 
-    def stop_listening(self) -> None:
+    def stop_listening(self, wait_s: float = 0.0) -> None:
+        """Stop handing lines on, once the line ``until`` has been read or ``wait_s`` has passed."""
         with self._lock:
-            self._listener = None  # the secrets stay: a late line of the run is still redacted
+            if self._until is not None:
+                self._lock.wait_for(lambda: self._until is None, timeout=wait_s)
+            self._listener, self._until = None, None  # the secrets stay: a late line of the run is still redacted
 
     def join(self, timeout_s: float) -> None:
         """Wait (up to ``timeout_s``) for the output of an exited child to be read to its end."""
@@ -78,7 +84,12 @@ class Output:
         assert process.stdout is not None  # started with stdout=PIPE
         for raw in process.stdout:
             with self._lock:
-                line = redact(raw.rstrip("\n"), self._secrets)
+                line = raw.rstrip("\n")
+                if self._until is not None and line == self._until:
+                    self._listener, self._until = None, None
+                    self._lock.notify_all()
+                    continue
+                line = redact(line, self._secrets)
                 self._tail.append(line)
                 if self._listener is not None:
                     self._listener(line)

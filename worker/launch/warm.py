@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import spark_jobs
-from spark_jobs.public import RunResult, RunSpec
+from spark_jobs.public import RunResult, RunSpec, end_of_output
 from worker.launch.processes import (
     TERM_GRACE_S,
     Output,
@@ -85,6 +85,9 @@ class EngineLimits:
 
 
 _PING_EVERY_S = 5.0
+# How long the worker waits, after a run's result, for the run's last log lines (they come through the
+# JVM's stdout, the result through the socket); a few milliseconds as a rule.
+_OUTPUT_LAG_S = 5.0
 _FOLDER_PREFIX = "inlet-engine-"
 
 
@@ -240,11 +243,11 @@ class WarmLauncher:
                 engine = self._ready_engine(deadline)
             except EngineGone as exc:
                 return failed(spec, started_at, "crashed", str(exc))
-            engine.output.listen(on_log_line, spec.secret_values())
+            engine.output.listen(on_log_line, spec.secret_values(), until=end_of_output(spec.run_id))
             try:
                 return self._run(engine, spec, started_at, deadline, timeout_s, cancel)
             finally:
-                engine.output.stop_listening()
+                engine.output.stop_listening(wait_s=_OUTPUT_LAG_S if engine.alive() else 0.0)
                 engine.runs += 1
                 self._last_used = time.monotonic()
                 self._recycle_if_due()
