@@ -116,11 +116,14 @@ def measure_inlet(launcher: WarmLauncher, bootstrap: str, topic: str, ranges: Ra
     total = sum(end - start for start, end in ranges.values())
     warm_up = {"0": (ranges["0"][0], ranges["0"][0] + 1)}
     decodes = fmt != "raw"
-    timed(launcher, spec_for(bootstrap, topic, warm_up, f"{tmp}/inlet-{fmt}-warm-up", quarantine=decodes, **source),
-          Path(tmp, "w"))
+    _, one_s = timed(launcher, spec_for(bootstrap, topic, warm_up, f"{tmp}/inlet-{fmt}-warm-up", quarantine=decodes,
+                                        **source), Path(tmp, "w"))
     result, wall_s = timed(launcher, spec_for(bootstrap, topic, ranges, f"{tmp}/inlet-{fmt}-all", quarantine=decodes,
                                               **source), Path(tmp, "w"))
     assert (result.rows_written, result.rows_quarantined) == (total, 0), result
+    t = result.timings
+    print(f"      Inlet's {wall_s:.2f}s: tasks {t.process_s:.2f}s, commit {t.commit_s:.2f}s, the rest (spec, watermarks, "
+          f"plan, result) {wall_s - t.process_s - t.commit_s:.2f}s; a one-record run beforehand took {one_s:.2f}s")
     return total / wall_s
 
 

@@ -7,9 +7,13 @@ start-up. The worker listens on the socket (in a folder only its user can enter)
 connects to it. Specs, secrets included, come over it and stay in memory; results go back over
 it. Messages are JSON lines:
 
-    worker -> engine   {"op": "run", "spec": "<RunSpec JSON>"}   {"op": "cancel"}   {"op": "ping"}   {"op": "stop"}
+    worker -> engine   {"op": "run", "spec": "<RunSpec JSON>", "launch": "<id>"}   {"op": "cancel"}   {"op": "ping"}
+                       {"op": "stop"}
     engine -> worker   {"event": "ready", "pid": 123}   {"event": "result", "result": "<RunResult JSON>"}
                        {"event": "pong", "stopped": false}
+
+A run's log lines go to the engine's output, which reaches the worker through Spark's JVM, often
+after the result: the engine ends them with ``spec.end_of_output(<launch id>)`` before the result.
 
 One run at a time, in a thread named after it (``ps -L`` shows ``run-<id>``). Its Spark jobs are
 one job group, so a cancel stops them (interruptOnCancel) and the steps between jobs stop at the
@@ -89,7 +93,7 @@ class Engine:
         self.channel.send({"event": "ready", "pid": os.getpid()})
         for message in self.channel:
             if message["op"] == "run":
-                self._start(message["spec"].encode())
+                self._start(message["spec"].encode(), str(message.get("launch", "")))
             elif message["op"] == "cancel":
                 self._cancel()
             elif message["op"] == "ping":  # answered through the JVM: a stopped or hung one answers nothing
@@ -101,10 +105,10 @@ class Engine:
         log.error("the worker is gone: exiting without finishing the current run")
         os._exit(75)
 
-    def _start(self, raw: bytes) -> None:
+    def _start(self, raw: bytes, launch: str) -> None:
         spec = parse_spec(raw)
         if isinstance(spec, RunResult):
-            self._send_result(spec)
+            self._send_result(spec, launch)
             return
         if self.running is not None:  # the worker sends one run at a time
             raise RuntimeError(f"run {spec.run_id} sent while run {self.running} is in progress")
@@ -125,7 +129,7 @@ class Engine:
                 result = execute(spec, self.driver, self.cancelled)
             _name_thread("run-over")  # ps no longer shows a run that is over, even while the thread ends
             self.running = None  # before the result: the worker may send the next run at once
-            self._send_result(result)
+            self._send_result(result, launch)
 
         threading.Thread(target=work, name=f"run-{spec.run_id}", daemon=True).start()
 
@@ -134,11 +138,11 @@ class Engine:
         if (run_id := self.running) is not None:
             self.driver.spark.sparkContext.cancelJobGroup(run_id)
 
-    def _send_result(self, result: RunResult) -> None:
+    def _send_result(self, result: RunResult, launch: str) -> None:
         for handler in logging.getLogger().handlers:
             handler.flush()
         sys.stdout.flush()
-        print(end_of_output(result.run_id), file=sys.stderr, flush=True)  # after the run's lines, in the same stream
+        print(end_of_output(launch), file=sys.stderr, flush=True)  # after the run's lines, in the same stream
         self.channel.send({"event": "result", "result": result.to_json()})
 
 

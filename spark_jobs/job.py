@@ -87,7 +87,7 @@ def execute(spec: RunSpec, driver: Driver, cancelled: threading.Event | None = N
     except BaseException as exc:  # noqa: BLE001 - every failure must end in a result
         error = classify(exc)
         if error.kind == "internal" and tally.cancelled.is_set():  # a Spark job the cancel stopped, in Spark's words
-            error = JobError("cancelled", "the run was cancelled and its Spark jobs were stopped")
+            error = JobError("cancelled", f"the run was cancelled and its Spark jobs were stopped ({error.message})")
         log.error("run %s failed: %s: %s", spec.run_id, error.kind, redact(error.message, spec.secret_values()))
         if error.kind == "internal":  # unforeseen: the whole story, for whoever reads the run's log
             log.error("%s", redact(f"{type(exc).__name__}: {exc}", spec.secret_values()))

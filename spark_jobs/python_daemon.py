@@ -13,8 +13,9 @@ again in the child, and Polars' query threads start at its first query, in the w
 local Spark task in the suite runs in a worker forked this way. A module that fails to import
 here is left for the task to import, and to fail in with its own error.
 
-``worker/launch/submit.py`` sets this daemon for local masters only. Their executors run the
-launching interpreter, where ``spark_jobs`` is installed. A cluster's executors get ``spark_jobs``
+``worker/launch/submit.py`` sets this daemon for local masters only, with the launch's
+``--py-files`` zip first on its path: it imports ``spark_jobs`` from the snapshot the driver runs,
+not from the checkout a deploy may have changed since. A cluster's executors get ``spark_jobs``
 from ``--py-files`` only when a task starts, after the daemon has started.
 """
 

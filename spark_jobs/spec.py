@@ -333,8 +333,12 @@ class RunResult(_Model):
         return cls.model_validate_json(text)
 
 
-def end_of_output(run_id: str) -> str:
+END_OF_OUTPUT = "inlet-engine: end of the output of launch "
+
+
+def end_of_output(launch_id: str) -> str:
     """The line the warm engine writes after a run's last log line and before its result: its output
     reaches the worker through Spark's JVM, later than the result through the socket, so the worker
-    hands the run's lines to its log until it reads this one."""
-    return f"inlet-engine: the output of run {run_id} ends here"
+    hands the run's lines to its log until it reads this one. Named by the launch (a retry of a run
+    may come to the same engine), never a log line of any run."""
+    return END_OF_OUTPUT + launch_id

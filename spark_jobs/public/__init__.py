@@ -40,6 +40,7 @@ from spark_jobs.maintenance import preview as preview_maintenance
 from spark_jobs.oauth import TokenRefused, TokenSource, parse_extensions, with_token_source
 from spark_jobs.registry import RegistryClient, RegistryConfig, RegistryUnavailable
 from spark_jobs.spec import (
+    END_OF_OUTPUT,
     DeltaTargetSpec,
     Egress,
     ErrorKind,
@@ -61,6 +62,7 @@ from spark_jobs.storage import AZURE_SCHEMES, GCS_SCHEMES, OBJECT_STORE_SCHEMES,
 __all__ = [
     "AZURE_SCHEMES",
     "DEFAULT_DENY",
+    "END_OF_OUTPUT",
     "GCS_SCHEMES",
     "INLET_PREFIX",
     "OBJECT_STORE_SCHEMES",

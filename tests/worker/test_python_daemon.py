@@ -1,20 +1,17 @@
 """Python workers forked from Inlet's daemon (``spark_jobs/python_daemon.py``): a task finds what it
 imports already imported, and frozen out of its garbage collection. Local masters only: a cluster's
-executors get ``spark_jobs`` from ``--py-files`` after their daemon has started. An engine's memory
-bound counts the daemon and its workers, which leave the engine's process group."""
+executors get ``spark_jobs`` from ``--py-files`` after their daemon has started. (An engine's memory
+bound and its stop reach the daemon, which leaves the engine's process group: test_processes.py.)"""
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 from spark_jobs.python_daemon import TASK_MODULES
 from tests.fixtures.local_spark import local_spark
-from worker.launch.processes import tree_memory_bytes
-from worker.launch.submit import SparkSubmitSettings, imports_daemon, spark_command
+from worker.launch.submit import SparkSubmitSettings, imports_daemon, job_env, package_spark_jobs, spark_command
 
 
 def _conf(master: str) -> dict[str, str]:
@@ -24,7 +21,37 @@ def _conf(master: str) -> dict[str, str]:
 
 def test_local_masters_fork_python_workers_from_inlet_s_daemon_and_clusters_from_spark_s() -> None:
     assert _conf("local[2]")["spark.python.daemon.module"] == "spark_jobs.python_daemon"
+    assert _conf("local[2]")["spark.executorEnv.PYTHONPATH"] == "code.zip"
     assert "spark.python.daemon.module" not in _conf("spark://127.0.0.1:7077")
+    assert "spark.executorEnv.PYTHONPATH" not in _conf("spark://127.0.0.1:7077")
+
+
+_SUBMITTED = """
+import sys
+from pyspark import SparkContext
+
+def modules(_):
+    import spark_jobs.kafka_source, spark_jobs.spec  # preloaded by the daemon, and imported now
+    return [spark_jobs.kafka_source.__file__, spark_jobs.spec.__file__]
+
+context = SparkContext.getOrCreate()
+print("task modules:", *context.parallelize([0], 1).map(modules).collect()[0])
+context.stop()
+"""
+
+
+def test_the_daemon_and_its_tasks_run_the_snapshot_the_driver_was_given_not_the_checkout(tmp_path: Path) -> None:
+    zipped = package_spark_jobs(tmp_path)  # as a launch snapshots the code it runs
+    script = tmp_path / "submitted.py"
+    script.write_text(_SUBMITTED)
+    settings = SparkSubmitSettings(master="local[1]")
+    command = spark_command(settings, "inlet-test", zipped, str(script))  # an absolute script stays itself
+    done = subprocess.run(command, env=job_env(settings), cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          check=False)  # as launches run: in a folder of their own
+
+    line = next((line for line in done.stdout.splitlines() if line.startswith("task modules:")), None)
+    assert line is not None, done.stdout[-2000:] + done.stderr[-3000:]
+    assert all(path.startswith(f"{zipped}/spark_jobs/") for path in line.split()[2:]), line
 
 
 def test_an_interpreter_without_spark_jobs_keeps_spark_s_daemon(tmp_path: Path) -> None:
@@ -50,27 +77,3 @@ def test_a_task_finds_what_it_imports_already_imported_and_frozen() -> None:
     for frozen, missing in spark.sparkContext.parallelize(range(4), 4).map(_at_task_start).collect():
         assert missing == []
         assert frozen > 50_000  # the objects the preloaded modules made (about 110,000)
-
-
-_PARENT = """
-import os, subprocess, sys
-child = subprocess.Popen([sys.executable, "-c", sys.argv[1]], stdout=subprocess.PIPE)
-assert child.stdout.readline() == b"ready\\n"
-print(child.pid, flush=True)
-child.wait()
-"""
-# As Spark's Python daemon does: a process group of its own, then memory it holds.
-_CHILD = "import os, time; os.setpgid(0, 0); held = b'x' * (200 * 2**20); print('ready', flush=True); time.sleep(120)"
-
-
-def test_an_engine_s_memory_counts_the_python_daemon_that_left_its_process_group() -> None:
-    parent = subprocess.Popen([sys.executable, "-c", _PARENT, _CHILD], stdout=subprocess.PIPE, start_new_session=True)
-    try:
-        assert parent.stdout is not None
-        child = int(parent.stdout.readline())
-        assert os.getpgid(child) == child != parent.pid
-        assert tree_memory_bytes(parent.pid) > 200 * 2**20  # the child's 200 MiB, and the interpreters
-    finally:
-        os.killpg(parent.pid, signal.SIGKILL)
-        os.kill(child, signal.SIGKILL)
-        parent.wait(10)

@@ -3,7 +3,7 @@ engine (``warm``): a child in its own process group that dies with this worker, 
 and files, its output read line by line and redacted, its memory, and its end.
 
 A child runs in a process group of its own so that a timeout, cancel or hang stops the JVM and all
-its Python workers at once; on Linux it also gets SIGKILL from the kernel (PR_SET_PDEATHSIG) when the
+its Python workers at once (and the Python daemon's group, which Spark moves them to); on Linux it also gets SIGKILL from the kernel (PR_SET_PDEATHSIG) when the
 thread that started it ends: a job nobody watches any more (no cancel, no timeout, no lease) must not
 go on to write a run that another worker retries.
 """
@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from spark_jobs.public import redact
+from spark_jobs.public import END_OF_OUTPUT, redact
 
 TERM_GRACE_S = 10.0
 # Runs in the child and execs spark-submit in place (so the JVM keeps it): SIGKILL when the worker's
@@ -55,20 +55,26 @@ class Output:
         self._secrets = list(secrets)
         self._listener = listener
         self._until: str | None = None
+        # Listeners whose end line had not come when they stopped, and their secrets: their late lines
+        # are redacted with them too.
+        self._unended: set[str] = set()
+        self._late_secrets: list[str] = []
         self._reader = threading.Thread(target=self._read, args=(process,), name=name, daemon=True)
         self._reader.start()
 
     def listen(self, listener: Callable[[str], None] | None, secrets: Iterable[str], *, until: str | None = None) -> None:
-        """Hand the lines to ``listener`` from now on; up to the line ``until`` (not handed on), if given:
-        the child's word that everything the listener should see has been written."""
+        """Hand the lines to ``listener`` from now on; up to the line ``until`` (an ``END_OF_OUTPUT``
+        line, never handed on), if given: the child's word that all the listener's lines are written."""
         with self._lock:
-            self._listener, self._secrets, self._until = listener, list(secrets), until
+            self._listener, self._until = listener, until
+            self._secrets = [*secrets, *self._late_secrets]
 
     def stop_listening(self, wait_s: float = 0.0) -> None:
         """Stop handing lines on, once the line ``until`` has been read or ``wait_s`` has passed."""
         with self._lock:
-            if self._until is not None:
-                self._lock.wait_for(lambda: self._until is None, timeout=wait_s)
+            if self._until is not None and not self._lock.wait_for(lambda: self._until is None, timeout=wait_s):
+                self._unended.add(self._until)
+                self._late_secrets = [*self._secrets]
             self._listener, self._until = None, None  # the secrets stay: a late line of the run is still redacted
 
     def join(self, timeout_s: float) -> None:
@@ -85,14 +91,22 @@ class Output:
         for raw in process.stdout:
             with self._lock:
                 line = raw.rstrip("\n")
-                if self._until is not None and line == self._until:
-                    self._listener, self._until = None, None
-                    self._lock.notify_all()
+                if line.startswith(END_OF_OUTPUT):
+                    self._ended(line)
                     continue
                 line = redact(line, self._secrets)
                 self._tail.append(line)
                 if self._listener is not None:
                     self._listener(line)
+
+    def _ended(self, line: str) -> None:
+        if line == self._until:
+            self._listener, self._until = None, None
+            self._lock.notify_all()
+        elif line in self._unended:  # a listener's end, after it stopped waiting: its secrets may go
+            self._unended.discard(line)
+            if not self._unended:
+                self._late_secrets = []
 
 
 def write_private(path: Path, text: str) -> None:
@@ -125,11 +139,8 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def tree_memory_bytes(root: int) -> int:
-    """Memory of a process and all its descendants: a JVM, its driver, and the Python daemon and
-    workers Spark starts (which put themselves in a process group of their own, so a group's sum
-    misses them). Each process's proportional share (PSS): pages the workers share with the daemon
-    they were forked from count once, not once a process."""
+def descendants(root: int) -> list[int]:
+    """Every process below ``root`` (children, theirs, ...), whatever group they put themselves in."""
     children: dict[int, list[int]] = {}
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
@@ -138,10 +149,24 @@ def tree_memory_bytes(root: int) -> int:
             except (OSError, ValueError, IndexError):
                 continue
             children.setdefault(parent, []).append(int(proc.name))
-    total, todo = 0, [root]
+    found: list[int] = []
+    todo, seen = list(children.get(root, ())), {root}
     while todo:
         pid = todo.pop()
-        todo.extend(children.get(pid, ()))
+        if pid not in seen:  # a pid reused while /proc was listed could close a loop
+            seen.add(pid)
+            found.append(pid)
+            todo.extend(children.get(pid, ()))
+    return found
+
+
+def tree_memory_bytes(root: int) -> int:
+    """Memory of a process and all its descendants: a JVM, its driver, and the Python daemon and
+    workers Spark starts (which put themselves in a process group of their own, so a group's sum
+    misses them). Each process's proportional share (PSS): pages the workers share with the daemon
+    they were forked from count once, not once a process."""
+    total = 0
+    for pid in [root, *descendants(root)]:
         try:
             total += _proportional_bytes(Path(f"/proc/{pid}"))
         except (OSError, ValueError):  # gone since the listing
@@ -154,32 +179,62 @@ def _proportional_bytes(proc: Path) -> int:
         rollup = (proc / "smaps_rollup").read_text()
     except FileNotFoundError:  # a kernel before 4.14: the resident set
         return int((proc / "statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    return next(int(line.split()[1]) * 1024 for line in rollup.splitlines() if line.startswith("Pss:"))
+    # No Pss line: a process exiting (older kernels read it as an empty file), which holds nothing more.
+    return next((int(line.split()[1]) * 1024 for line in rollup.splitlines() if line.startswith("Pss:")), 0)
+
+
+def _started(pid: int) -> str | None:
+    """When ``pid`` started (clock ticks since boot): with the pid, one process's identity."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]  # field 22
+    except (OSError, IndexError):
+        return None
+
+
+def _strays(process: subprocess.Popen[str]) -> list[tuple[int, str | None]]:
+    """The child's descendants, each with its start time, listed while the child lives: once the JVM
+    is dead they are nobody's children, and their pids may be given to others."""
+    return [(pid, _started(pid)) for pid in descendants(process.pid)]
+
+
+def _kill_strays(process: subprocess.Popen[str], strays: list[tuple[int, str | None]]) -> None:
+    """SIGKILL those of ``strays`` that left the child's process group (Spark's Python daemon calls
+    setpgid, and its workers are in the daemon's group) and are still the processes listed."""
+    for pid, started in strays:
+        with contextlib.suppress(ProcessLookupError):
+            if started is not None and _started(pid) == started and os.getpgid(pid) != process.pid:
+                os.kill(pid, signal.SIGKILL)
 
 
 def kill_group(process: subprocess.Popen[str]) -> None:
-    """SIGKILL the child's process group now: nothing of what it was given up on goes on."""
+    """SIGKILL the child's process group, and its descendants outside it, now: nothing of what it
+    was given up on goes on."""
+    strays = _strays(process)
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+    _kill_strays(process, strays)
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(5)
 
 
 def terminate_group(process: subprocess.Popen[str]) -> None:
-    """SIGTERM the child's process group, then SIGKILL whatever outlives the grace period."""
+    """SIGTERM the child's process group, then SIGKILL whatever outlives the grace period (its
+    descendants outside the group included)."""
+    strays = _strays(process)
     for sig, wait_s in ((signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, 5.0)):
         try:
             os.killpg(process.pid, sig)
         except ProcessLookupError:
-            return
+            break
         try:
             process.wait(wait_s)
             # The JVM's children (Python workers) may still be in the group.
             os.killpg(process.pid, signal.SIGKILL)
         except ProcessLookupError:
-            return
+            break
         except subprocess.TimeoutExpired:
             continue
-        return
+        break
+    _kill_strays(process, strays)

@@ -81,15 +81,22 @@ def imports_daemon(python: str) -> bool:
     """Whether ``python``, started outside any checkout, imports Inlet's Python daemon: an interpreter
     that lacks ``spark_jobs`` (the executors get it from ``--py-files`` only when a task starts) keeps
     Spark's own daemon. Asked once per interpreter (34 ms)."""
-    done = subprocess.run([python, "-c", "import spark_jobs.python_daemon"], cwd="/", capture_output=True, timeout=60,
-                          check=False)
+    try:
+        done = subprocess.run([python, "-c", "import spark_jobs.python_daemon"], cwd="/", capture_output=True,
+                              timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):  # no such interpreter, or a hung one: the run says so itself
+        return False
     return done.returncode == 0
 
 
 def spark_command(settings: SparkSubmitSettings, name: str, py_files: Path, script: str, *args: str,
                   conf: dict[str, str] | None = None) -> list[str]:
     """spark-submit of ``spark_jobs/<script>`` with Inlet's conf, then ``conf``, then the settings'."""
-    local = LOCAL_PYTHON_DAEMON if settings.master.startswith("local") and imports_daemon(settings.python) else {}
+    local: dict[str, str] = {}
+    if settings.master.startswith("local") and imports_daemon(settings.python):
+        # The daemon imports spark_jobs before any task puts --py-files on its path: from the same
+        # snapshot the driver runs, not from the checkout, which a deploy may have changed since.
+        local = {**LOCAL_PYTHON_DAEMON, "spark.executorEnv.PYTHONPATH": str(py_files)}
     merged = {**LEAN_CONF, **local, "spark.pyspark.python": settings.python, **jars_conf(), **(conf or {}), **settings.conf}
     cmd = [settings.spark_submit, "--master", settings.master, "--name", name]
     for key, value in merged.items():

@@ -30,6 +30,7 @@ import socket
 import subprocess
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -243,9 +244,10 @@ class WarmLauncher:
                 engine = self._ready_engine(deadline)
             except EngineGone as exc:
                 return failed(spec, started_at, "crashed", str(exc))
-            engine.output.listen(on_log_line, spec.secret_values(), until=end_of_output(spec.run_id))
+            launch_id = uuid.uuid4().hex
+            engine.output.listen(on_log_line, spec.secret_values(), until=end_of_output(launch_id))
             try:
-                return self._run(engine, spec, started_at, deadline, timeout_s, cancel)
+                return self._run(engine, spec, launch_id, started_at, deadline, timeout_s, cancel)
             finally:
                 engine.output.stop_listening(wait_s=_OUTPUT_LAG_S if engine.alive() else 0.0)
                 engine.runs += 1
@@ -273,13 +275,13 @@ class WarmLauncher:
 
     # One run.
 
-    def _run(self, engine: EngineProcess, spec: RunSpec, started_at: datetime, deadline: float, timeout_s: float,
-             cancel: threading.Event | None) -> RunResult:
+    def _run(self, engine: EngineProcess, spec: RunSpec, launch_id: str, started_at: datetime, deadline: float,
+             timeout_s: float, cancel: threading.Event | None) -> RunResult:
         stopped_by: str | None = None
         result: RunResult | None = None
         grace_until = 0.0
         try:
-            engine.send({"op": "run", "spec": spec.to_json()})
+            engine.send({"op": "run", "spec": spec.to_json(), "launch": launch_id})
             answered = pinged = time.monotonic()
             while True:
                 message = engine.receive(0.2)
