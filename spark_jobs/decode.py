@@ -201,7 +201,8 @@ def decode_framed(batch: pa.RecordBatch, framed: Framed, run_id: str, schema: pa
             continue
         array, why = framed.decoder(subject).decode(batch.column(subject.part))
         decoded[subject.part] = array
-        reasons = [mine or theirs for mine, theirs in zip(reasons, why, strict=True)]
+        if any(why):  # most batches decode whole: no record to look at one by one
+            reasons = [mine or theirs for mine, theirs in zip(reasons, why, strict=True)]
     run = pa.repeat(pa.scalar(run_id, pa.string()), n)
     # The decoded value's columns: a record's fields, or one named "value" (framed_schema refuses a
     # field named like another of Inlet's columns). A value that did not decode is null, and its row

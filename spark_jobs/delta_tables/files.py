@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
 from spark_jobs.delta_log import STATS_COLUMNS, partition_string
+from spark_jobs.parquet_layout import run_file_options
 from spark_jobs.plans import DataFile, TableRole
 from spark_jobs.storage import Store
 
@@ -73,6 +74,7 @@ class FileSet:
         self.prefix = f"part-{token}-" if token else "part-"
         self.fs, self.root = store.filesystem(root)
         self.schema = pa.schema([f for f in schema if f.name not in partition_by])
+        self.options = run_file_options(self.schema)
         self.open: dict[tuple[object, ...], _OpenFile] = {}
         self.closed: list[str] = []  # paths of the files closed, which ``discard`` deletes all the same
         self.held_bytes = 0
@@ -100,7 +102,7 @@ class FileSet:
             full = f"{self.root}/{relative}"
             if isinstance(self.fs, pafs.LocalFileSystem):  # object stores have no folders (pyarrow would add markers)
                 self.fs.create_dir(full.rsplit("/", 1)[0], recursive=True)
-            writer = pq.ParquetWriter(full, self.schema, filesystem=self.fs, compression="snappy")
+            writer = pq.ParquetWriter(full, self.schema, filesystem=self.fs, **self.options)
             self.open[key] = _OpenFile(writer, relative, {c: partition_string(v) for c, v in values.items()})
         file = self.open[key]
         rows = rows.select(self.schema.names).cast(self.schema)

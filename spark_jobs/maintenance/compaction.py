@@ -32,15 +32,13 @@ import pyarrow.parquet as pq
 
 from spark_jobs.delta_log import STATS_COLUMNS, partition_string, rewrite_fence
 from spark_jobs.maintenance.health import LiveFile, live_files
+from spark_jobs.parquet_layout import delta_encoded, leaves
 from spark_jobs.storage import Store
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
 
 _STRING_STATS_MAX = 32  # longer strings get no min/max (a truncated max would be wrong)
-# Kafka's offset and timestamp are unique per record and ascend within a compacted file's partitions:
-# delta-encoded they take a few bits a row, where a dictionary of them only adds a page (bench/table_health.py).
-_DELTA_ENCODED = ("offset", "timestamp")
 
 
 @dataclass(frozen=True)
@@ -120,17 +118,11 @@ def rewrite(store: Store, uri: str, delta: DeltaTable, plan: CompactionPlan, *, 
 
 def _write_options(schema: pa.Schema) -> dict[str, Any]:
     """zstd, as delta-rs's own writer and its optimize write (half snappy's size on Inlet's tables), and
-    the offset and timestamp delta-encoded; every other column (each leaf of a nested one) keeps its
-    dictionary."""
-    buffer = pa.BufferOutputStream()
-    pq.write_table(schema.empty_table(), buffer)
-    leaves = pq.ParquetFile(pa.BufferReader(buffer.getvalue())).schema
-    delta = [name for name in _DELTA_ENCODED if name in schema.names
-             and (pa.types.is_int32(schema.field(name).type) or pa.types.is_int64(schema.field(name).type)
-                  or pa.types.is_timestamp(schema.field(name).type))]
-    return {"compression": "zstd", "use_dictionary": [leaves.column(i).path for i in range(len(leaves))
-                                                      if leaves.column(i).path not in delta],
-            "column_encoding": {name: "DELTA_BINARY_PACKED" for name in delta}}
+    the offset and timestamp delta-encoded (``parquet_layout``); every other column (each leaf of a
+    nested one) keeps its dictionary."""
+    delta = delta_encoded(schema)
+    return {"compression": "zstd", "use_dictionary": [leaf.path for leaf in leaves(schema) if leaf.path not in delta],
+            "column_encoding": dict.fromkeys(delta, "DELTA_BINARY_PACKED")}
 
 
 def commit(delta: DeltaTable, plan: CompactionPlan, written: Sequence[Rewritten], notes: dict[str, str]) -> int:

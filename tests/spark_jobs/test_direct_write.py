@@ -166,6 +166,32 @@ def test_a_tasks_partitions_share_its_file_in_row_groups_of_many_batches(tmp_pat
     assert read["offset"].to_pylist() == list(range(300_000))
 
 
+def test_a_runs_files_delta_encode_offsets_and_timestamps_and_keep_dictionaries_for_text_only(tmp_path: Path) -> None:
+    """Kafka's offset and timestamp ascend: delta-encoded. Text repeats (a topic, a status, a name):
+    a dictionary. Numbers, times and bytes rarely repeat: none, which writes faster and smaller."""
+    schema = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
+                        ("timestamp", pa.timestamp("us", tz="UTC")), ("value", pa.binary()), ("amount", pa.float64()),
+                        ("tags", pa.list_(pa.struct([("name", pa.string()), ("n", pa.int64())])))])
+    n = 5_000
+    rows = pa.table({"topic": ["orders"] * n, "partition": pa.array([3] * n, pa.int32()), "offset": range(10**9, 10**9 + n),
+                     "timestamp": pa.array([1_764_000_000_000_000 + 1000 * i for i in range(n)], pa.timestamp("us", tz="UTC")),
+                     "value": [b"%d" % i for i in range(n)], "amount": [i * 0.37 for i in range(n)],
+                     "tags": [[{"name": ("a", "b")[i % 2], "n": i}] for i in range(n)]}, schema=schema)
+    files = FileSet("main", Store(), str(tmp_path / "t"), schema, [], "tok")
+    files.write(rows)
+    [file] = files.close()
+
+    meta = pq.ParquetFile(tmp_path / "t" / file.path).metadata
+    encodings = {meta.row_group(0).column(i).path_in_schema: set(meta.row_group(0).column(i).encodings)
+                 for i in range(meta.num_columns)}
+    assert "DELTA_BINARY_PACKED" in encodings["offset"] and "DELTA_BINARY_PACKED" in encodings["timestamp"]
+    assert "RLE_DICTIONARY" in encodings["topic"] and "RLE_DICTIONARY" in encodings["tags.list.element.name"]
+    assert not any("DICTIONARY" in e for path in ("partition", "offset", "timestamp", "value", "amount", "tags.list.element.n")
+                   for e in encodings[path]), encodings
+    assert meta.row_group(0).column(0).compression == "SNAPPY"
+    assert pq.read_table(tmp_path / "t" / file.path).equals(rows)
+
+
 def test_a_large_range_gets_a_file_of_its_own_and_small_ones_share_the_tasks(
         sandbox_kafka, kafka_topic, produce_keyed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """So a replay of the large range can drop its file whole, while small ranges make few files."""

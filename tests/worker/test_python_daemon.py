@@ -5,6 +5,7 @@ bound and its stop reach the daemon, which leaves the engine's process group: te
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +25,33 @@ def test_local_masters_fork_python_workers_from_inlet_s_daemon_and_clusters_from
     assert _conf("local[2]")["spark.executorEnv.PYTHONPATH"] == "code.zip"
     assert "spark.python.daemon.module" not in _conf("spark://127.0.0.1:7077")
     assert "spark.executorEnv.PYTHONPATH" not in _conf("spark://127.0.0.1:7077")
+
+
+_FIRST_TASK = """
+import importlib, sys, zipimport
+from spark_jobs.python_daemon import preload
+
+preload()
+reads = []
+read_directory = zipimport._read_directory
+zipimport._read_directory = lambda path: reads.append(path) or read_directory(path)
+importlib.invalidate_caches()  # as pyspark's worker does at its first task, the job's files added to its path
+import pyspark.ml.param  # a module no task module imported: from pyspark.zip, as the worker's path says
+print(len(reads), pyspark.ml.param.__file__)
+"""
+
+
+def test_a_new_worker_reads_no_zip_archive_again_before_its_first_task() -> None:
+    """pyspark's worker calls ``importlib.invalidate_caches()`` at its first task: on Python 3.11 every
+    zip importer cached in the daemon read its archive's directory again (0.24 s of a core)."""
+    import pyspark
+
+    archive = next(Path(pyspark.__file__).parent.glob("python/lib/pyspark.zip"))
+    done = subprocess.run([sys.executable, "-c", _FIRST_TASK], env={**os.environ, "PYTHONPATH": str(archive)},
+                          capture_output=True, text=True, timeout=120, check=True, cwd="/")
+    reads, module = done.stdout.split()
+    assert module.startswith(f"{archive}/")
+    assert reads == "0", done.stdout
 
 
 _SUBMITTED = """
