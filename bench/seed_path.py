@@ -8,7 +8,8 @@ On a real Kafka broker, the same ranges of the same topics are read three ways i
       decoded (raw: not; JSON: ``from_json`` with the pipeline's DDL schema; Avro: spark-avro's
       ``from_avro`` on the value after the registry's 5-byte header), then
       ``df.write.format("delta")`` with delta-spark's idempotent-write options (``txnAppId``/``txnVersion``).
-(b) and (c) on the same ``local[2]``, each after a one-record warm-up, each into a fresh table; after
+(b) and (c) on the same ``local[2]``, each after a one-record warm-up, each into a fresh table; (a)
+and (b) the best of two (the first big run after the engine starts also warms its JVM up); after
 the clocks stop, DuckDB's delta extension (delta-kernel-rs, a reader neither path writes with) counts
 both tables' rows, which must equal the ranges' records.
 Workloads: raw 1M × 200 B on 64 partitions; the same orders as JSON and as Avro (a real Schema
@@ -113,18 +114,24 @@ def measure_design(spark: Any, bootstrap: str, topic: str, ranges: Ranges, fmt: 
 
 def measure_inlet(launcher: WarmLauncher, bootstrap: str, topic: str, ranges: Ranges, source: dict[str, Any], fmt: str,
                   tmp: str) -> float:
+    """Records/s of Inlet's best of two runs of the whole ranges (each into a fresh table), after a
+    one-record run: the first big run after an engine starts also pays for its JVM's warm-up."""
     total = sum(end - start for start, end in ranges.values())
     warm_up = {"0": (ranges["0"][0], ranges["0"][0] + 1)}
     decodes = fmt != "raw"
     _, one_s = timed(launcher, spec_for(bootstrap, topic, warm_up, f"{tmp}/inlet-{fmt}-warm-up", quarantine=decodes,
                                         **source), Path(tmp, "w"))
-    result, wall_s = timed(launcher, spec_for(bootstrap, topic, ranges, f"{tmp}/inlet-{fmt}-all", quarantine=decodes,
-                                              **source), Path(tmp, "w"))
-    assert (result.rows_written, result.rows_quarantined) == (total, 0), result
-    t = result.timings
-    print(f"      Inlet's {wall_s:.2f}s: tasks {t.process_s:.2f}s, commit {t.commit_s:.2f}s, the rest (spec, watermarks, "
-          f"plan, result) {wall_s - t.process_s - t.commit_s:.2f}s; a one-record run beforehand took {one_s:.2f}s")
-    return total / wall_s
+    walls = []
+    for table in ("all", "again"):
+        result, wall_s = timed(launcher, spec_for(bootstrap, topic, ranges, f"{tmp}/inlet-{fmt}-{table}", quarantine=decodes,
+                                                  **source), Path(tmp, "w"))
+        assert (result.rows_written, result.rows_quarantined) == (total, 0), result
+        t = result.timings
+        print(f"      Inlet's {wall_s:.2f}s: tasks {t.process_s:.2f}s, commit {t.commit_s:.2f}s, the rest (spec, "
+              f"watermarks, plan, result) {wall_s - t.process_s - t.commit_s:.2f}s")
+        walls.append(wall_s)
+    print(f"      (a one-record run before them took {one_s:.2f}s)")
+    return total / min(walls)
 
 
 def duckdb_rows(path: str) -> int:
@@ -229,7 +236,7 @@ def main() -> None:
             rates: dict[tuple[str, str], float] = {}
             for fmt in formats:
                 topic = f"seed-{fmt}"
-                rates[fmt, "plain"] = timed_plain_read(bootstrap, topic, ranges[fmt])
+                rates[fmt, "plain"] = max(timed_plain_read(bootstrap, topic, ranges[fmt]) for _ in range(2))
                 rates[fmt, "inlet"] = measure_inlet(launcher, bootstrap, topic, ranges[fmt], sources[fmt], fmt, tmp)
                 rates[fmt, "design"], read_only = measure_design(spark, bootstrap, topic, ranges[fmt], fmt, tmp)
                 # Both tables read back after the clocks stopped, by a reader neither path wrote with.
