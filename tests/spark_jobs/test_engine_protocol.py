@@ -1,13 +1,16 @@
 """The engine's side of the protocol without Spark: a run its JVM refuses still ends in a result
-(failed, nothing read or written), and the engine is free for the next run."""
+(failed, nothing read or written), after the line that ends its output, and the engine is free for
+the next run."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
+import pytest
+
 from spark_jobs.engine import Engine
-from spark_jobs.spec import RunResult, RunSpec
+from spark_jobs.spec import RunResult, RunSpec, end_of_output
 from tests.spark_jobs.test_spec import spec_dict
 
 
@@ -28,12 +31,12 @@ class _Channel:
         self.sent.append(message)
 
 
-def test_a_run_the_jvm_refuses_ends_in_a_failed_result_and_frees_the_engine() -> None:
+def test_a_run_the_jvm_refuses_ends_in_a_failed_result_and_frees_the_engine(capsys: pytest.CaptureFixture[str]) -> None:
     channel = _Channel()
     engine = Engine(_Session(), channel)  # type: ignore[arg-type]
     spec = RunSpec.model_validate(spec_dict())
 
-    engine._start(spec.to_json().encode())
+    engine._start(spec.to_json().encode(), "launch-1")
     deadline = time.monotonic() + 10
     while not channel.sent and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -42,3 +45,4 @@ def test_a_run_the_jvm_refuses_ends_in_a_failed_result_and_frees_the_engine() ->
     assert (result.run_id, result.status, result.rows_written) == (spec.run_id, "failed", 0)
     assert result.error is not None and result.error.kind == "internal" and "Py4JNetworkError" in result.error.message
     assert engine.running is None, "the engine takes the next run"
+    assert end_of_output("launch-1") in capsys.readouterr().err.splitlines(), "the run's output ends before its result"
