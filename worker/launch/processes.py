@@ -4,8 +4,9 @@ and files, its output read line by line and redacted, its memory, and its end.
 
 A child runs in a process group of its own so that a timeout, cancel or hang stops the JVM and all
 its Python workers at once (with the group Spark's Python daemon moves itself and them to); on Linux
-it also gets SIGKILL from the kernel (PR_SET_PDEATHSIG) when the thread that started it ends: a job nobody watches any more (no cancel, no timeout, no lease) must not
-go on to write a run that another worker retries.
+it also gets SIGKILL from the kernel (PR_SET_PDEATHSIG) when the thread that started it ends: a job
+nobody watches any more (no cancel, no timeout, no lease) must not go on to write a run that another
+worker retries.
 """
 
 from __future__ import annotations
