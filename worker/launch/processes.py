@@ -146,7 +146,7 @@ def descendants(root: int) -> list[int]:
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
             try:
-                parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])  # field 4, the parent
+                parent = int(_stat(proc)[1])  # field 4, the parent
             except (OSError, ValueError, IndexError):
                 continue
             children.setdefault(parent, []).append(int(proc.name))
@@ -184,10 +184,15 @@ def _proportional_bytes(proc: Path) -> int:
     return next((int(line.split()[1]) * 1024 for line in rollup.splitlines() if line.startswith("Pss:")), 0)
 
 
+def _stat(proc: Path) -> list[str]:
+    """A process's ``stat`` fields from the third on (its state): the name before them may hold spaces."""
+    return (proc / "stat").read_text().rsplit(")", 1)[1].split()
+
+
 def _started(pid: int) -> str | None:
     """When ``pid`` started (clock ticks since boot): with the pid, one process's identity."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]  # field 22
+        return _stat(Path(f"/proc/{pid}"))[19]  # field 22
     except (OSError, IndexError):
         return None
 
