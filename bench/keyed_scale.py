@@ -30,7 +30,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -65,25 +67,55 @@ def batch_ids(keys: int, count: int, spread: str) -> np.ndarray:
     return np.sort(np.random.default_rng(keys + count).choice(keys, size=min(count, keys), replace=False))
 
 
-def merge_child(uri: str, keys: int, count: int, spread: str, bounds: bool, key_type: str) -> dict[str, float | int]:
-    """One MERGE, in this (child) process: its seconds, RSS and delta-rs's metrics."""
-    from spark_jobs.delta_tables import Table, commit
+def merge_child(uri: str, keys: int, count: int, spread: str, bounds: bool, key_type: str, engine: str) -> dict[str, float | int]:
+    """One MERGE, in this (child) process: its seconds, RSS and metrics. ``engine`` spark: delta-spark's
+    MERGE (``spark_merge``) on a local[2] Spark started and warmed by a small MERGE first, as a warm
+    engine has it (the RSS is then the Python driver's alone, not its JVM's)."""
+    from spark_jobs.delta_tables import Table, commit, spark_merge
     from spark_jobs.spec import Txn
     from spark_jobs.storage import Store
 
     if not bounds:
         commit.key_bounds = lambda changes, key: []  # the MERGE as it was before the bounds
+        spark_merge.key_ranges = lambda changes, key: []
     changes = rows(batch_ids(keys, count, spread), 1, "bench", key_type).drop_columns(["_inlet_run_id"])
     changes = changes.append_column("_inlet_run_id", pa.array(["bench"] * changes.num_rows))
+    table, txn = Table(Store(), uri), Txn(app_id="bench", version=1)
+    if engine == "spark":
+        spark = _spark()
+        merge = partial(spark_merge.merge_changes_on_spark, spark)
+        # A warm engine has merged before: one small MERGE first, so the clock sees no JVM warm-up.
+        warm = f"{uri}-warm"
+        seed(warm, 10_000, 10_000, key_type)
+        merge(Table(Store(), warm), txn, rows(np.arange(9_000, 10_000), 1, "warm", key_type), ["id"])
+    else:
+        merge = commit.merge_changes
     before = _rss_mb()
     began = time.monotonic()
-    outcome = commit.merge_changes(Table(Store(), uri), Txn(app_id="bench", version=1), changes, ["id"])
+    outcome = merge(table, txn, changes, ["id"])
     seconds = time.monotonic() - began
     assert outcome is not None
     metrics = DeltaTable(uri).history(1)[0].get("operationMetrics", {})
+    names = {"removed": ("num_target_files_removed", "numTargetFilesRemoved"), "added": ("num_target_files_added", "numTargetFilesAdded"),
+             "scanned": ("num_target_files_scanned", "numTargetFilesBeforeSkipping")}
     return {"seconds": seconds, "rss_before_mb": before, "peak_mb": _peak_mb(),
-            "removed": int(metrics.get("num_target_files_removed", -1)), "added": int(metrics.get("num_target_files_added", -1)),
-            "scanned": int(metrics.get("num_target_files_scanned", -1))}
+            **{what: int(next((metrics[n] for n in ns if n in metrics), -1)) for what, ns in names.items()}}
+
+
+def _spark() -> Any:
+    """A local[2] Spark with delta-spark, as the worker starts its engine (``spark_command``'s conf)."""
+    from pyspark.sql import SparkSession
+
+    from spark_jobs import jars
+    from worker.launch.submit import LEAN_CONF, LOCAL_DELTA
+
+    builder = SparkSession.Builder().master("local[2]").appName("keyed-scale")
+    for key, value in {**LEAN_CONF, **LOCAL_DELTA, **jars.spark_conf(), "spark.driver.memory": "2g",
+                       "spark.sql.session.timeZone": "UTC"}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.range(1).collect()  # the JVM warm before the clock starts
+    return spark
 
 
 def check(uri: str, keys: int, count: int) -> None:
@@ -132,9 +164,9 @@ def child(*argv: str) -> dict[str, float | int]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def measure_merges(tmp: str, sizes: list[int], counts: list[int], per_file: int, key_type: str) -> None:
+def measure_merges(tmp: str, sizes: list[int], counts: list[int], per_file: int, key_type: str, engines: list[str]) -> None:
     print("MERGE: keys, batch, spread, bounds -> seconds, peak RSS (before), files scanned, rewritten -> written")
-    best: dict[tuple[int, int, str, bool], float] = {}
+    best: dict[tuple[int, int, str, str], float] = {}
     for keys in sizes:
         began = time.monotonic()
         seed(f"{tmp}/seed-{keys}", keys, per_file, key_type)
@@ -142,23 +174,29 @@ def measure_merges(tmp: str, sizes: list[int], counts: list[int], per_file: int,
         print(f"{keys:,} keys: {files} files, seeded in {time.monotonic() - began:.1f}s", flush=True)
         for count in counts:
             for spread in ("uniform", "recent"):
-                for bounds in (False, True, True, False):  # twice each, in both orders
+                # Twice each, in both orders; delta-spark with the bounds only.
+                ways = [(e, b) for e in engines for b in ((False, True) if e == "driver" else (True,))]
+                for engine, bounds in [*ways, *reversed(ways)]:
                     uri = f"{tmp}/run"
                     shutil.rmtree(uri, ignore_errors=True)
                     shutil.copytree(f"{tmp}/seed-{keys}", uri)
-                    m = child("merge", uri, str(keys), str(count), spread, str(bounds), key_type)
+                    m = child("merge", uri, str(keys), str(count), spread, str(bounds), key_type, engine)
                     check(uri, keys, count)
-                    at = (keys, count, spread, bounds)
+                    way = f"{engine}{'' if bounds else '-plain'}"
+                    at = (keys, count, spread, way)
                     best[at] = min(best.get(at, m["seconds"]), m["seconds"])
-                    print(f"  {keys:>10,} {count:>9,} {spread:7} {'bounds' if bounds else 'plain':6} -> {m['seconds']:6.2f}s, "
+                    print(f"  {keys:>10,} {count:>9,} {spread:7} {way:12} -> {m['seconds']:6.2f}s, "
                           f"peak {m['peak_mb']:,.0f} MB ({m['rss_before_mb']:,.0f}), scanned {m['scanned']}/{files}, "
                           f"rewrote {m['removed']} -> {m['added']}", flush=True)
         shutil.rmtree(f"{tmp}/seed-{keys}")
-    print("best of two: keys, batch, spread, bounds -> seconds, ms per 1k changes, per change vs the smallest table")
-    for (keys, count, spread, bounds), seconds in best.items():
-        ratio = seconds / best[(sizes[0], count, spread, bounds)]
-        print(f"  {keys:>10,} {count:>9,} {spread:7} {'bounds' if bounds else 'plain':6} -> {seconds:6.2f}s "
-              f"{seconds / count * 1e6:7.1f} ms/1k {ratio:5.2f}x")
+    print("best of two: keys, batch, spread, engine -> seconds, ms per 1k changes, per change vs the smallest table"
+          + (", delta-spark / driver (both with bounds)" if len(engines) > 1 else ""))
+    for (keys, count, spread, way), seconds in best.items():
+        ratio = seconds / best[(sizes[0], count, spread, way)]
+        versus = (f" {seconds / best[(keys, count, spread, 'driver')]:5.2f}x the driver's"
+                  if way == "spark" and (keys, count, spread, "driver") in best else "")
+        print(f"  {keys:>10,} {count:>9,} {spread:7} {way:12} -> {seconds:6.2f}s "
+              f"{seconds / count * 1e6:7.1f} ms/1k {ratio:5.2f}x{versus}")
 
 
 def main() -> None:
@@ -169,18 +207,19 @@ def main() -> None:
     parser.add_argument("--key-type", choices=("int", "string"), default="int")
     parser.add_argument("--files", type=int, default=2000)
     parser.add_argument("--skip", choices=("merge", "compact"))
+    parser.add_argument("--engines", default="driver,spark", help="driver (delta-rs), spark (delta-spark on local[2])")
     parser.add_argument("--child")
     args = parser.parse_args()
     if args.child:
         kind, *rest = json.loads(args.child)
-        out = (merge_child(rest[0], int(rest[1]), int(rest[2]), rest[3], rest[4] == "True", rest[5]) if kind == "merge"
+        out = (merge_child(rest[0], int(rest[1]), int(rest[2]), rest[3], rest[4] == "True", rest[5], rest[6]) if kind == "merge"
                else compact_child(rest[0]))
         print(json.dumps(out))
         return
     with tempfile.TemporaryDirectory() as tmp:
         if args.skip != "merge":
             measure_merges(tmp, [int(k) for k in args.keys.split(",")], [int(c) for c in args.changes.split(",")],
-                           args.rows_per_file, args.key_type)
+                           args.rows_per_file, args.key_type, args.engines.split(","))
         if args.skip != "compact":
             count, size = small_files(f"{tmp}/small", args.files)
             m = child("compact", f"{tmp}/small")

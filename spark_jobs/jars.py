@@ -4,8 +4,9 @@
 checkout and writes the POM's SHA-256 beside them; a cache whose stamp is not the POM's is stale
 (the POM changed since) and counts as absent. Every Spark that Inlet starts (the warm engine, a
 spark-submit per run, and through their driver a cluster's executors) gets the cached jars as
-``spark.jars``. Without a cache (an installed package, an image built without Maven) Spark starts
-without them: Inlet's own reader and writer need none.
+``spark.jars``, and Delta's SQL extension with them (a large keyed table's MERGE by delta-spark,
+``delta_tables.spark_merge``). Without a cache (an installed package, an image built without Maven)
+Spark starts without them: Inlet's own reader and writer need none, and the driver merges.
 """
 
 from __future__ import annotations
@@ -40,9 +41,10 @@ def cached_jars(cache: Path = CACHE, pom: Path = POM) -> list[Path]:
 
 
 def spark_conf() -> dict[str, str]:
-    """``spark.jars`` with the cached jars, or nothing when there is no (current) cache."""
+    """``spark.jars`` with the cached jars and Delta's SQL extension (a large keyed table's MERGE,
+    ``delta_tables.spark_merge``), or nothing when there is no (current) cache."""
     try:
         jars = cached_jars()
     except JarsMissing:
         return {}
-    return {"spark.jars": ",".join(str(jar) for jar in jars)} if jars else {}
+    return {"spark.jars": ",".join(str(jar) for jar in jars), **DELTA_SQL_CONF} if jars else {}

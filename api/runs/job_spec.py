@@ -64,7 +64,9 @@ def build_spec(session: Session, run: Run, pipeline: Pipeline, *, settings: Sett
                                  storage_options=settings.resolved_storage_options, mode=definition.target.mode,
                                  key=list(definition.target.key or []), key_from=definition.target.key_from,
                                  sequence_by=definition.target.sequence_by, changes=definition.target.changes,
-                                 scd_type=definition.target.scd_type, deletes=definition.target.deletes)
+                                 scd_type=definition.target.scd_type, deletes=definition.target.deletes,
+                                 merge_on_spark_bytes=None if settings.spark_merge_min_mb is None
+                                 else settings.spark_merge_min_mb << 20)
     else:
         target_conn = referenced_connection(session, definition.target.connection_id)
         target = KafkaTargetSpec(

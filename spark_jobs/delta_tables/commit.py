@@ -12,7 +12,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -32,6 +32,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("inlet.delta")
 _COMMIT_TRIES = 3
 _METADATA_RACE = "Metadata changed since last commit"
+
+
+class Merge(Protocol):
+    """A MERGE built on the table as read (delta-rs's ``TableMerger``, or ``spark_merge.SparkMerge``):
+    ``execute`` commits it and returns its metrics, leaving the table object at the MERGE's version."""
+
+    def execute(self) -> dict[str, Any]: ...
 
 
 def already_committed(table: Table, txn: Txn) -> bool:
@@ -145,7 +152,7 @@ def soft_clauses(merge: TableMerger, columns: pa.Schema, key: Sequence[str]) -> 
 
 
 def merge_once(table: Table, txn: Txn, schema: pa.Schema, key: Sequence[str],
-               merger: Callable[[DeltaTable, CommitProperties], TableMerger | None], *,
+               merger: Callable[[DeltaTable, CommitProperties], Merge | None], *,
                counted: Sequence[str]) -> Merged | None:
     """ONE delta-rs MERGE into ``table`` (created with ``schema``, its ``key`` columns marked, whose new
     columns are added first; a table keyed otherwise is refused), tagged with ``txn``: ``merger`` builds it on the table as read (or returns None: nothing to merge,

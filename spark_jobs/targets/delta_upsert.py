@@ -10,8 +10,9 @@ a no-op and a replay of older offsets cannot move a row back (docs/keyed-tables.
              turn the records into changes (``delta_tables.changes``), keep the latest per key, and
              report them (Arrow IPC); the records that are no change go to the quarantine table's files.
     commit   the quarantine table first (as the append target), then the latest change per key over
-             all tasks, merged (``delta_tables.commit.merge_changes``). The run's offsets commit
-             after this, in the run's ledger.
+             all tasks, merged (``delta_tables.commit.merge_changes``; a large table's by delta-spark
+             on the run's Spark, ``delta_tables.spark_merge``). The run's offsets commit after this,
+             in the run's ledger.
     discard  the quarantine files this attempt did not commit (a MERGE writes nothing until it commits).
 
 Deletes are kept as rows (``_inlet_deleted`` true, the key and ``_inlet_sequence`` only): a replay of
@@ -35,11 +36,14 @@ from spark_jobs.columns import SEQUENCE
 from spark_jobs.delta_tables.changes import ChangeReader, latest, unhidden
 from spark_jobs.delta_tables.commit import already_committed, merge_changes
 from spark_jobs.delta_tables.history import merge_history
+from spark_jobs.delta_tables.spark_merge import merge_changes_on_spark, merges_on_spark
 from spark_jobs.errors import JobError
 from spark_jobs.targets import ALREADY_COMMITTED, Committed, Reading
 from spark_jobs.targets.delta_append import DeltaAppend, session_time_zone
 
 if TYPE_CHECKING:
+    from pyspark import SparkContext
+
     from spark_jobs.decode import Framed
     from spark_jobs.delta_tables.direct_write import DirectWritePlan, WriteUnit
     from spark_jobs.plans import TaskReport
@@ -51,6 +55,7 @@ class DeltaUpsert(DeltaAppend):
     """``spec``'s changes merged into ``target``'s keyed table (a ``targets.RunTarget``)."""
 
     reader: ChangeReader | None = None
+    context: SparkContext | None = None  # the run's, from write
 
     def prepare(self) -> Committed | None:
         txn = self.spec.txn
@@ -77,6 +82,7 @@ class DeltaUpsert(DeltaAppend):
         except (TypeError, ValueError) as exc:  # a type or zone the json decoder refuses
             raise JobError("invalid_spec", f"schema: {exc}") from None
         self.schemas["main"] = reader.schema
+        self.context = reading.context
         chunks = list(reading.plan.chunks)
         groups = pack_chunks(chunks, source.max_records_per_task, reading.context.defaultParallelism)
         log.info("reading the changes of %d chunks in %d tasks", len(chunks), len(groups))
@@ -86,7 +92,7 @@ class DeltaUpsert(DeltaAppend):
 
     def commit(self, reports: list[TaskReport]) -> Committed:
         self.checkpoint("its Delta merge")
-        assert self.reader is not None  # by write
+        assert self.reader is not None and self.context is not None  # by write
         quarantine = [f for r in reports for f in r.files if f.table == "quarantine"]
         self._commit_quarantine(quarantine)
         parts = [pa.ipc.open_stream(r.changes).read_all() for r in reports if r.changes is not None]
@@ -95,6 +101,12 @@ class DeltaUpsert(DeltaAppend):
                   else self.reader.schema.empty_table())
         if self.target.scd_type == 2:
             outcome = merge_history(self.main, self.spec.txn, merged, self.reader.key)
+        elif not self.reader.soft_deletes and merges_on_spark(self.main, self.target.merge_on_spark_bytes,
+                                                                  self.context.getConf().get("spark.sql.extensions")):
+            from pyspark.sql import SparkSession
+
+            outcome = merge_changes_on_spark(SparkSession.builder.getOrCreate(), self.main, self.spec.txn, merged,
+                                             self.reader.key)
         else:
             outcome = merge_changes(self.main, self.spec.txn, merged, self.reader.key, soft_deletes=self.reader.soft_deletes)
         if outcome is None:  # an earlier or concurrent attempt of this run merged first

@@ -49,11 +49,21 @@ def _ranges(run: dict, topic: str) -> dict[int, tuple[int, int]]:
     return {int(p): r for p, r in run[topic].items()}
 
 
+def _engines(uri: str) -> set[str]:
+    """Which writer made each MERGE of the table (its commits' ``engineInfo`` or ``clientVersion``)."""
+    commits = [json.loads(line)["commitInfo"] for entry in sorted((Path(uri) / "_delta_log").glob("*.json"))
+               for line in entry.read_text().splitlines() if '"commitInfo"' in line]
+    return {("delta-spark" if "Delta-Lake" in c.get("engineInfo", "") else "delta-rs") for c in commits if c["operation"] == "MERGE"}
+
+
+# delta-spark: every MERGE on the run's Spark (``target.merge_on_spark_bytes`` 0, ``delta_tables.spark_merge``).
+@pytest.mark.parametrize("merged_by", ["delta-rs", "delta-spark"])
 def test_a_debezium_topic_lands_as_the_final_state_and_retries_and_replays_change_nothing(
-        sandbox_kafka, kafka_topic, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+        sandbox_kafka, kafka_topic, tmp_path: Path, request: pytest.FixtureRequest, merged_by: str) -> None:
     topic = kafka_topic(partitions=3)
     uri = str(tmp_path / "customers")
-    log, ends, target, runs = _debezium_topic(sandbox_kafka.bootstrap_servers, topic, 30, 40, 600, uri)
+    log, ends, target, runs = _debezium_topic(sandbox_kafka.bootstrap_servers, topic, 30, 40, 600, uri,
+                                              merge_on_spark_bytes=0 if merged_by == "delta-spark" else None)
     deletes = sum(1 for change in log if change[1] == "d")
 
     results = []
@@ -94,6 +104,21 @@ def test_a_debezium_topic_lands_as_the_final_state_and_retries_and_replays_chang
     assert sorted(r["id"] for r in rows) == sorted({change[0] for change in log})
     assert all(r["name"] is None for r in rows if r["_inlet_deleted"])
     request.getfixturevalue("delta_spark").assert_reads_alike(uri, table.to_pyarrow_table())  # MERGE's files too
+    assert _engines(uri) == {merged_by}
+
+
+def test_a_spark_submit_run_merges_on_its_own_spark(sandbox_kafka, kafka_topic, tmp_path: Path) -> None:
+    """The spark-submit driver has only a context: the MERGE takes a session on it, with delta-spark's
+    extension from the submit's conf."""
+    topic = kafka_topic(partitions=3)
+    uri = str(tmp_path / "customers")
+    log, ends, target, _ = _debezium_topic(sandbox_kafka.bootstrap_servers, topic, 31, 20, 200, uri, merge_on_spark_bytes=0)
+    spec = make_spec(sandbox_kafka.bootstrap_servers, {topic: {str(p): (0, end) for p, end in ends.items()}}, target,
+                     pipeline_id="keyed-submit", value_format="json", schema=SCHEMA)
+    result = run_job(spec, tmp_path / "work", engine="submit")
+    assert result.status == "succeeded" and result.rows_written, result.error
+    assert live_rows(uri) == final_rows(log)
+    assert _engines(uri) == {"delta-spark"}
 
 
 @pytest.mark.parametrize("deletes", ["mark", "soft"])

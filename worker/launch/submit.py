@@ -44,6 +44,9 @@ LEAN_CONF = {
 # (spark_jobs/python_daemon.py), where the executors' interpreter has spark_jobs installed.
 LOCAL_PYTHON_DAEMON = {"spark.python.daemon.module": "spark_jobs.python_daemon"}
 
+# delta-spark rebuilds a table's state in 50 tasks by default: seconds of task overhead on a local master.
+LOCAL_DELTA = {"spark.databricks.delta.snapshotPartitions": "2"}
+
 # When tasks write their own files the JVM only schedules them: its JIT work is pure start-up cost.
 # Measured here: first job result 26-29 s instead of 45-68 s under load.
 SCHEDULING_ONLY_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:CICompilerCount=2"
@@ -92,11 +95,11 @@ def imports_daemon(python: str) -> bool:
 def spark_command(settings: SparkSubmitSettings, name: str, py_files: Path, script: str, *args: str,
                   conf: dict[str, str] | None = None) -> list[str]:
     """spark-submit of ``spark_jobs/<script>`` with Inlet's conf, then ``conf``, then the settings'."""
-    local: dict[str, str] = {}
+    local: dict[str, str] = LOCAL_DELTA if settings.master.startswith("local") else {}
     if settings.master.startswith("local") and imports_daemon(settings.python):
         # The daemon imports spark_jobs before any task puts --py-files on its path: from the same
         # snapshot the driver runs, not from the checkout, which a deploy may have changed since.
-        local = {**LOCAL_PYTHON_DAEMON, "spark.executorEnv.PYTHONPATH": str(py_files)}
+        local = {**local, **LOCAL_PYTHON_DAEMON, "spark.executorEnv.PYTHONPATH": str(py_files)}
     merged = {**LEAN_CONF, **local, "spark.pyspark.python": settings.python, **jars_conf(), **(conf or {}), **settings.conf}
     cmd = [settings.spark_submit, "--master", settings.master, "--name", name]
     for key, value in merged.items():

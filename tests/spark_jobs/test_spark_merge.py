@@ -1,0 +1,127 @@
+"""A keyed table's MERGE by delta-spark on the run's Spark (``delta_tables.spark_merge``) against the
+driver's by delta-rs (``commit.merge_changes``): the same batches into two copies of one table give the
+same rows, the same counts and the same txn; a retried txn writes nothing; a new column arrives first.
+Which tables go to Spark, and how delta-spark's failures reach the commit's retry. The end-to-end run,
+through the warm engine and Kafka, is ``test_keyed_tables``' delta-spark case."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from spark_jobs.columns import DELETED, RUN_ID, SEQUENCE
+from spark_jobs.delta_tables import Table, spark_merge
+from spark_jobs.delta_tables.commit import merge_changes
+from spark_jobs.spec import Txn
+from spark_jobs.storage import Store
+
+pytestmark = pytest.mark.slow
+
+
+def _changes(ids: range | list[int], sequence: int | list[int], run: str, *, deleted: set[int] = frozenset(),
+             note: bool = False) -> pa.Table:
+    ids = list(ids)
+    sequences = sequence if isinstance(sequence, list) else [sequence] * len(ids)
+    columns = {"id": pa.array(ids, pa.int64()),
+               "name": pa.array([None if i in deleted else f"{run}-{i}" for i in ids], pa.string()),
+               "amount": pa.array([None if i in deleted else i * 0.5 for i in ids], pa.float64()),
+               SEQUENCE: pa.array(sequences, pa.int64()), DELETED: pa.array([i in deleted for i in ids], pa.bool_()),
+               RUN_ID: pa.array([run] * len(ids), pa.string())}
+    if note:
+        columns["note"] = pa.array([f"n{i}" for i in ids])
+    return pa.table(columns)
+
+
+def _rows(uri: str) -> list[tuple]:
+    table = DeltaTable(uri).to_pyarrow_table()
+    return sorted(tuple(row.values()) for row in table.select(sorted(table.column_names)).to_pylist())
+
+
+def test_delta_spark_merges_every_batch_as_delta_rs_does(delta_spark, tmp_path: Path) -> None:
+    spark = delta_spark.spark
+    seeded = str(tmp_path / "seed")
+    assert merge_changes(Table(Store(), seeded), Txn(app_id="p", version=1), _changes(range(300), 5, "r1"), ["id"])
+    by_rs, by_spark = str(tmp_path / "rs"), str(tmp_path / "spark")
+    shutil.copytree(seeded, by_rs)
+    shutil.copytree(seeded, by_spark)
+    rng = np.random.default_rng(7)
+    batches = [
+        # Updates, some older than the row (set nothing), new keys, and deletes kept as flagged rows.
+        _changes([*range(150), *range(300, 360)], [int(s) for s in rng.choice([3, 9], 210)], "r2",
+                 deleted={10, 20, 30, 310}),
+        # A new column: added to the table before the MERGE; rows it does not reach get nulls.
+        _changes(range(100, 400, 3), 12, "r3", note=True),
+        _changes([], 13, "r4"),  # no change: the txn alone
+    ]
+    for version, batch in enumerate(batches, start=2):
+        txn = Txn(app_id="p", version=version)
+        rs = merge_changes(Table(Store(), by_rs), txn, batch, ["id"])
+        sp = spark_merge.merge_changes_on_spark(spark, Table(Store(), by_spark), txn, batch, ["id"])
+        assert rs is not None and sp is not None
+        assert sp.rows == rs.rows and sp.version == DeltaTable(by_spark).version()
+        assert (sp.files > 0) == (rs.files > 0) and (sp.bytes > 0) == (rs.bytes > 0)
+        assert _rows(by_spark) == _rows(by_rs)
+        assert DeltaTable(by_spark).transaction_version("p") == version
+    merges = [r for r in DeltaTable(by_spark).history() if r["operation"] == "MERGE" and r["version"] > 1]  # after the seed
+    assert len(merges) == 2 and all("Delta-Lake/" in r.get("engineInfo", "") for r in merges)  # delta-spark's commits
+    assert any(name == "note" for name in DeltaTable(by_spark).schema().to_arrow().names)
+    ids = DeltaTable(by_spark).to_pyarrow_table()["id"].to_pylist()
+    assert sorted(ids) == sorted({*range(300), *(i for b in batches for i in b["id"].to_pylist())})  # every key once
+    delta_spark.assert_reads_alike(by_spark, DeltaTable(by_spark).to_pyarrow_table())
+
+    at = DeltaTable(by_spark).version()  # a retried run: its txn is in the table
+    assert spark_merge.merge_changes_on_spark(spark, Table(Store(), by_spark), Txn(app_id="p", version=3),
+                                              batches[1], ["id"]) is None
+    assert DeltaTable(by_spark).version() == at
+
+
+def test_string_keys_with_quotes_are_matched_and_bounded_as_values(delta_spark, tmp_path: Path) -> None:
+    """The condition is built of columns, not SQL text: a key holding quotes, backslashes or SQL matches itself."""
+    uri = str(tmp_path / "t")
+    keys = ["o'brien", 'say "hi"', "back\\slash", "x' OR '1'='1", "plain"]
+    def changes(sequence: int, run: str) -> pa.Table:
+        return pa.table({"k": pa.array(keys), "v": pa.array([f"{run}:{k}" for k in keys]),
+                         SEQUENCE: pa.array([sequence] * len(keys), pa.int64()), DELETED: pa.array([False] * len(keys)),
+                         RUN_ID: pa.array([run] * len(keys))})
+    for version, run in enumerate(["a", "b"], start=1):
+        assert spark_merge.merge_changes_on_spark(delta_spark.spark, Table(Store(), uri), Txn(app_id="q", version=version),
+                                                  changes(version, run), ["k"]) is not None
+    table = DeltaTable(uri).to_pyarrow_table()
+    assert sorted(zip(table["k"].to_pylist(), table["v"].to_pylist(), strict=True)) == sorted((k, f"b:{k}") for k in keys)
+
+
+def test_which_tables_are_merged_on_spark(tmp_path: Path) -> None:
+    uri, delta = str(tmp_path / "t"), spark_merge.DELTA_EXTENSION
+
+    def on_spark(at: str, least: int | None, extensions: str | None = delta) -> bool:
+        return spark_merge.merges_on_spark(Table(Store(), at), least, extensions)
+
+    assert not on_spark(uri, None)  # the setting unset: never
+    assert on_spark(uri, 0)  # a new table, a line of 0
+    assert not on_spark(uri, 1)
+    merge_changes(Table(Store(), uri), Txn(app_id="p", version=1), _changes(range(1000), 1, "r"), ["id"])
+    size = sum(a["size_bytes"] for a in pa.table(DeltaTable(uri).get_add_actions(flatten=True)).to_pylist())
+    assert on_spark(uri, size)
+    assert not on_spark(uri, size + 1)
+    assert on_spark(f"file://{uri}", 0)
+    assert on_spark(uri, 0, f"other.Extension,{delta}")
+    # A Spark without delta-spark (no jars cached when the worker started it): the driver merges.
+    assert not on_spark(uri, 0, None) and not on_spark(uri, 0, "other.Extension")
+    # An object store: Inlet gives Spark no connector, so the driver merges (nothing is reached to decide).
+    assert not on_spark("s3://bucket/t", 0)
+
+
+def test_delta_sparks_lost_races_are_retried_and_other_failures_fail_the_commit() -> None:
+    from delta.exceptions import ConcurrentAppendException
+    from deltalake.exceptions import CommitFailedError, DeltaError
+
+    lost = spark_merge._as_delta_error(ConcurrentAppendException(message="Files were added to the table\nby a concurrent update"))
+    assert isinstance(lost, CommitFailedError) and "Files were added to the table" in str(lost)
+    failed = spark_merge._as_delta_error(RuntimeError("[DELTA_MISSING_COLUMN] no such column\n\tat org.apache..."))
+    assert isinstance(failed, DeltaError) and not isinstance(failed, CommitFailedError)
+    assert str(failed) == "delta-spark: [DELTA_MISSING_COLUMN] no such column"
