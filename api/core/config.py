@@ -151,7 +151,7 @@ class Settings(BaseSettings):
         default=2048, ge=256, description="A warm engine is replaced after a run that leaves its processes holding more"
     )
     spark_merge_min_mb: int | None = Field(
-        default=None, ge=0, description="A keyed table (scd_type 1, deletes mark) of this many MB or more, on a disk "
+        default=None, ge=0, description="A keyed table (scd_type 1) of this many MB or more, on a disk "
         "the Spark cluster shares, is merged by delta-spark on the run's Spark instead of delta-rs on the worker; "
         "unset: never (docs/keyed-tables.md)"
     )

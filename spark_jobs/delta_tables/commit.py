@@ -12,7 +12,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, Self, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -39,6 +39,22 @@ class Merge(Protocol):
     ``execute`` commits it and returns its metrics, leaving the table object at the MERGE's version."""
 
     def execute(self) -> dict[str, Any]: ...
+
+
+class Clauses(Protocol):
+    """The part of delta-rs's ``TableMerger`` that ``change_clauses`` uses (``spark_merge.SparkClauses``
+    gives delta-spark's builder the same)."""
+
+    def when_matched_update(self, updates: dict[str, str], predicate: str | None = None) -> Self: ...
+
+    def when_matched_update_all(self, predicate: str | None = None) -> Self: ...
+
+    def when_not_matched_insert(self, updates: dict[str, str], predicate: str | None = None) -> Self: ...
+
+    def when_not_matched_insert_all(self, predicate: str | None = None) -> Self: ...
+
+
+M = TypeVar("M", bound=Clauses)
 
 
 def already_committed(table: Table, txn: Txn) -> bool:
@@ -106,8 +122,6 @@ def merge_changes(table: Table, txn: Txn, changes: pa.Table, key: Sequence[str],
     hold its keys (bench/keyed_scale.py: 0.5 s, not 7 s, for 100k clustered keys of 10M).
     With ``soft_deletes`` (``soft_clauses``) a deleted key's row keeps the values of its last change
     before the delete. Returns what ``merge_once`` returns."""
-    from spark_jobs.columns import SEQUENCE
-
     on = " AND ".join([f't."{k}" = s."{k}"' for k in key] + key_bounds(changes, key))
 
     def merger(delta: DeltaTable, properties: CommitProperties) -> TableMerger | None:
@@ -116,14 +130,23 @@ def merge_changes(table: Table, txn: Txn, changes: pa.Table, key: Sequence[str],
         if not source.num_rows:
             return None
         merge = delta.merge(source, on, source_alias="s", target_alias="t", commit_properties=properties)
-        if soft_deletes:
-            return soft_clauses(merge, held, key)
-        return merge.when_matched_update_all(predicate=f't."{SEQUENCE}" < s."{SEQUENCE}"').when_not_matched_insert_all()
+        return change_clauses(merge, held, key, soft_deletes)
 
     return merge_once(table, txn, changes.schema, key, merger, counted=("inserted", "updated"))
 
 
-def soft_clauses(merge: TableMerger, columns: pa.Schema, key: Sequence[str]) -> TableMerger:
+def change_clauses(merge: M, columns: pa.Schema, key: Sequence[str], soft_deletes: bool) -> M:
+    """A keyed table's MERGE clauses on ``merge`` (delta-rs's ``TableMerger``, or delta-spark's builder
+    behind ``spark_merge.SparkClauses``): a row set only by a newer change; with ``soft_deletes``
+    ``soft_clauses``. Identifiers in delta-rs's "quotes", literals only numbers."""
+    from spark_jobs.columns import SEQUENCE
+
+    if soft_deletes:
+        return soft_clauses(merge, columns, key)
+    return merge.when_matched_update_all(predicate=f't."{SEQUENCE}" < s."{SEQUENCE}"').when_not_matched_insert_all()
+
+
+def soft_clauses(merge: M, columns: pa.Schema, key: Sequence[str]) -> M:
     """A soft-deleting table's MERGE clauses. A row holds the values of the change of sequence
     ``_inlet_values_sequence``: its own while live; while deleted, the key's last change before the
     delete, whichever order the changes arrive in. Clauses apply in order, the first that holds:
@@ -138,7 +161,8 @@ def soft_clauses(merge: TableMerger, columns: pa.Schema, key: Sequence[str]) -> 
 
     newer = f't."{SEQUENCE}" < s."{SEQUENCE}"'
     # The row's values' sequence; a row from before soft deletes: its own sequence while live, none when deleted.
-    held = f'COALESCE(t."{VALUES_SEQUENCE}", CASE WHEN t."{DELETED}" THEN {-(2**63)} ELSE t."{SEQUENCE}" END)'
+    # The lowest 64-bit integer, as an expression both SQLs type as one (Spark types -(2**63) as a decimal).
+    held = f'COALESCE(t."{VALUES_SEQUENCE}", CASE WHEN t."{DELETED}" THEN {-(2**63) + 1} - 1 ELSE t."{SEQUENCE}" END)'
     carried = f's."{VALUES_SEQUENCE}" IS NOT NULL AND s."{VALUES_SEQUENCE}" > {held}'
     flags = (SEQUENCE, DELETED, DELETED_AT, RUN_ID)
     values = [f.name for f in columns if f.name not in (*key, *flags, VALUES_SEQUENCE)]

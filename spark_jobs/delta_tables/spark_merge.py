@@ -2,34 +2,41 @@
 the batch touches over the executors, for tables past what one driver rewrites per run
 (docs/performance.md, "Where delta-rs on the driver stops being enough").
 
-The same MERGE as the driver's (``commit.merge_changes``): the same condition, key-range bounds and
-clauses, inside ``commit.merge_once``, which checks the run's txn, the table's kind and key and adds
+The same MERGE as the driver's (``commit.merge_changes``): the same condition and key-range bounds,
+the same clauses (``commit.change_clauses``, plain or soft-deleting, given delta-spark's builder by
+``SparkClauses``), inside ``commit.merge_once``, which checks the run's txn, the table's kind and key and adds
 new columns first with delta-rs, then counts what the commit set. Only the MERGE itself runs here,
 tagged with the run's txn through delta-spark's idempotent-DML session settings, so an attempt that
-finds the txn committed meanwhile writes nothing. A MERGE that loses to a concurrent commit
+finds the txn committed meanwhile writes nothing (and says so: ``merge_once`` then returns None), and
+with a mark of its own, by which it finds its commit and its metrics. A MERGE that loses to a concurrent commit
 (compaction, say) fails as delta-rs's would, and ``merge_once`` merges again.
 
 Which tables: those of ``target.merge_on_spark_bytes`` or more (the platform's
 ``INLET_SPARK_MERGE_MIN_MB``) on a file system the run's Spark reaches (a local or shared disk:
 Inlet gives Spark no object store's connector), when the run's Spark has delta-spark (the jars
-``make setup`` caches). Soft-deleting and SCD type 2 tables stay on the driver.
+``make setup`` caches). SCD type 2 tables stay on the driver (their MERGE reads each key's history
+there first).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import re
+import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self, cast
 
 import pyarrow as pa
 
 from spark_jobs import jars
 from spark_jobs.delta_tables import Table
-from spark_jobs.delta_tables.commit import Merged, key_ranges, merge_once, with_table_columns
+from spark_jobs.delta_tables.commit import Merged, change_clauses, key_ranges, merge_once, with_table_columns
 from spark_jobs.maintenance.health import live_files
 
 if TYPE_CHECKING:
+    from delta.tables import DeltaMergeBuilder
     from deltalake import DeltaTable
     from deltalake.transaction import CommitProperties
     from pyspark.sql import Column, SparkSession
@@ -43,6 +50,7 @@ DELTA_EXTENSION = jars.DELTA_SQL_CONF["spark.sql.extensions"]
 # or nothing when the table has it already (delta-io/delta#1555).
 _TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 # What delta-spark's commit says it set, under delta-rs's names (``commit._counted`` reads them).
 _METRICS = {"numTargetRowsInserted": "num_target_rows_inserted", "numTargetRowsUpdated": "num_target_rows_updated",
             "numTargetFilesAdded": "num_target_files_added"}
@@ -65,57 +73,109 @@ def merges_on_spark(table: Table, least_bytes: int | None, extensions: str | Non
     return sum(f.size for f in live_files(table.delta())) >= least_bytes
 
 
-def merge_changes_on_spark(spark: SparkSession, table: Table, txn: Txn, changes: pa.Table, key: Sequence[str]) -> Merged | None:
-    """``commit.merge_changes`` (a key's row set only by a newer change) as delta-spark's MERGE."""
-    from spark_jobs.columns import SEQUENCE
+def merge_changes_on_spark(spark: SparkSession, table: Table, txn: Txn, changes: pa.Table, key: Sequence[str], *,
+                           soft_deletes: bool = False) -> Merged | None:
+    """``commit.merge_changes`` (a key's row set only by a newer change; ``soft_deletes`` as there) as
+    delta-spark's MERGE."""
 
     def merger(delta: DeltaTable, properties: CommitProperties) -> SparkMerge | None:
-        source = with_table_columns(changes, pa.schema(delta.schema().to_arrow()))
+        held = pa.schema(delta.schema().to_arrow())
+        source = with_table_columns(changes, held)
         if not source.num_rows:
             return None
-        return SparkMerge(spark, table, delta, txn, source, key, _col("t", SEQUENCE) < _col("s", SEQUENCE))
+        return SparkMerge(spark, table, delta, txn, source, key, held, soft_deletes)
 
     return merge_once(table, txn, changes.schema, key, merger, counted=("inserted", "updated"))
 
 
 class SparkMerge:
-    """One delta-spark MERGE of ``source`` into ``table`` on ``key``: a matched row updated where
-    ``newer`` holds, an unmatched key inserted. ``execute`` leaves ``delta`` (delta-rs's view of the
-    table) at the MERGE's version, as delta-rs's own MERGE does, and returns its metrics."""
+    """One delta-spark MERGE of ``source`` into ``table`` on ``key``, with the driver's clauses
+    (``commit.change_clauses`` on the table's ``columns``). ``execute`` leaves ``delta`` (delta-rs's
+    view of the table) at the MERGE's version, as delta-rs's own MERGE does, and returns its metrics."""
 
     def __init__(self, spark: SparkSession, table: Table, delta: DeltaTable, txn: Txn, source: pa.Table,
-                 key: Sequence[str], newer: Column) -> None:
+                 key: Sequence[str], columns: pa.Schema, soft_deletes: bool) -> None:
         self.spark, self.table, self.delta, self.txn = spark, table, delta, txn
-        self.source, self.key, self.newer = source, key, newer
+        self.source, self.key, self.columns, self.soft_deletes = source, key, columns, soft_deletes
 
     def execute(self) -> dict[str, Any]:
+        import delta.exceptions  # noqa: F401 - installs the conversion of delta-spark's conflicts to Python classes
         from delta.tables import DeltaTable as SparkDeltaTable
+        from deltalake.exceptions import DeltaError
 
-        condition = _matching(self.source, self.key)
         read_at = self.delta.version()
-        rows = self.spark.createDataFrame(self.source)
-        self.spark.conf.set(_TXN_APP_ID, self.txn.app_id)
-        self.spark.conf.set(_TXN_VERSION, str(self.txn.version))
+        attempt = f"inlet-merge-{uuid.uuid4()}"  # names this attempt's commit among any other attempt's
+        settings = {_TXN_APP_ID: self.txn.app_id, _TXN_VERSION: str(self.txn.version), _USER_METADATA: attempt}
+        for name, value in settings.items():
+            self.spark.conf.set(name, value)
         try:
-            (SparkDeltaTable.forPath(self.spark, self.table.uri).alias("t")
-             .merge(rows.alias("s"), condition)
-             .whenMatchedUpdateAll(condition=self.newer)
-             .whenNotMatchedInsertAll()
-             .execute())
+            target = SparkDeltaTable.forPath(self.spark, self.table.uri)
+            # The table's own Spark types, in its column order: a time without a zone stays one.
+            schema = target.toDF().schema
+            rows = self.spark.createDataFrame(self.source.select(schema.names), schema=schema)
+            merge = target.alias("t").merge(rows.alias("s"), _matching(self.source, self.key))
+            change_clauses(SparkClauses(merge), self.columns, self.key, self.soft_deletes).builder.execute()
         except Exception as exc:  # noqa: BLE001 - delta-spark's conflicts become delta-rs's, the rest fails the commit
             raise _as_delta_error(exc) from None
         finally:
-            self.spark.conf.unset(_TXN_APP_ID)
-            self.spark.conf.unset(_TXN_VERSION)
+            with contextlib.suppress(Exception):  # a JVM gone: the error above is the one to report
+                for name in settings:
+                    self.spark.conf.unset(name)
         self.delta.update_incremental()
-        found = _txn_commit(self.table, self.txn, read_at, self.delta.version())
-        if found is None:  # it committed nothing: merge_once commits the txn alone (or finds it was there)
-            self.delta.load_as_version(read_at)
+        found = _attempts_commit(self.table, attempt, read_at, self.delta.version())
+        if found is None:
+            done = self.delta.transaction_version(self.txn.app_id)
+            if done is not None and done >= self.txn.version:
+                # delta-spark found the txn committed by another attempt after merge_once read: theirs.
+                raise DeltaError(f"delta-spark: txn {self.txn.app_id} v{self.txn.version} committed meanwhile")
+            self.delta.load_as_version(read_at)  # it committed nothing: merge_once commits the txn alone
             return {}
         version, metrics = found
         self.delta.load_as_version(version)
         log.info("delta-spark merged %d changes into %s v%d", self.source.num_rows, self.table.uri, version)
         return {ours: int(metrics.get(theirs) or 0) for theirs, ours in _METRICS.items()}
+
+
+class SparkClauses:
+    """delta-rs's ``TableMerger`` clause methods (``commit.Clauses``) over delta-spark's
+    ``DeltaMergeBuilder``: the driver's clause text, its "quoted" identifiers in Spark's `quotes`."""
+
+    def __init__(self, builder: DeltaMergeBuilder) -> None:
+        self.builder = builder
+
+    def when_matched_update(self, updates: dict[str, str], predicate: str | None = None) -> Self:
+        self.builder = self.builder.whenMatchedUpdate(condition=_spark_sql(predicate), set=_spark_map(updates))
+        return self
+
+    def when_matched_update_all(self, predicate: str | None = None) -> Self:
+        self.builder = self.builder.whenMatchedUpdateAll(condition=_spark_sql(predicate))
+        return self
+
+    def when_not_matched_insert(self, updates: dict[str, str], predicate: str | None = None) -> Self:
+        values = _spark_map(updates)
+        condition = _spark_sql(predicate)
+        self.builder = (self.builder.whenNotMatchedInsert(values=values) if condition is None
+                        else self.builder.whenNotMatchedInsert(condition, values))
+        return self
+
+    def when_not_matched_insert_all(self, predicate: str | None = None) -> Self:
+        self.builder = self.builder.whenNotMatchedInsertAll(condition=_spark_sql(predicate))
+        return self
+
+
+_QUOTED = re.compile(r'"([^"]*)"')
+
+
+def _spark_sql(text: str | None) -> str | None:
+    """delta-rs's clause text in Spark SQL: each "identifier" as `identifier`. The clauses hold no
+    string literal (``commit.change_clauses``), so every double quote delimits a name."""
+    if text is None:
+        return None
+    return _QUOTED.sub(lambda m: "`" + m.group(1).replace("`", "``") + "`", text)
+
+
+def _spark_map(updates: dict[str, str]) -> dict[str, str | Column]:
+    return {cast(str, _spark_sql(column)): cast(str, _spark_sql(value)) for column, value in updates.items()}
 
 
 def _col(alias: str, name: str) -> Column:
@@ -138,25 +198,30 @@ def _matching(source: pa.Table, key: Sequence[str]) -> Column:
     return reduce(lambda a, b: a & b, terms)
 
 
-def _txn_commit(table: Table, txn: Txn, after: int, until: int) -> tuple[int, dict[str, Any]] | None:
-    """The version after ``after``, up to ``until``, whose commit carries ``txn``, and its operation metrics."""
+def _attempts_commit(table: Table, attempt: str, after: int, until: int) -> tuple[int, dict[str, Any]] | None:
+    """The version after ``after``, up to ``until``, that this ``attempt`` committed (its commit's user
+    metadata), and its operation metrics."""
     filesystem, root = table.store.filesystem(table.uri)
     for version in range(after + 1, until + 1):
         with filesystem.open_input_stream(f"{root.rstrip('/')}/_delta_log/{version:020d}.json") as entry:
-            actions = [json.loads(line) for line in entry.read().decode().splitlines() if line.strip()]
-        if any(a.get("txn", {}).get("appId") == txn.app_id and a["txn"].get("version") == txn.version for a in actions):
-            info: dict[str, Any] = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+            info: dict[str, Any] = next((a["commitInfo"] for line in entry.read().decode().splitlines() if line.strip()
+                         if "commitInfo" in (a := json.loads(line))), {})
+        if info.get("userMetadata") == attempt:
             return version, info.get("operationMetrics") or {}
     return None
 
 
 def _as_delta_error(exc: Exception) -> Exception:
-    """delta-spark's failure as ``merge_once`` handles delta-rs's: a lost race as ``CommitFailedError``
-    (merged again), anything else as a ``DeltaError`` with Spark's first line."""
-    from delta.exceptions import DeltaConcurrentModificationException
+    """delta-spark's failure as ``merge_once`` handles delta-rs's: a lost race (any of delta-spark's
+    conflicts, a concurrent metadata or protocol change included) as ``CommitFailedError`` (merged
+    again), anything else as a ``DeltaError`` with Spark's first line."""
+    from delta.exceptions import base
     from deltalake.exceptions import CommitFailedError, DeltaError
 
+    conflicts = (base.DeltaConcurrentModificationException, base.ConcurrentWriteException, base.MetadataChangedException,
+                 base.ProtocolChangedException, base.ConcurrentAppendException, base.ConcurrentDeleteReadException,
+                 base.ConcurrentDeleteDeleteException, base.ConcurrentTransactionException)
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    if isinstance(exc, DeltaConcurrentModificationException) or "Concurrent" in type(exc).__name__:
+    if isinstance(exc, conflicts):
         return CommitFailedError(f"delta-spark: {first}")
     return DeltaError(f"delta-spark: {first}")

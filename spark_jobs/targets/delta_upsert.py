@@ -92,7 +92,7 @@ class DeltaUpsert(DeltaAppend):
 
     def commit(self, reports: list[TaskReport]) -> Committed:
         self.checkpoint("its Delta merge")
-        assert self.reader is not None and self.context is not None  # by write
+        assert self.reader is not None  # by write
         quarantine = [f for r in reports for f in r.files if f.table == "quarantine"]
         self._commit_quarantine(quarantine)
         parts = [pa.ipc.open_stream(r.changes).read_all() for r in reports if r.changes is not None]
@@ -101,12 +101,12 @@ class DeltaUpsert(DeltaAppend):
                   else self.reader.schema.empty_table())
         if self.target.scd_type == 2:
             outcome = merge_history(self.main, self.spec.txn, merged, self.reader.key)
-        elif not self.reader.soft_deletes and merges_on_spark(self.main, self.target.merge_on_spark_bytes,
-                                                                  self.context.getConf().get("spark.sql.extensions")):
+        elif merges_on_spark(self.main, self.target.merge_on_spark_bytes,
+                             self.context.getConf().get("spark.sql.extensions") if self.context else None):
             from pyspark.sql import SparkSession
 
             outcome = merge_changes_on_spark(SparkSession.builder.getOrCreate(), self.main, self.spec.txn, merged,
-                                             self.reader.key)
+                                             self.reader.key, soft_deletes=self.reader.soft_deletes)
         else:
             outcome = merge_changes(self.main, self.spec.txn, merged, self.reader.key, soft_deletes=self.reader.soft_deletes)
         if outcome is None:  # an earlier or concurrent attempt of this run merged first

@@ -6,6 +6,8 @@ through the warm engine and Kafka, is ``test_keyed_tables``' delta-spark case.""
 
 from __future__ import annotations
 
+import datetime as dt
+import random
 import shutil
 from pathlib import Path
 
@@ -16,9 +18,12 @@ from deltalake import DeltaTable
 
 from spark_jobs.columns import DELETED, RUN_ID, SEQUENCE
 from spark_jobs.delta_tables import Table, spark_merge
+from spark_jobs.delta_tables.changes import ChangeReader
 from spark_jobs.delta_tables.commit import merge_changes
 from spark_jobs.spec import Txn
 from spark_jobs.storage import Store
+from tests.fixtures.debezium import ROWS
+from tests.spark_jobs.test_keyed_changes import AT, SoftChange, _soft_reference, _soft_rows, _soft_run
 
 pytestmark = pytest.mark.slow
 
@@ -30,11 +35,21 @@ def _changes(ids: range | list[int], sequence: int | list[int], run: str, *, del
     columns = {"id": pa.array(ids, pa.int64()),
                "name": pa.array([None if i in deleted else f"{run}-{i}" for i in ids], pa.string()),
                "amount": pa.array([None if i in deleted else i * 0.5 for i in ids], pa.float64()),
+               # Times with a zone and without one (a local time stays zone-less through Spark).
+               "at": pa.array([dt.datetime(2026, 3, 29, 1, 30, tzinfo=dt.UTC) + dt.timedelta(minutes=i) for i in ids],
+                              pa.timestamp("us", "UTC")),
+               "local": pa.array([dt.datetime(2026, 3, 29, 2, 30) + dt.timedelta(seconds=i) for i in ids], pa.timestamp("us")),
                SEQUENCE: pa.array(sequences, pa.int64()), DELETED: pa.array([i in deleted for i in ids], pa.bool_()),
                RUN_ID: pa.array([run] * len(ids), pa.string())}
     if note:
         columns["note"] = pa.array([f"n{i}" for i in ids])
     return pa.table(columns)
+
+
+def _merged_by(uri: str, after: int = -1) -> set[str]:
+    """Which writer made the table's MERGE commits after version ``after``: delta-spark's say so in ``engineInfo``."""
+    return {"delta-spark" if "Delta-Lake/" in r.get("engineInfo", "") else "delta-rs"
+            for r in DeltaTable(uri).history() if r["operation"] == "MERGE" and r["version"] > after}
 
 
 def _rows(uri: str) -> list[tuple]:
@@ -67,8 +82,7 @@ def test_delta_spark_merges_every_batch_as_delta_rs_does(delta_spark, tmp_path: 
         assert (sp.files > 0) == (rs.files > 0) and (sp.bytes > 0) == (rs.bytes > 0)
         assert _rows(by_spark) == _rows(by_rs)
         assert DeltaTable(by_spark).transaction_version("p") == version
-    merges = [r for r in DeltaTable(by_spark).history() if r["operation"] == "MERGE" and r["version"] > 1]  # after the seed
-    assert len(merges) == 2 and all("Delta-Lake/" in r.get("engineInfo", "") for r in merges)  # delta-spark's commits
+    assert _merged_by(by_spark, after=1) == {"delta-spark"}  # after the seed
     assert any(name == "note" for name in DeltaTable(by_spark).schema().to_arrow().names)
     ids = DeltaTable(by_spark).to_pyarrow_table()["id"].to_pylist()
     assert sorted(ids) == sorted({*range(300), *(i for b in batches for i in b["id"].to_pylist())})  # every key once
@@ -78,6 +92,51 @@ def test_delta_spark_merges_every_batch_as_delta_rs_does(delta_spark, tmp_path: 
     assert spark_merge.merge_changes_on_spark(spark, Table(Store(), by_spark), Txn(app_id="p", version=3),
                                               batches[1], ["id"]) is None
     assert DeltaTable(by_spark).version() == at
+
+
+def test_an_attempt_that_finds_its_txn_committed_meanwhile_writes_nothing_and_says_so(
+        delta_spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another attempt of the run commits the txn after this one read the table: delta-spark's
+    idempotent-DML settings skip this MERGE, and the merge returns None (the run already committed),
+    not the other attempt's commit as its own."""
+    table, txn = Table(Store(), str(tmp_path / "t")), Txn(app_id="p", version=2)
+    merge_changes(table, Txn(app_id="p", version=1), _changes(range(100), 1, "r1"), ["id"])
+    batch = _changes(range(50, 150), 2, "r2")
+    execute = spark_merge.SparkMerge.execute
+
+    def after_the_other_attempt(self: spark_merge.SparkMerge) -> dict:
+        assert merge_changes(table, txn, batch, ["id"]) is not None  # the other attempt, by delta-rs
+        return execute(self)
+
+    monkeypatch.setattr(spark_merge.SparkMerge, "execute", after_the_other_attempt)
+    theirs = DeltaTable(table.uri).version() + 1
+    assert spark_merge.merge_changes_on_spark(delta_spark.spark, table, txn, batch, ["id"]) is None
+    assert DeltaTable(table.uri).version() == theirs  # no commit of this attempt's
+    assert _merged_by(table.uri) == {"delta-rs"}
+
+
+def test_soft_deletes_land_alike_by_delta_spark_and_by_delta_rs(delta_spark, tmp_path: Path) -> None:
+    """A soft-deleting table's clauses (``commit.soft_clauses``, given to delta-spark by ``SparkClauses``)
+    over runs that arrive out of order, then a late update to a deleted key and the key's return."""
+    spark = delta_spark.spark
+    reader = ChangeReader(ROWS, ["id"], "source.lsn", True, "UTC", soft_deletes=True)
+    by_rs, by_spark = Table(Store(), str(tmp_path / "rs")), Table(Store(), str(tmp_path / "spark"))
+    rng = random.Random(29)
+    stream: list[SoftChange] = [(rng.randrange(12), None if rng.random() < 0.3 else f"n{lsn}", lsn, rng.randrange(3))
+                                for lsn in range(1, 121)]
+    rng.shuffle(stream)
+    runs = [[stream[i:i + 40]] for i in range(0, len(stream), 40)]
+    runs += [[[(90, "first", 400, 0)]], [[(90, None, 402, 0)]], [[(90, "late", 401, 0)]], [[(90, "back", 403, 0)]]]
+    for version, tasks in enumerate(runs, start=1):
+        changes, txn = _soft_run(reader, tasks), Txn(app_id="a", version=version)
+        rs = merge_changes(by_rs, txn, changes, reader.key, soft_deletes=True)
+        sp = spark_merge.merge_changes_on_spark(spark, by_spark, txn, changes, reader.key, soft_deletes=True)
+        assert rs is not None and sp is not None and sp.rows == rs.rows, version
+        assert _soft_rows(by_spark.uri) == _soft_rows(by_rs.uri), version
+        if version == len(runs) - 1:  # the late update reached the deleted row
+            assert _soft_rows(by_spark.uri)[90] == ("late", 402, True, AT + dt.timedelta(seconds=402))
+    assert _soft_rows(by_spark.uri) == {**_soft_reference(stream), 90: ("back", 403, False, None)}
+    assert _merged_by(by_spark.uri) == {"delta-spark"}
 
 
 def test_string_keys_with_quotes_are_matched_and_bounded_as_values(delta_spark, tmp_path: Path) -> None:
@@ -117,11 +176,13 @@ def test_which_tables_are_merged_on_spark(tmp_path: Path) -> None:
 
 
 def test_delta_sparks_lost_races_are_retried_and_other_failures_fail_the_commit() -> None:
-    from delta.exceptions import ConcurrentAppendException
+    from delta.exceptions import ConcurrentAppendException, MetadataChangedException
     from deltalake.exceptions import CommitFailedError, DeltaError
 
     lost = spark_merge._as_delta_error(ConcurrentAppendException(message="Files were added to the table\nby a concurrent update"))
     assert isinstance(lost, CommitFailedError) and "Files were added to the table" in str(lost)
+    changed = spark_merge._as_delta_error(MetadataChangedException(message="The metadata of the Delta table has been changed"))
+    assert isinstance(changed, CommitFailedError)  # a new column's commit meanwhile: merged again, as with delta-rs
     failed = spark_merge._as_delta_error(RuntimeError("[DELTA_MISSING_COLUMN] no such column\n\tat org.apache..."))
     assert isinstance(failed, DeltaError) and not isinstance(failed, CommitFailedError)
     assert str(failed) == "delta-spark: [DELTA_MISSING_COLUMN] no such column"
