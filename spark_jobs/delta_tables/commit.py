@@ -122,6 +122,14 @@ def merge_changes(table: Table, txn: Txn, changes: pa.Table, key: Sequence[str],
     hold its keys (bench/keyed_scale.py: 0.5 s, not 7 s, for 100k clustered keys of 10M).
     With ``soft_deletes`` (``soft_clauses``) a deleted key's row keeps the values of its last change
     before the delete. Returns what ``merge_once`` returns."""
+    return merge_once(table, txn, changes.schema, key, changes_merger(changes, key, soft_deletes),
+                      counted=("inserted", "updated"))
+
+
+def changes_merger(changes: pa.Table, key: Sequence[str],
+                   soft_deletes: bool) -> Callable[[DeltaTable, CommitProperties], TableMerger | None]:
+    """``merge_changes``' MERGE, built by ``merge_once`` on the table as read: the key's condition and
+    bounds, the table's columns (``with_table_columns``), ``change_clauses``."""
     on = " AND ".join([f't."{k}" = s."{k}"' for k in key] + key_bounds(changes, key))
 
     def merger(delta: DeltaTable, properties: CommitProperties) -> TableMerger | None:
@@ -132,7 +140,7 @@ def merge_changes(table: Table, txn: Txn, changes: pa.Table, key: Sequence[str],
         merge = delta.merge(source, on, source_alias="s", target_alias="t", commit_properties=properties)
         return change_clauses(merge, held, key, soft_deletes)
 
-    return merge_once(table, txn, changes.schema, key, merger, counted=("inserted", "updated"))
+    return merger
 
 
 def change_clauses(merge: M, columns: pa.Schema, key: Sequence[str], soft_deletes: bool) -> M:
@@ -178,9 +186,10 @@ def soft_clauses(merge: M, columns: pa.Schema, key: Sequence[str]) -> M:
 def merge_once(table: Table, txn: Txn, schema: pa.Schema, key: Sequence[str],
                merger: Callable[[DeltaTable, CommitProperties], Merge | None], *,
                counted: Sequence[str]) -> Merged | None:
-    """ONE delta-rs MERGE into ``table`` (created with ``schema``, its ``key`` columns marked, whose new
-    columns are added first; a table keyed otherwise is refused), tagged with ``txn``: ``merger`` builds it on the table as read (or returns None: nothing to merge,
-    the txn is committed alone). A MERGE that loses to a concurrent commit (compaction, say) reads the
+    """ONE MERGE into ``table`` (created with ``schema``, its ``key`` columns marked, whose new columns
+    are added first by delta-rs; a table keyed otherwise is refused), tagged with ``txn``: ``merger``
+    builds it on the table as read, delta-rs's or delta-spark's (``spark_merge``), or returns None
+    (nothing to merge: the txn is committed alone). A MERGE that loses to a concurrent commit (compaction, say) reads the
     table again and merges again. Returns what it committed, its rows the MERGE's ``counted`` ones
     (``num_target_rows_<kind>``), or None if ``txn`` was committed before."""
     from deltalake import Schema

@@ -32,12 +32,20 @@ import pyarrow as pa
 
 from spark_jobs import jars
 from spark_jobs.delta_tables import Table
-from spark_jobs.delta_tables.commit import Merged, change_clauses, key_ranges, merge_once, with_table_columns
+from spark_jobs.delta_tables.commit import (
+    Merged,
+    change_clauses,
+    changes_merger,
+    key_ranges,
+    merge_once,
+    with_table_columns,
+)
 from spark_jobs.maintenance.health import live_files
 
 if TYPE_CHECKING:
     from delta.tables import DeltaMergeBuilder
     from deltalake import DeltaTable
+    from deltalake.table import TableMerger
     from deltalake.transaction import CommitProperties
     from pyspark.sql import Column, SparkSession
 
@@ -56,29 +64,29 @@ _METRICS = {"numTargetRowsInserted": "num_target_rows_inserted", "numTargetRowsU
             "numTargetFilesAdded": "num_target_files_added"}
 
 
-def merges_on_spark(table: Table, least_bytes: int | None, extensions: str | None) -> bool:
-    """Whether ``table``'s MERGE goes to the run's Spark: it is at least ``least_bytes`` (None: never),
-    on a file system Spark reads without a connector, and the run's Spark has delta-spark (its
-    ``spark.sql.extensions``, which Inlet sets with the jars ``make setup`` caches)."""
-    if least_bytes is None:
-        return False
+def merges_on_spark(table: Table, extensions: str | None) -> bool:
+    """Whether ``table``'s MERGE may go to the run's Spark (``merge_changes_on_spark`` then decides by
+    its size as read): it is on a file system Spark reads without a connector, and the run's Spark has
+    delta-spark (its ``spark.sql.extensions``, which Inlet sets with the jars ``make setup`` caches)."""
     if "://" in table.uri and not table.uri.startswith("file://"):
         log.info("%s is merged on the driver: Inlet gives Spark no object store's connector", table.uri)
         return False
     if DELTA_EXTENSION not in (extensions or ""):
         log.warning("%s is merged on the driver: the run's Spark lacks delta-spark (`make setup` caches its jars)", table.uri)
         return False
-    if not table.exists():
-        return least_bytes <= 0
-    return sum(f.size for f in live_files(table.delta())) >= least_bytes
+    return True
 
 
 def merge_changes_on_spark(spark: SparkSession, table: Table, txn: Txn, changes: pa.Table, key: Sequence[str], *,
-                           soft_deletes: bool = False) -> Merged | None:
+                           least_bytes: int = 0, soft_deletes: bool = False) -> Merged | None:
     """``commit.merge_changes`` (a key's row set only by a newer change; ``soft_deletes`` as there) as
-    delta-spark's MERGE."""
+    delta-spark's MERGE when the table, as the attempt reads it, holds ``least_bytes`` or more of live
+    files; as delta-rs's on the driver below that (a new table holds none)."""
+    on_driver = changes_merger(changes, key, soft_deletes)
 
-    def merger(delta: DeltaTable, properties: CommitProperties) -> SparkMerge | None:
+    def merger(delta: DeltaTable, properties: CommitProperties) -> SparkMerge | TableMerger | None:
+        if sum(f.size for f in live_files(delta)) < least_bytes:
+            return on_driver(delta, properties)
         held = pa.schema(delta.schema().to_arrow())
         source = with_table_columns(changes, held)
         if not source.num_rows:

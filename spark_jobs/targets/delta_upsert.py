@@ -1,6 +1,7 @@
 """The keyed Delta target (``target.mode`` upsert): the table holds the latest change per key (or, with
-``scd_type`` 2, every version of a key), applied by ONE delta-rs MERGE per run tagged with the run's app transaction (``txn``), so that a retried run is
-a no-op and a replay of older offsets cannot move a row back (docs/keyed-tables.md).
+``scd_type`` 2, every version of a key), applied by ONE MERGE per run tagged with the run's app
+transaction (``txn``), so that a retried run is a no-op and a replay of older offsets cannot move a
+row back (docs/keyed-tables.md).
 
     prepare  the run's txn already in the table: nothing to do. Else the Kafka records' columns.
              Replace-mode replays re-apply their ranges as append-mode ones do: a keyed table
@@ -101,12 +102,12 @@ class DeltaUpsert(DeltaAppend):
                   else self.reader.schema.empty_table())
         if self.target.scd_type == 2:
             outcome = merge_history(self.main, self.spec.txn, merged, self.reader.key)
-        elif merges_on_spark(self.main, self.target.merge_on_spark_bytes,
-                             self.context.getConf().get("spark.sql.extensions") if self.context else None):
+        elif (least := self.target.merge_on_spark_bytes) is not None and merges_on_spark(
+                self.main, self.context.getConf().get("spark.sql.extensions") if self.context else None):
             from pyspark.sql import SparkSession
 
             outcome = merge_changes_on_spark(SparkSession.builder.getOrCreate(), self.main, self.spec.txn, merged,
-                                             self.reader.key, soft_deletes=self.reader.soft_deletes)
+                                             self.reader.key, least_bytes=least, soft_deletes=self.reader.soft_deletes)
         else:
             outcome = merge_changes(self.main, self.spec.txn, merged, self.reader.key, soft_deletes=self.reader.soft_deletes)
         if outcome is None:  # an earlier or concurrent attempt of this run merged first

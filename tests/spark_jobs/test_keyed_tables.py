@@ -24,6 +24,7 @@ from tests.fixtures.debezium import (
     rows_set,
 )
 from tests.spark_jobs.helpers import duckdb_connection, make_spec, run_job
+from worker.launch import SparkSubmitSettings
 
 pytestmark = pytest.mark.slow
 
@@ -107,15 +108,17 @@ def test_a_debezium_topic_lands_as_the_final_state_and_retries_and_replays_chang
     assert _engines(uri) == {merged_by}
 
 
-def test_a_spark_submit_run_merges_on_its_own_spark(sandbox_kafka, kafka_topic, tmp_path: Path) -> None:
+def test_a_spark_submit_run_on_the_cluster_merges_on_its_executors(
+        sandbox_kafka, kafka_topic, spark_cluster: SparkSubmitSettings, tmp_path: Path) -> None:
     """The spark-submit driver has only a context: the MERGE takes a session on it, with delta-spark's
-    extension from the submit's conf."""
+    extension from the submit's conf, and rewrites the table's files on the standalone cluster's
+    executors (another process, reaching the table on this machine's disk as on a shared one)."""
     topic = kafka_topic(partitions=3)
     uri = str(tmp_path / "customers")
     log, ends, target, _ = _debezium_topic(sandbox_kafka.bootstrap_servers, topic, 31, 20, 200, uri, merge_on_spark_bytes=0)
     spec = make_spec(sandbox_kafka.bootstrap_servers, {topic: {str(p): (0, end) for p, end in ends.items()}}, target,
                      pipeline_id="keyed-submit", value_format="json", schema=SCHEMA)
-    result = run_job(spec, tmp_path / "work", engine="submit")
+    result = run_job(spec, tmp_path / "work", settings=spark_cluster, engine="submit")
     assert result.status == "succeeded" and result.rows_written, result.error
     assert live_rows(uri) == final_rows(log)
     assert _engines(uri) == {"delta-spark"}

@@ -154,25 +154,33 @@ def test_string_keys_with_quotes_are_matched_and_bounded_as_values(delta_spark, 
     assert sorted(zip(table["k"].to_pylist(), table["v"].to_pylist(), strict=True)) == sorted((k, f"b:{k}") for k in keys)
 
 
-def test_which_tables_are_merged_on_spark(tmp_path: Path) -> None:
+def test_which_tables_are_merged_on_spark(delta_spark, tmp_path: Path) -> None:
+    """Whether the route is open (``merges_on_spark``), then each attempt's engine by the table's size as it reads it."""
     uri, delta = str(tmp_path / "t"), spark_merge.DELTA_EXTENSION
 
-    def on_spark(at: str, least: int | None, extensions: str | None = delta) -> bool:
-        return spark_merge.merges_on_spark(Table(Store(), at), least, extensions)
+    def may(at: str, extensions: str | None = delta) -> bool:
+        return spark_merge.merges_on_spark(Table(Store(), at), extensions)
 
-    assert not on_spark(uri, None)  # the setting unset: never
-    assert on_spark(uri, 0)  # a new table, a line of 0
-    assert not on_spark(uri, 1)
-    merge_changes(Table(Store(), uri), Txn(app_id="p", version=1), _changes(range(1000), 1, "r"), ["id"])
-    size = sum(a["size_bytes"] for a in pa.table(DeltaTable(uri).get_add_actions(flatten=True)).to_pylist())
-    assert on_spark(uri, size)
-    assert not on_spark(uri, size + 1)
-    assert on_spark(f"file://{uri}", 0)
-    assert on_spark(uri, 0, f"other.Extension,{delta}")
+    assert may(uri) and may(f"file://{uri}") and may(uri, f"other.Extension,{delta}")
     # A Spark without delta-spark (no jars cached when the worker started it): the driver merges.
-    assert not on_spark(uri, 0, None) and not on_spark(uri, 0, "other.Extension")
+    assert not may(uri, None) and not may(uri, "other.Extension")
     # An object store: Inlet gives Spark no connector, so the driver merges (nothing is reached to decide).
-    assert not on_spark("s3://bucket/t", 0)
+    assert not may("s3://bucket/t")
+
+    def merged_by(version: int, least: int) -> set[str]:
+        at = DeltaTable(uri).version() if DeltaTable.is_deltatable(uri) else -1
+        spark_merge.merge_changes_on_spark(delta_spark.spark, Table(Store(), uri), Txn(app_id="p", version=version),
+                                           _changes(range(version * 100, version * 100 + 200), version, "r"), ["id"],
+                                           least_bytes=least)
+        return _merged_by(uri, after=at)
+
+    assert merged_by(1, 1) == {"delta-rs"}  # a new table holds nothing: under any line above 0
+    size = sum(a["size_bytes"] for a in pa.table(DeltaTable(uri).get_add_actions(flatten=True)).to_pylist())
+    assert merged_by(2, size + 1) == {"delta-rs"}
+    size = sum(a["size_bytes"] for a in pa.table(DeltaTable(uri).get_add_actions(flatten=True)).to_pylist())
+    assert merged_by(3, size) == {"delta-spark"}
+    shutil.rmtree(uri)
+    assert merged_by(1, 0) == {"delta-spark"}  # a new table, a line of 0
 
 
 def test_delta_sparks_lost_races_are_retried_and_other_failures_fail_the_commit() -> None:
