@@ -74,7 +74,7 @@ def test_the_daemon_and_its_tasks_run_the_snapshot_the_driver_was_given_not_the_
     script.write_text(_SUBMITTED)
     settings = SparkSubmitSettings(master="local[1]")
     command = spark_command(settings, "inlet-test", zipped, str(script))  # an absolute script stays itself
-    done = subprocess.run(command, env=job_env(settings), cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    done = subprocess.run(command, env=job_env(settings, tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=300,
                           check=False)  # as launches run: in a folder of their own
 
     line = next((line for line in done.stdout.splitlines() if line.startswith("task modules:")), None)

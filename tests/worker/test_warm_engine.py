@@ -153,11 +153,15 @@ def test_a_timeout_stops_the_run_and_a_killed_engine_fails_its_run_as_crashed(sa
     assert time.monotonic() - began < 15 and not spark_job_pgids(spec.run_id)
 
     engine = warm.engine_pid
+    assert engine is not None
+    folder = Path(os.readlink(f"/proc/{engine}/cwd"))  # the engine's own: its code, its socket, Spark's scratch
+    assert list(folder.glob("spark-*")) and list(folder.glob("blockmgr-*")), sorted(p.name for p in folder.iterdir())
     killer = threading.Thread(target=lambda: os.killpg(min(_wait_until_running(spec.run_id)), signal.SIGKILL), daemon=True)
     killer.start()
     crashed = _launch(warm, spec, tmp_path)
     assert crashed.error is not None and crashed.error.kind == "crashed", crashed.error
-    assert engine is not None and _gone(engine) and warm.engine_pid is None
+    assert _gone(engine) and warm.engine_pid is None
+    assert not folder.exists()  # a killed JVM removes nothing itself: its jars' copies (23 MB) went with the folder
 
     kafka_faults.reset()
     again = _launch(warm, spec, tmp_path)

@@ -132,11 +132,14 @@ def package_spark_jobs(workdir: Path) -> Path:
     return target
 
 
-def job_env(settings: SparkSubmitSettings) -> dict[str, str]:
+def job_env(settings: SparkSubmitSettings, scratch: Path) -> dict[str, str]:
+    """The driver's environment. Its Spark keeps its temporary files (the jars it serves its executors,
+    23 MB; its blocks) in ``scratch``, the run's or the engine's folder, which Inlet removes with it: a
+    killed JVM (a cancel, a timeout, a hung engine) runs no shutdown hook to remove them from /tmp."""
     # Inlet's own settings (a Vault token, the operator token) are no business of the job's.
     inherited = {k: v for k, v in os.environ.items() if not k.startswith(("INLET_", "VAULT_"))}
     return {**inherited, "PYSPARK_PYTHON": settings.python, "PYSPARK_DRIVER_PYTHON": settings.python,
-            **settings.extra_env}
+            "SPARK_LOCAL_DIRS": str(scratch), **settings.extra_env}
 
 
 def failed(spec: RunSpec, started_at: datetime, kind: str, message: str) -> RunResult:
@@ -163,7 +166,7 @@ def launch(
     write_private(spec_path, spec.to_json())
     try:
         cmd = build_command(settings, spec, spec_path, result_path, package_spark_jobs(workdir))
-        process = start_process(cmd, env=job_env(settings), cwd=workdir)
+        process = start_process(cmd, env=job_env(settings, workdir), cwd=workdir)
         output = Output(process, name=f"spark-log-{spec.run_id}", secrets=spec.secret_values(), listener=on_log_line)
         stopped_by = _wait(process, deadline=time.monotonic() + timeout_s, cancel=cancel)
         output.join(5)

@@ -350,7 +350,7 @@ class WarmLauncher:
             conf = {} if self.settings.master.startswith("local") else RELEASE_IDLE_EXECUTORS
             cmd = spark_command(self.settings, "inlet-engine", package_spark_jobs(folder), ENGINE_SCRIPT,
                                 "--socket", str(path), conf=conf)
-            process = self._spawner.submit(start_process, cmd, env=job_env(self.settings), cwd=folder).result()
+            process = self._spawner.submit(start_process, cmd, env=job_env(self.settings, folder), cwd=folder).result()
             engine = EngineProcess(process, folder, digest)
             engine.connect(listener, deadline)
             log.info("warm engine %d ready", engine.process.pid)
