@@ -57,9 +57,10 @@ echo "== full suite on PostgreSQL =="
 # SQLite (make demo's and the quick loop's database) again runs every fast test whose SQL is the
 # product's: the API's tables, queries, locks, quotas and migrations. Not the suites whose SQL is the
 # same CRUD those run, over half this pass's time: the portal (forms and a browser over the same
-# services), the contract fuzz (the HTTP contract), the pipeline bodies' validation (refused before
-# any SQL), webhook deliveries to live receivers (waits on their timeouts; the delivery queue's SQL is
-# tests/webhooks/test_delivery.py's), the egress policy, and the secret backends and connection probes.
+# services), the contract fuzz (the HTTP contract), the pipeline bodies' validation (refusals, before
+# any SQL), webhook deliveries through Redis and a webhook worker process (waits on a silent receiver's
+# timeouts; the delivery queue's SQL is tests/webhooks/test_delivery.py's), the egress policy, and the
+# secret backends and connection probes.
 # `make test-fast` still runs them on SQLite.
 echo "== database suite on SQLite =="
 INLET_TEST_DATABASE_URL= "${PYTEST[@]}" -m "db and not slow and not real_kafka" -q \
