@@ -189,9 +189,9 @@ def merge_once(table: Table, txn: Txn, schema: pa.Schema, key: Sequence[str],
     """ONE MERGE into ``table`` (created with ``schema``, its ``key`` columns marked, whose new columns
     are added first by delta-rs; a table keyed otherwise is refused), tagged with ``txn``: ``merger``
     builds it on the table as read, delta-rs's or delta-spark's (``spark_merge``), or returns None
-    (nothing to merge: the txn is committed alone). A MERGE that loses to a concurrent commit (compaction, say) reads the
-    table again and merges again. Returns what it committed, its rows the MERGE's ``counted`` ones
-    (``num_target_rows_<kind>``), or None if ``txn`` was committed before."""
+    (nothing to merge: the txn is committed alone). A MERGE that loses to a concurrent commit
+    (compaction, say) reads the table again and merges again. Returns what it committed, its rows the
+    MERGE's ``counted`` ones (``num_target_rows_<kind>``), or None if ``txn`` was committed before."""
     from deltalake import Schema
     from deltalake.exceptions import CommitFailedError, DeltaError
     from deltalake.transaction import CommitProperties, Transaction

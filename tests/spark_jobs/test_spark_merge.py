@@ -174,11 +174,12 @@ def test_which_tables_are_merged_on_spark(delta_spark, tmp_path: Path) -> None:
                                            least_bytes=least)
         return _merged_by(uri, after=at)
 
+    def size() -> int:
+        return sum(a["size_bytes"] for a in pa.table(DeltaTable(uri).get_add_actions(flatten=True)).to_pylist())
+
     assert merged_by(1, 1) == {"delta-rs"}  # a new table holds nothing: under any line above 0
-    size = sum(a["size_bytes"] for a in pa.table(DeltaTable(uri).get_add_actions(flatten=True)).to_pylist())
-    assert merged_by(2, size + 1) == {"delta-rs"}
-    size = sum(a["size_bytes"] for a in pa.table(DeltaTable(uri).get_add_actions(flatten=True)).to_pylist())
-    assert merged_by(3, size) == {"delta-spark"}
+    assert merged_by(2, size() + 1) == {"delta-rs"}
+    assert merged_by(3, size()) == {"delta-spark"}
     shutil.rmtree(uri)
     assert merged_by(1, 0) == {"delta-spark"}  # a new table, a line of 0
 
