@@ -10,17 +10,19 @@ Two paths give the same answer (``tests/formats/test_json_conformance.py`` holds
 
 - fast: msgspec decodes each value into a typed struct of the schema, checking in C what Spark
   checks: integers in their range, floats, booleans, strings, and arrays, maps and structs of them;
-  dates, timestamps and binary only in their plain forms (ISO 8601 as Arrow reads it alike, epoch
-  seconds, unbroken base64), which Arrow then reads a column at a time; decimals and columns with
-  dates, decimals or binary nested inside are kept as raw JSON and read by ``json_rules``;
+  dates, timestamps and binary as text (or epoch seconds), which Arrow checks a column at a time for
+  their plain forms (ISO 8601 as Spark and Arrow read it alike, unbroken base64) and then reads;
+  decimals and columns with dates, decimals or binary nested inside are kept as raw JSON and read by
+  ``json_rules``;
 - exact: a record the fast path refuses, or cannot judge alone (one long enough to nest past
-  Jackson's depth limit or hold a number past its digit limit; a raw JSON column's key written
-  twice, or any key with escapes, which could hide an earlier bad value), is parsed again by
+  Jackson's depth limit or hold a number past its digit limit; date, timestamp or binary text not in
+  its plain form; a raw JSON, date, timestamp or binary column's key written twice, or any key with
+  escapes, which could hide an earlier bad value), is parsed again by
   ``json_rules``, which follows Spark's rules for every case (a number where a string belongs,
   ``NaN``, ``"+INF"``, a timestamp in another zone or form, invalid UTF-8, text after the object …).
 
-On the bench's orders (``bench/json_decode.py``) one core decodes 370,000 to 510,000 records/s,
-2.5 to 4.5 times ``from_json`` inside Spark's JVM on one core.
+On the bench's orders (``bench/json_decode.py``) one core decodes about 475,000 records/s, 3.8 times
+``from_json`` inside Spark's JVM on one core (2026-11-29).
 
 Deliberate differences from Spark (docs/formats.md): single-quoted JSON and the number tokens
 ``+INF``, ``-INF`` and ``+Infinity``, which Jackson accepts and no JSON parser does, are
@@ -51,15 +53,16 @@ if TYPE_CHECKING:
 NULL_VALUE = "value is null"
 NOT_SCHEMA = "value is not JSON of the pipeline's schema"
 
-# Text that Spark and Arrow read alike (msgspec checks it, in C, for every occurrence of the key).
+# Text that Spark and Arrow read alike (Arrow checks a column's text for it; ``JsonValues._check_texts``).
 _TIME = r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ](?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?"
 _OFFSET = r"(?:Z|[+-](?:0[0-9]|1[0-7]):[0-5][0-9]|[+-]18:00)"
-_PLAIN = {
-    "date": r"^[0-9]{4}-[0-9]{2}-[0-9]{2}\Z",
-    "ntz": rf"^{_TIME}\Z",
-    "timestamp": rf"^{_TIME}{_OFFSET}\Z",  # a local time too where the session's zone is UTC
-    "binary": r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?\Z",
+_PLAIN = {  # RE2's syntax, as Arrow's ``match_substring_regex`` runs it: ``$`` is the end of the text
+    "date": r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
+    "ntz": rf"^{_TIME}$",
+    "timestamp": rf"^{_TIME}{_OFFSET}$",
+    "binary": r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$",
 }
+_RE2 = {**_PLAIN, "utc": rf"^{_TIME}{_OFFSET}?$"}  # a timestamp where the session's zone is UTC: a local time too
 _ZONED = f"{_OFFSET}$"
 # Epoch seconds whose microseconds fit a 64-bit integer.
 _EPOCH_SECONDS = Annotated[int, msgspec.Meta(ge=-(2**63) // 1_000_000 + 1, le=(2**63 - 1) // 1_000_000)]
@@ -95,6 +98,18 @@ class _Plan:
         self.decoder = msgspec.json.Decoder(record)
         self.getters = {f.name: operator.attrgetter(f"f{i}") for i, f in enumerate(schema.fields)}
         self.quoted = [json.dumps(name, ensure_ascii=False).encode() for name in raw_names]
+        # Date, timestamp and binary text: msgspec takes any string, and Arrow checks the column's text
+        # against the form both read alike (RE2, many times faster than msgspec's per-value ``re``).
+        self.texts = [(name, _RE2[kind] if kind != "timestamp" or zone.offset_s else _RE2["utc"])
+                      for name, kind, _ in self.columns if kind in _PLAIN]
+        self.text_keys = [json.dumps(name, ensure_ascii=False).encode() for name, _ in self.texts]
+
+    def text_key_twice(self, payload: bytes) -> bool:
+        """Whether a date, timestamp or binary column's key may appear twice in this record (or a key has
+        escapes, which may spell it): msgspec gave the last value, whose text the column check sees,
+        but Spark refuses the record if an earlier one is not of the column's type."""
+        return any(payload.count(key) > 1 for key in self.text_keys) or (
+            b"\\" in payload and _ESCAPED_KEY.search(payload) is not None)
 
     def needs_exact(self, payload: bytes) -> bool:
         """Whether the fast path cannot judge this record alone: a raw JSON column's key appears twice
@@ -121,13 +136,9 @@ class _Plan:
             return "native", native, None
         kind = {T.TimestampType: "timestamp", T.DateType: "date", T.TimestampNTZType: "ntz",
                 T.BinaryType: "binary"}.get(type(data_type))
-        if kind is not None:
-            pattern = _PLAIN[kind]
-            if kind == "timestamp" and self.zone.offset_s == 0:
-                pattern = rf"^{_TIME}{_OFFSET}?\Z"
-            text = Annotated[str, msgspec.Meta(pattern=pattern)]
+        if kind is not None:  # any string here; its text is checked a column at a time (``JsonValues._check_texts``)
             reader = json_rules.converter(data_type, self.zone)
-            return kind, (text | _EPOCH_SECONDS | None) if kind == "timestamp" else text | None, reader
+            return kind, (str | _EPOCH_SECONDS | None) if kind == "timestamp" else str | None, reader
         convert = json_rules.converter(data_type, self.zone)
         return "raw", msgspec.Raw, lambda raw: convert(json_rules.parse_fragment(raw))
 
@@ -212,21 +223,19 @@ class JsonValues:
                         continue
                     except Exception:  # noqa: BLE001, S110 - whatever msgspec refuses, the exact path judges
                         pass
-                try:
-                    slow[i] = plan.exact(json_rules.parse(payload)) or {}  # never None: parse gives an object
-                except json_rules.Bad:
-                    reasons[i] = NOT_SCHEMA
+                _exactly(plan, i, payload, reasons, slow)
+        texts = self._check_texts(payloads, rows, reasons, slow) if plan.texts else {}
         columns: dict[str, list[Any] | pa.Array] = {}
         for name, kind, reader in plan.columns:
             if kind == "void":
                 continue
-            column: list[Any] | pa.Array = list(map(plan.getters[name], rows))
+            column: list[Any] | pa.Array = texts[name][0] if name in texts else list(map(plan.getters[name], rows))
             if kind == "string":
                 if len(set(map(type, column)) - {str, type(None)}) > 0:
                     column = [v if v is None or type(v) is str else json_rules.render_scalar(v) for v in column]
             elif kind != "native":
                 assert isinstance(column, list)
-                column = self._read(kind, column, reasons, slow, reader)
+                column = self._read(kind, column, reasons, slow, reader, texts[name][1] if name in texts else None)
             if slow:
                 if not isinstance(column, list):  # as days or microseconds, as the exact path gives them
                     column = column.cast(pa.int32() if kind == "date" else pa.int64()).to_pylist()
@@ -234,6 +243,40 @@ class JsonValues:
                     column[i] = row.get(name)
             columns[name] = column
         return self._table(n, columns, reasons), pa.array(reasons, pa.string())
+
+    def _check_texts(self, payloads: list[bytes | None], rows: list[Any], reasons: list[str | None],
+                     slow: dict[int, dict[str, Any]]) -> dict[str, tuple[list[Any], pa.Array]]:
+        """The fast path's date, timestamp and binary text checked a column at a time (Arrow's RE2) for
+        the forms Spark and Arrow read alike, as msgspec would check each value. A record holding other
+        text, or that may hold such a key twice (msgspec checks only that the earlier values are
+        strings), is read again by the exact path. Gives each column's values and their text, to be
+        read without being taken again (nothing if the exact path took a record: its row changed)."""
+        plan = self.plan
+        again: set[int] = set()
+        texts: dict[str, tuple[list[Any], pa.Array]] = {}
+        for name, pattern in plan.texts:
+            values = list(map(plan.getters[name], rows))
+            try:
+                strings = pa.array(values, pa.string())
+            except (pa.ArrowInvalid, pa.ArrowTypeError):  # epoch seconds among a timestamp's strings
+                strings = pa.array([v if type(v) is str else None for v in values], pa.string())
+            texts[name] = values, strings
+            plain = pc.match_substring_regex(strings, pattern)
+            if plain.false_count:
+                again.update(pc.indices_nonzero(pc.invert(plain.fill_null(True))).to_pylist())
+        # Each key once in every record (the common case) shows in one search of the batch's bytes: with
+        # no escapes a record can spell a key only as written, so there are as many occurrences as
+        # records holding a non-null value only if no record holds the key twice, or once with null.
+        joined = b"".join(filter(None, payloads))
+        if b"\\" in joined or any(joined.count(key) != len(values) - values.count(None)
+                                   for key, (values, _) in zip(plan.text_keys, texts.values(), strict=True)):
+            again.update(i for i, payload in enumerate(payloads)
+                         if payload is not None and reasons[i] is None and i not in slow and plan.text_key_twice(payload))
+        for i in sorted(again):
+            if reasons[i] is None and i not in slow:
+                rows[i] = plan.empty
+                _exactly(plan, i, cast("bytes", payloads[i]), reasons, slow)
+        return {} if again else texts
 
     def _table(self, n: int, columns: dict[str, list[Any] | pa.Array], reasons: list[str | None]) -> pa.Table:
         """The columns as the schema's Arrow table, null in every quarantined record."""
@@ -253,14 +296,15 @@ class JsonValues:
         return pa.Table.from_arrays(arrays, schema=self.arrow_schema)
 
     def _read(self, kind: str, column: list[Any], reasons: list[str | None], slow: dict[int, dict[str, Any]],
-              reader: Callable[[Any], Any] | None) -> list[Any] | pa.Array:
+              reader: Callable[[Any], Any] | None, strings: pa.Array | None) -> list[Any] | pa.Array:
         """One column of the fast path as values: raw JSON by the exact rules, value by value (a value
-        Spark would not read marks its record bad); text msgspec found plain by Arrow, vectorised."""
+        Spark would not read marks its record bad); plain text by Arrow, vectorised (``strings``: the
+        column's text, if ``_check_texts`` made it)."""
         if kind == "binary":
             return [None if v is None else base64.b64decode(v) for v in column]
         if kind != "raw":
             try:
-                return self._read_plain(kind, column)
+                return self._read_plain(kind, column, strings)
             except pa.ArrowInvalid:  # an impossible date among them: each value by the exact rules
                 pass
         assert reader is not None
@@ -272,11 +316,12 @@ class JsonValues:
                     reasons[i] = NOT_SCHEMA
         return column
 
-    def _read_plain(self, kind: str, column: list[Any]) -> list[Any] | pa.Array:
-        """Dates and timestamps msgspec found plain ISO 8601 (or epoch seconds), read by Arrow."""
+    def _read_plain(self, kind: str, column: list[Any], strings: pa.Array | None) -> list[Any] | pa.Array:
+        """Dates and timestamps in plain ISO 8601 (or epoch seconds), read by Arrow."""
         epochs = [i for i, v in enumerate(column) if type(v) is int] if kind == "timestamp" and int in set(map(type, column)) else []
         seconds = {i: column[i] for i in epochs}
-        strings = pa.array([None if type(v) is int else v for v in column] if epochs else column, pa.string())
+        if strings is None:
+            strings = pa.array([None if type(v) is int else v for v in column] if epochs else column, pa.string())
         if kind == "date":
             read = pc.cast(strings, pa.date32())
         elif kind == "ntz":
@@ -294,6 +339,14 @@ class JsonValues:
         for i, s in seconds.items():
             values[i] = s * 1_000_000
         return values
+
+
+def _exactly(plan: _Plan, i: int, payload: bytes, reasons: list[str | None], slow: dict[int, dict[str, Any]]) -> None:
+    """Record ``i`` read by the exact path: its columns into ``slow``, or its reason if Spark refuses it."""
+    try:
+        slow[i] = plan.exact(json_rules.parse(payload)) or {}  # never None: parse gives an object
+    except json_rules.Bad:
+        reasons[i] = NOT_SCHEMA
 
 
 def _zoned(strings: pa.Array) -> pa.Array | None:

@@ -92,3 +92,34 @@ def test_refuses_what_it_cannot_decode_and_unknown_zones() -> None:
         JsonValues(T.StructType([T.StructField("v", T.VariantType())]), "UTC")
     with pytest.raises(ValueError, match="time zone"):
         JsonValues(ORDER, "Mars/Olympus")
+
+
+def test_timestamp_text_is_checked_a_column_at_a_time_and_a_key_written_twice_is_read_again() -> None:
+    """msgspec takes a timestamp's text as any string, and Arrow checks the column; a record whose
+    text is not plain, or that writes the key twice (an earlier value msgspec saw only as a string),
+    goes to the exact path. One search of the batch's bytes finds that no record does; where it
+    cannot tell (escapes, the key's text elsewhere), every record is looked at alone."""
+    decoder = JsonValues(T.StructType([T.StructField("id", T.LongType()), T.StructField("customer", T.StringType()),
+                                       T.StructField("placed_at", T.TimestampType())]), "UTC")
+    clean = [b'{"id":%d,"placed_at":"2026-11-24T10:00:%02dZ"}' % (i, i % 60) for i in range(1_200)]
+    odd = {
+        100: b'{"id":100,"placed_at":"junk","placed_at":"2026-11-24T10:00:00Z"}',  # Spark: not of the schema
+        200: b'{"id":200,"placed_at":"2026-11-24T10:00:00Z","placed_at":null}',  # the last value: null
+        300: b'{"id":300,"placed_at":"2026-11-24 10:00:00.5+01:00"}',  # plain: Arrow reads it
+        400: b'{"id":400,"placed_at":"2026-11-24T10:00:00.1234567Z"}',  # not plain: Spark's rules
+        500: b'{"id":500,"placed_at":"2026-11-24T10:00"}',  # not plain (no seconds): Spark's rules
+        600: b'{"id":600,"placed_at":1700000000}',  # epoch seconds
+        700: b'{"id":700,"placed_at":"2026-02-30T10:00:00Z"}',  # plain, but no such day: Spark's rules
+    }
+    with_escapes = {800: b'{"id":800,"pl\\u0061ced_at":"junk","placed_at":"2026-11-24T10:00:00Z"}'}
+    with_key_text = {900: b'{"id":900,"customer":"placed_at","placed_at":"2026-11-24T10:00:00Z"}'}
+    for extra in ({}, odd, with_escapes, with_key_text, {**odd, **with_escapes, **with_key_text}):
+        values = [extra.get(i, value) for i, value in enumerate(clean)]
+        rows = _decode(decoder, *values)
+        assert rows == [_decode(decoder, value)[0] for value in values]
+        assert [i for i, (reason, _) in enumerate(rows) if reason] == sorted({100, 700, 800} & set(extra))
+        assert all(row["id"] == i for i, (reason, row) in enumerate(rows) if reason is None)
+    rows = _decode(decoder, *odd.values())
+    assert [str(row["placed_at"]) for _, row in rows] == [
+        "None", "None", "2026-11-24 09:00:00.500000+00:00", "2026-11-24 10:00:00.123456+00:00",
+        "2026-11-24 10:00:00+00:00", "2023-11-14 22:13:20+00:00", "None"]
