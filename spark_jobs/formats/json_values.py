@@ -100,7 +100,7 @@ class _Plan:
         self.quoted = [json.dumps(name, ensure_ascii=False).encode() for name in raw_names]
         # Date, timestamp and binary text: msgspec takes any string, and Arrow checks the column's text
         # against the form both read alike (RE2, many times faster than msgspec's per-value ``re``).
-        self.texts = [(name, _RE2[kind] if kind != "timestamp" or zone.offset_s else _RE2["utc"])
+        self.texts = [(name, _RE2["utc" if kind == "timestamp" and zone.offset_s == 0 else kind])
                       for name, kind, _ in self.columns if kind in _PLAIN]
         self.text_keys = [json.dumps(name, ensure_ascii=False).encode() for name, _ in self.texts]
 

@@ -154,6 +154,12 @@ ZONED = [
     for zone in ("America/New_York", "+05:30", "Asia/Kolkata", "Etc/UTC")
     for text in ("2026-03-08T02:30:00", "2026-11-01T01:30:00", "2026-11-01 01:30:00.25", "2026-11-24", "2026-11-24T10:00:00Z",
                  "2026-11-24T10:00:00-03:00", "1900-01-01T00:00:00", "0100-01-01T00:00:00", "+12026-06-01T00:00:00")
+] + [  # each type alone: text plain for its column takes the fast path, whose zone must be the session's
+    Case(f"v {type_}", f'{{"v":"{text}"}}'.encode(), zone)
+    for zone in ("America/New_York", "+05:30", "Etc/UTC")
+    for type_ in ("TIMESTAMP", "TIMESTAMP_NTZ", "DATE")
+    for text in ("2026-03-08T02:30:00", "2026-11-01 01:30:00.25", "2026-11-24T10:00:00", "2026-11-24T10:00:00Z",
+                 "2026-11-24T10:00:00+05:30", "2026-11-24")
 ]
 
 
