@@ -73,10 +73,11 @@ def produce(bootstrap: str, topic: str, values: Sequence[bytes], partitions: int
     return ranges
 
 
-def plain_read(bootstrap: str, topic: str, ranges: Ranges) -> int:
-    """The reference: one consumer assigned every partition's range, reading to the end offsets (no decoding)."""
+def plain_read(bootstrap: str, topic: str, ranges: Ranges, config: dict[str, Any] | None = None) -> int:
+    """The reference: one consumer assigned every partition's range, reading to the end offsets (no
+    decoding); librdkafka's defaults, but for ``config``."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-plain", "enable.auto.commit": False,
-                         "auto.offset.reset": "error"})
+                         "auto.offset.reset": "error", **(config or {})})
     consumer.assign([TopicPartition(topic, int(p), start) for p, (start, _) in ranges.items()])
     remaining, count = sum(end - start for start, end in ranges.values()), 0
     while remaining:
@@ -90,11 +91,11 @@ def plain_read(bootstrap: str, topic: str, ranges: Ranges) -> int:
     return count
 
 
-def timed_plain_read(bootstrap: str, topic: str, ranges: Ranges) -> float:
+def timed_plain_read(bootstrap: str, topic: str, ranges: Ranges, config: dict[str, Any] | None = None) -> float:
     """Records per second of ``plain_read`` over ``ranges``."""
     total = sum(end - start for start, end in ranges.values())
     began = time.monotonic()
-    assert plain_read(bootstrap, topic, ranges) == total
+    assert plain_read(bootstrap, topic, ranges, config) == total
     return total / (time.monotonic() - began)
 
 
