@@ -16,8 +16,9 @@ Two paths give the same answer (``tests/formats/test_json_conformance.py`` holds
   ``json_rules``;
 - exact: a record the fast path refuses, or cannot judge alone (one long enough to nest past
   Jackson's depth limit or hold a number past its digit limit; date, timestamp or binary text not in
-  its plain form; a raw JSON, date, timestamp or binary column's key written twice, or any key with
-  escapes, which could hide an earlier bad value), is parsed again by
+  its plain form; a record where a raw JSON, date, timestamp or binary column's key may appear twice,
+  which could hide an earlier bad value: its quoted name more than once anywhere, or a key with
+  escapes that spells it), is parsed again by
   ``json_rules``, which follows Spark's rules for every case (a number where a string belongs,
   ``NaN``, ``"+INF"``, a timestamp in another zone or form, invalid UTF-8, text after the object …).
 
@@ -62,12 +63,12 @@ _PLAIN = {  # RE2's syntax, as Arrow's ``match_substring_regex`` runs it: ``$`` 
     "timestamp": rf"^{_TIME}{_OFFSET}$",
     "binary": r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$",
 }
-_RE2 = {**_PLAIN, "utc": rf"^{_TIME}{_OFFSET}?$"}  # a timestamp where the session's zone is UTC: a local time too
+_UTC_TIMESTAMP = rf"^{_TIME}{_OFFSET}?$"  # where the session's zone is UTC: a local time too
 _ZONED = f"{_OFFSET}$"
 # Epoch seconds whose microseconds fit a 64-bit integer.
 _EPOCH_SECONDS = Annotated[int, msgspec.Meta(ge=-(2**63) // 1_000_000 + 1, le=(2**63 - 1) // 1_000_000)]
-# A quoted key holding a backslash: it may spell a column's name another way.
-_ESCAPED_KEY = re.compile(rb'"(?:[^"\\]|\\.)*\\(?:[^"\\]|\\.)*"[ \t\n\r]*:')
+# Each string of a JSON text in turn, and a colon after it if it is a key (possessive: linear time).
+_STRING = re.compile(rb'("(?:[^"\\]++|\\.)*+")[ \t\n\r]*+(:?)')
 _LONG_NUMBER = re.compile(rb"[0-9]{300}")  # any number of more than 1000 digits has a run this long
 _SLICE = 1_000  # values decoded in one call: a value msgspec refuses costs its slice a second pass
 
@@ -97,19 +98,22 @@ class _Plan:
         self.empty = record()
         self.decoder = msgspec.json.Decoder(record)
         self.getters = {f.name: operator.attrgetter(f"f{i}") for i, f in enumerate(schema.fields)}
+        self.raw_names = frozenset(raw_names)
         self.quoted = [json.dumps(name, ensure_ascii=False).encode() for name in raw_names]
         # Date, timestamp and binary text: msgspec takes any string, and Arrow checks the column's text
         # against the form both read alike (RE2, many times faster than msgspec's per-value ``re``).
-        self.texts = [(name, _RE2["utc" if kind == "timestamp" and zone.offset_s == 0 else kind])
+        self.texts = [(name, _UTC_TIMESTAMP if kind == "timestamp" and zone.offset_s == 0 else _PLAIN[kind])
                       for name, kind, _ in self.columns if kind in _PLAIN]
+        self.text_names = frozenset(name for name, _ in self.texts)
         self.text_keys = [json.dumps(name, ensure_ascii=False).encode() for name, _ in self.texts]
 
     def text_key_twice(self, payload: bytes) -> bool:
-        """Whether a date, timestamp or binary column's key may appear twice in this record (or a key has
-        escapes, which may spell it): msgspec gave the last value, whose text the column check sees,
-        but Spark refuses the record if an earlier one is not of the column's type."""
+        """Whether a date, timestamp or binary column's key may appear twice in this record (its quoted
+        name more than once anywhere, or a key with escapes that spells it): msgspec gave the last
+        value, whose text the column check sees, but Spark refuses the record if an earlier one is not
+        of the column's type."""
         return any(payload.count(key) > 1 for key in self.text_keys) or (
-            b"\\" in payload and _ESCAPED_KEY.search(payload) is not None)
+            b"\\" in payload and _escaped_key_of(payload, self.text_names))
 
     def needs_exact(self, payload: bytes) -> bool:
         """Whether the fast path cannot judge this record alone: a raw JSON column's key appears twice
@@ -118,7 +122,7 @@ class _Plan:
         for quoted in self.quoted:
             if payload.count(quoted) > 1:
                 return True
-        if self.quoted and b"\\" in payload and _ESCAPED_KEY.search(payload) is not None:
+        if self.quoted and b"\\" in payload and _escaped_key_of(payload, self.raw_names):
             return True
         if len(payload) < json_rules.MAX_DEPTH:
             return False
@@ -264,14 +268,9 @@ class JsonValues:
             plain = pc.match_substring_regex(strings, pattern)
             if plain.false_count:
                 again.update(pc.indices_nonzero(pc.invert(plain.fill_null(True))).to_pylist())
-        # Each key once in every record (the common case) shows in one search of the batch's bytes: with
-        # no escapes a record can spell a key only as written, so there are as many occurrences as
-        # records holding a non-null value only if no record holds the key twice, or once with null.
-        joined = b"".join(filter(None, payloads))
-        if b"\\" in joined or any(joined.count(key) != len(values) - values.count(None)
-                                   for key, (values, _) in zip(plan.text_keys, texts.values(), strict=True)):
-            again.update(i for i, payload in enumerate(payloads)
-                         if payload is not None and reasons[i] is None and i not in slow and plan.text_key_twice(payload))
+        if not _each_key_once(payloads, plan.text_keys, [values for values, _ in texts.values()]):
+            again.update(i for i, payload in enumerate(payloads) if payload is not None and reasons[i] is None
+                         and i not in slow and plan.text_key_twice(payload))
         for i in sorted(again):
             if reasons[i] is None and i not in slow:
                 rows[i] = plan.empty
@@ -339,6 +338,34 @@ class JsonValues:
         for i, s in seconds.items():
             values[i] = s * 1_000_000
         return values
+
+
+def _escaped_key_of(payload: bytes, names: frozenset[str]) -> bool:
+    """Whether a key of this JSON text is written with escapes and spells one of ``names`` (at any
+    depth: a nested key only sends its record to the exact path, which is never wrong)."""
+    for text, colon in _STRING.findall(payload):
+        if colon and b"\\" in text:
+            try:
+                if json.loads(text) in names:
+                    return True
+            except ValueError:  # not JSON: the exact path judges the record
+                return True
+    return False
+
+
+def _each_key_once(payloads: list[bytes | None], keys: list[bytes], columns: list[list[Any]]) -> bool:
+    """Whether no record can hold one of ``keys`` (quoted names) twice or hold it with a null value,
+    told by one search of the batch's bytes, a slice at a time: with no escapes a record can spell a
+    key only as written, so a key occurs as often as the records holding a non-null value for it
+    only if each of those holds it once and no other record holds it."""
+    counts = [0] * len(keys)
+    for start in range(0, len(payloads), _SLICE):
+        joined = b"".join(filter(None, payloads[start:start + _SLICE]))
+        if b"\\" in joined:
+            return False
+        for k, key in enumerate(keys):
+            counts[k] += joined.count(key)
+    return all(count == len(column) - column.count(None) for count, column in zip(counts, columns, strict=True))
 
 
 def _exactly(plan: _Plan, i: int, payload: bytes, reasons: list[str | None], slow: dict[int, dict[str, Any]]) -> None:

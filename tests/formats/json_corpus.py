@@ -141,6 +141,12 @@ TRICKY = [
     Case("s STRUCT<`a b`: INT, `c.d`: STRING>", b'{"s":{"a b":1,"c.d":"x"}}'),
     Case("`weird name` INT, `x.y` STRING", b'{"weird name":1,"x.y":"z"}'),
     Case("t TIMESTAMP_NTZ", b'{"t":"2026-11-24T10:00:00Z"}'),
+    # A key twice whose earlier text is plain in form but no such day; keys and values with escapes.
+    Case("d DATE", b'{"d":"2026-02-30","d":"2026-02-01"}'),
+    Case("t TIMESTAMP", b'{"t":"2026-02-30T00:00:00Z","t":"2026-02-01T00:00:00Z"}'),
+    Case("d DATE, m STRING", b'{"m":"{\\"d\\":\\"junk\\"}","d":"2026-02-01"}'),
+    Case("d DATE, `caf\u00e9` INT", b'{"caf\\u00e9":1,"d":"2026-02-01"}'),
+    Case("p DECIMAL(5,2), m STRING", b'{"m":"{\\"p\\":\\"x\\"}","p":1.5}'),
     Case("t TIMESTAMP_NTZ", b'{"t":"2026-11-24 10:00:00.5"}'),
     Case("t TIMESTAMP_LTZ", b'{"t":"2026-11-24 10:00:00.5"}'),
     *[Case("d DATE", f'{{"d":"{text}"}}'.encode()) for text in (
