@@ -112,17 +112,13 @@ class _Plan:
         name more than once anywhere, or a key with escapes that spells it): msgspec gave the last
         value, whose text the column check sees, but Spark refuses the record if an earlier one is not
         of the column's type."""
-        return any(payload.count(key) > 1 for key in self.text_keys) or (
-            b"\\" in payload and _escaped_key_of(payload, self.text_names))
+        return _key_may_repeat(payload, self.text_keys, self.text_names)
 
     def needs_exact(self, payload: bytes) -> bool:
         """Whether the fast path cannot judge this record alone: a raw JSON column's key appears twice
         (or a key has escapes, which may spell it), or the record is long enough to nest past Jackson's
         depth limit or to hold a number past its digit limit."""
-        for quoted in self.quoted:
-            if payload.count(quoted) > 1:
-                return True
-        if self.quoted and b"\\" in payload and _escaped_key_of(payload, self.raw_names):
+        if self.quoted and _key_may_repeat(payload, self.quoted, self.raw_names):
             return True
         if len(payload) < json_rules.MAX_DEPTH:
             return False
@@ -338,6 +334,12 @@ class JsonValues:
         for i, s in seconds.items():
             values[i] = s * 1_000_000
         return values
+
+
+def _key_may_repeat(payload: bytes, quoted: list[bytes], names: frozenset[str]) -> bool:
+    """Whether one of ``names`` (``quoted``: as JSON writes them) may be a key twice in this JSON text:
+    its quoted name occurs more than once anywhere, or a key written with escapes spells it."""
+    return any(payload.count(key) > 1 for key in quoted) or (b"\\" in payload and _escaped_key_of(payload, names))
 
 
 def _escaped_key_of(payload: bytes, names: frozenset[str]) -> bool:
