@@ -12,13 +12,18 @@ merge   A keyed table (bench/keyed_tables.py's columns) of each ``--keys`` size 
         key as 12-digit text (the same order), for the bounds of string keys.
 compact 2,000 (``--files``) small files of append-shaped rows (topic, partition, offset, timestamp,
         200 B of random bytes as the value, so zstd cannot shrink them) committed as one table, then
-        Inlet's compaction (``maintenance._compact``, 128 MB target files) in a child process.
+        compacted (128 MB target files) into a fresh copy of it, in a child process, by each of
+        ``--compact-engines``, twice in both orders: ``worker`` (``maintenance.compact_table`` in that
+        process, as the maintenance worker does) and ``spark`` (the maintenance worker's spark-submit
+        of ``spark_jobs/compact.py``, ``worker.launch.compaction``, on ``--spark-master``: its seconds
+        include the job's start; its memory is the whole process tree's, the JVM's and its Python
+        workers', sampled every 0.2 s).
 
 Prints seconds, peak RSS (``VmHWM``), files read/rewritten and, after the clocks stop, checks the
 rows (every key still once, the batch's keys set by the bench's run).
 
     .venv/bin/python bench/keyed_scale.py [--keys 1000000,3000000,10000000] [--changes 100000,1000000]
-        [--key-type int|string] [--files 2000] [--skip merge|compact]
+        [--key-type int|string] [--files 2000] [--skip merge|compact] [--compact-engines worker,spark]
 """
 
 from __future__ import annotations
@@ -124,15 +129,57 @@ def check(uri: str, keys: int, count: int) -> None:
     assert pa.compute.sum(pa.compute.equal(table["_inlet_run_id"], "bench")).as_py() == min(count, keys)
 
 
-def compact_child(uri: str) -> dict[str, float | int]:
-    from spark_jobs.maintenance import TablePolicy, _compact
+def compact_child(uri: str, engine: str, master: str) -> dict[str, float | int]:
+    import os
+    import threading
+
+    from spark_jobs.maintenance import TablePolicy, compact_table
     from spark_jobs.storage import Store
+    from worker.launch import SparkSubmitSettings
+    from worker.launch.compaction import SparkCompaction
+    from worker.launch.processes import tree_memory_bytes
 
     before = _rss_mb()
-    result = _compact(Store(), uri, TablePolicy(target_file_bytes=128 * MB, small_file_bytes=32 * MB), {})
+    policy = TablePolicy(target_file_bytes=128 * MB, small_file_bytes=32 * MB)
+    peak, done = [0], threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.2):
+            peak[0] = max(peak[0], tree_memory_bytes(os.getpid()))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    began = time.monotonic()
+    result = (compact_table(Store(), uri, policy, {}) if engine == "worker"
+              else SparkCompaction(SparkSubmitSettings(master=master), timeout_s=3600)(Store(), uri, policy, {}))
+    seconds = time.monotonic() - began
+    done.set()
+    sampler.join()
     assert result.outcome == "done", result
-    return {"seconds": result.seconds, "rss_before_mb": before, "peak_mb": _peak_mb(), "removed": result.files_removed,
-            "added": result.files_added, "mb_removed": result.bytes_removed / MB, "mb_added": result.bytes_added / MB}
+    return {"seconds": seconds, "job_seconds": result.seconds, "rss_before_mb": before, "peak_mb": _peak_mb(),
+            "tree_peak_mb": peak[0] / MB, "removed": result.files_removed, "added": result.files_added,
+            "mb_removed": result.bytes_removed / MB, "mb_added": result.bytes_added / MB}
+
+
+def measure_compaction(tmp: str, files: int, engines: list[str], master: str) -> None:
+    count, size = small_files(f"{tmp}/small", files)
+    print(f"compaction of {files:,} files, {size / MB:,.0f} MB ({count:,} rows), 128 MB target: engine -> seconds "
+          "(the job's own), MB/s, peak RSS of the worker process, peak memory of its process tree")
+    best: dict[str, float] = {}
+    for engine in [*engines, *reversed(engines)]:
+        uri = f"{tmp}/compacted"
+        shutil.rmtree(uri, ignore_errors=True)
+        shutil.copytree(f"{tmp}/small", uri)
+        m = child("compact", uri, engine, master)
+        table = DeltaTable(uri)
+        assert table.to_pyarrow_table(columns=["offset"]).num_rows == count and len(table.file_uris()) == m["added"]
+        best[engine] = min(best.get(engine, m["seconds"]), m["seconds"])
+        print(f"  {engine:7} -> {m['removed']:,} files -> {m['added']} files, {m['mb_added']:,.0f} MB in "
+              f"{m['seconds']:.1f}s ({m['job_seconds']:.1f}s): {size / MB / m['seconds']:.1f} MB/s; peak RSS "
+              f"{m['peak_mb']:,.0f} MB ({m['rss_before_mb']:,.0f} before), tree {m['tree_peak_mb']:,.0f} MB", flush=True)
+    shutil.rmtree(f"{tmp}/small")
+    print("best of two: " + ", ".join(f"{e} {s:.1f}s ({size / MB / s:.1f} MB/s)" for e, s in best.items())
+          + (f"; spark / worker {best['spark'] / best['worker']:.2f}x" if {"spark", "worker"} <= set(best) else ""))
 
 
 def small_files(uri: str, files: int) -> tuple[int, int]:
@@ -208,12 +255,15 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=2000)
     parser.add_argument("--skip", choices=("merge", "compact"))
     parser.add_argument("--engines", default="driver,spark", help="driver (delta-rs), spark (delta-spark on local[2])")
+    parser.add_argument("--compact-engines", default="worker,spark",
+                        help="worker (in the maintenance worker), spark (a compaction job on --spark-master)")
+    parser.add_argument("--spark-master", default="local[2]")
     parser.add_argument("--child")
     args = parser.parse_args()
     if args.child:
         kind, *rest = json.loads(args.child)
         out = (merge_child(rest[0], int(rest[1]), int(rest[2]), rest[3], rest[4] == "True", rest[5], rest[6]) if kind == "merge"
-               else compact_child(rest[0]))
+               else compact_child(rest[0], rest[1], rest[2]))
         print(json.dumps(out))
         return
     with tempfile.TemporaryDirectory() as tmp:
@@ -221,14 +271,7 @@ def main() -> None:
             measure_merges(tmp, [int(k) for k in args.keys.split(",")], [int(c) for c in args.changes.split(",")],
                            args.rows_per_file, args.key_type, args.engines.split(","))
         if args.skip != "compact":
-            count, size = small_files(f"{tmp}/small", args.files)
-            m = child("compact", f"{tmp}/small")
-            table = DeltaTable(f"{tmp}/small")
-            assert table.to_pyarrow_table(columns=["offset"]).num_rows == count and len(table.file_uris()) == m["added"]
-            print(f"compaction: {m['removed']:,} files, {size / MB:,.0f} MB ({count:,} rows) -> {m['added']} files, "
-                  f"{m['mb_added']:,.0f} MB in {m['seconds']:.1f}s: {size / MB / m['seconds']:.1f} MB/s; peak RSS "
-                  f"{m['peak_mb']:,.0f} MB ({m['rss_before_mb']:,.0f} before)")
-
+            measure_compaction(tmp, args.files, args.compact_engines.split(","), args.spark_master)
 
 if __name__ == "__main__":
     main()

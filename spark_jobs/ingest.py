@@ -10,18 +10,10 @@ which the warm engine (``engine.py``) calls too.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-from spark_jobs.job import OneShot, configure_logging, execute, parse_spec
+from spark_jobs.job import OneShot, configure_logging, execute, parse_spec, write_result_file
 from spark_jobs.spec import RunResult
-
-
-def _write_result(path: str, result: RunResult) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
-        f.write(result.to_json())
-    os.replace(tmp, path)  # the launcher never sees a half-written result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     with open(args.spec, "rb") as f:
         spec = parse_spec(f.read())
     result = spec if isinstance(spec, RunResult) else execute(spec, OneShot())
-    _write_result(args.result, result)
+    write_result_file(args.result, result.to_json())
     return 0 if result.status == "succeeded" else 1
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import sys
 import tempfile
@@ -115,6 +116,14 @@ def parse_spec(raw: bytes) -> RunSpec | RunResult:
         now = datetime.now(UTC)
         return RunResult(run_id=run_id, status="failed", timings=Timings(started_at=now, finished_at=now),
                          error=JobFailure(kind="invalid_spec", message=f"invalid spec: {reasons}"))
+
+
+def write_result_file(path: str, text: str) -> None:
+    """A job's result, where its launcher reads it: whole or not at all."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)  # the launcher never sees a half-written result
 
 
 def configure_logging() -> None:

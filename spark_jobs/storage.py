@@ -73,6 +73,24 @@ class Store:
 
         return DeltaTable(uri, storage_options=self.delta_options)
 
+    def delete_files_named(self, uri: str, prefix: str) -> int:
+        """Delete every file whose name begins with ``prefix`` anywhere under the folder ``uri``: the
+        files of a job's attempt (a run's, a compaction's) that did not commit; how many there were."""
+        from pyarrow import fs as pafs
+
+        filesystem, base = self.filesystem(uri)
+        try:
+            found = filesystem.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
+        except OSError:
+            return 0
+        mine = [f.path for f in found if f.type == pafs.FileType.File and f.base_name.startswith(prefix)]
+        for path in mine:
+            try:
+                filesystem.delete_file(path)
+            except OSError:
+                pass
+        return len(mine)
+
 
 @lru_cache(maxsize=8)
 def _s3(options: tuple[tuple[str, str], ...]) -> pafs.S3FileSystem:

@@ -1,6 +1,7 @@
 """The maintenance worker's part of a table's maintenance: take the table (``api.maintenance.execution``),
 run the steps with delta-rs (``spark_jobs.public.maintain_table``) with no transaction open while the
-hold on the table is renewed, record what they did.
+hold on the table is renewed, record what they did. A compaction of ``INLET_SPARK_COMPACT_MIN_MB`` or
+more goes to the Spark cluster as a job of its own (``worker.launch.compaction``).
 
 Runs in ``inlet maintenance-worker``, on the maintenance queue: a compaction never waits for a run's
 slot, nor a run for a compaction. A redelivered task finds the table held (``busy``) or nothing due.
@@ -20,7 +21,9 @@ from api.core.config import Settings
 from api.core.db import unit_of_work
 from api.maintenance import execution
 from api.maintenance.tables import steps_of
-from spark_jobs.public import maintain_table
+from spark_jobs.public import CompactionOffload, maintain_table
+from worker.launch.compaction import SparkCompaction
+from worker.runner import spark_settings
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +33,8 @@ class TableMaintainer:
         self.settings = settings
         self.db = db
         self.worker = f"maintenance:{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
+        self.offload = None if settings.spark_compact_min_mb is None else CompactionOffload(
+            settings.spark_compact_min_mb << 20, SparkCompaction(spark_settings(settings), settings.run_timeout_s))
 
     def maintain(self, pipeline_id: uuid.UUID) -> str:
         """One task: ``done``, or why nothing was done (``gone``, ``busy``, ``nothing-due``)."""
@@ -45,7 +50,7 @@ class TableMaintainer:
         try:
             table = claimed.table
             report = maintain_table(table.store, table.uri, table.job_policy, steps_of(claimed.steps),
-                                    notes={"inlet.pipeline": str(pipeline_id)})
+                                    notes={"inlet.pipeline": str(pipeline_id)}, offload=self.offload)
         finally:
             stop.set()
             beat.join()

@@ -151,9 +151,14 @@ class Settings(BaseSettings):
         default=2048, ge=256, description="A warm engine is replaced after a run that leaves its processes holding more"
     )
     spark_merge_min_mb: int | None = Field(
-        default=None, ge=0, description="A keyed table (scd_type 1) of this many MB or more, on a disk "
+        default=None, ge=0, description="A keyed table of this many MB or more, on a disk "
         "the Spark cluster shares, is merged by delta-spark on the run's Spark instead of delta-rs on the worker; "
         "unset: never (docs/keyed-tables.md)"
+    )
+    spark_compact_min_mb: int | None = Field(
+        default=None, ge=0, description="A compaction that rewrites this many MB of small files or more runs as a "
+        "Spark job of its own (spark-submit with the settings above), each bin a task, instead of in the maintenance "
+        "worker; unset: never (docs/maintenance.md)"
     )
     engine_idle_s: float = Field(
         default=600.0, gt=0, description="A warm engine stops after this long without a run (giving back its executors)"

@@ -167,18 +167,7 @@ def delete_run_files(store: Store, root: str, token: str) -> int:
 
     For a failed job whose tasks cannot all be asked what they wrote; never after a commit.
     """
-    filesystem, base = store.filesystem(root)
-    try:
-        found = filesystem.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
-    except OSError:
-        return 0
-    mine = [f.path for f in found if f.type == pafs.FileType.File and f.base_name.startswith(f"part-{token}-")]
-    for path in mine:
-        try:
-            filesystem.delete_file(path)
-        except OSError:
-            pass
-    return len(mine)
+    return store.delete_files_named(root, f"part-{token}-")
 
 
 def _path_safe(value: object) -> str:

@@ -1,7 +1,11 @@
 """Delta table maintenance, run by the maintenance worker (``inlet maintenance-worker``) with delta-rs
-and pyarrow, never Spark: compaction (``compaction``), then vacuum and checkpoints with log cleanup
-after the table's properties are set (``upkeep``), each step on its own, and the table's health
-before and after (``health``). ``preview`` says what ``maintain`` would do, doing nothing.
+and pyarrow: compaction (``compaction``), then vacuum and checkpoints with log cleanup after the
+table's properties are set (``upkeep``), each step on its own, and the table's health before and
+after (``health``). ``preview`` says what ``maintain`` would do, doing nothing.
+
+A compaction too large for one worker goes to the Spark cluster (``Offload``): a job of its own
+(``spark_jobs/compact.py``) runs ``compact_table`` there, with each bin rewritten by a Spark task;
+its plan and commit are the same as here.
 
 The control plane decides when (its policy, its counters, one task per table at a time); this package
 only does. A step that fails, or that loses a race with a run (``conflict``: see
@@ -12,6 +16,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -115,10 +120,24 @@ def preview(store: Store, uri: str, policy: TablePolicy, ops: MaintenanceSteps) 
     )
 
 
+Compactor = Callable[[Store, str, TablePolicy, dict[str, str]], CompactionResult]
+Rewrite = Callable[[compaction.BinWriter, compaction.CompactionPlan], list[compaction.Rewritten]]
+
+
+@dataclass(frozen=True)
+class Offload:
+    """Where a compaction of ``min_bytes`` or more of small files goes instead: ``compact``, a
+    compaction job on the Spark cluster (the worker's ``worker.launch.compaction``)."""
+
+    min_bytes: int
+    compact: Compactor
+
+
 def maintain(store: Store, uri: str, policy: TablePolicy, ops: MaintenanceSteps, *,
-             notes: dict[str, str] | None = None) -> MaintenanceReport:
+             notes: dict[str, str] | None = None, offload: Offload | None = None) -> MaintenanceReport:
     """The table's properties first (so this task's own commits follow them), then the asked steps in
-    order: compaction, vacuum, checkpoint; then the health."""
+    order: compaction (by ``offload`` when its plan holds that many bytes), vacuum, checkpoint; then
+    the health."""
     if not store.is_delta_table(uri):
         return MaintenanceReport()
     properties: dict[str, str] = {}
@@ -129,7 +148,7 @@ def maintain(store: Store, uri: str, policy: TablePolicy, ops: MaintenanceSteps,
         unset = _failure(exc)
     return MaintenanceReport(
         properties_set=properties, properties_error=unset,
-        compaction=_compact(store, uri, policy, notes or {}) if ops.compact else None,
+        compaction=_compaction(store, uri, policy, notes or {}, offload) if ops.compact else None,
         vacuum=_vacuum(store, uri, policy) if ops.vacuum else None,
         checkpoint=_checkpoint(store, uri) if ops.checkpoint else None,
         health=inspect(store, uri, policy.small_file_bytes),
@@ -141,18 +160,37 @@ def _failure(exc: BaseException) -> str:
     return f"{error.kind}: {error.message}"[:500]
 
 
-def _compact(store: Store, uri: str, policy: TablePolicy, notes: dict[str, str]) -> CompactionResult:
+def _compaction(store: Store, uri: str, policy: TablePolicy, notes: dict[str, str],
+                offload: Offload | None) -> CompactionResult:
+    if offload is not None:
+        try:
+            plan = compaction.plan_compaction(store.delta_table(uri), target_bytes=policy.target_file_bytes,
+                                              small_bytes=policy.small_file_bytes)
+        except Exception:  # noqa: BLE001 - compact_table, planning again, reports it
+            plan = None
+        if plan is not None and plan.bins and plan.bytes >= offload.min_bytes:  # the job plans again, as the table then is
+            return offload.compact(store, uri, policy, notes)
+    return compact_table(store, uri, policy, notes)
+
+
+def compact_table(store: Store, uri: str, policy: TablePolicy, notes: dict[str, str], *,
+                  rewrite: Rewrite = compaction.rewrite, token: str | None = None) -> CompactionResult:
+    """The table's small files planned, rewritten by ``rewrite`` (in this process, or by Spark tasks:
+    ``spark_jobs/compact.py``) into files named for ``token`` (a new one by default), and committed
+    in one commit from the planned snapshot; never raises."""
     from deltalake.exceptions import CommitFailedError
 
     began = time.monotonic()
-    delta = store.delta_table(uri)
-    plan = compaction.plan_compaction(delta, target_bytes=policy.target_file_bytes, small_bytes=policy.small_file_bytes)
-    if not plan.bins:
-        return CompactionResult("nothing", seconds=round(time.monotonic() - began, 3))
     written: list[compaction.Rewritten] = []
     try:
-        written = compaction.rewrite(store, uri, delta, plan, target_bytes=policy.target_file_bytes,
-                                     z_order_by=policy.z_order_by, token=uuid.uuid4().hex[:12])
+        delta = store.delta_table(uri)
+        plan = compaction.plan_compaction(delta, target_bytes=policy.target_file_bytes,
+                                          small_bytes=policy.small_file_bytes)
+        if not plan.bins:
+            return CompactionResult("nothing", seconds=round(time.monotonic() - began, 3))
+        writer = compaction.BinWriter.of(store, uri, delta, target_bytes=policy.target_file_bytes,
+                                         z_order_by=policy.z_order_by, token=token or uuid.uuid4().hex[:12])
+        written = rewrite(writer, plan)
         version = compaction.commit(delta, plan, written, notes)
     except CommitFailedError as exc:  # a run rewrote or removed some of its files first: tried again later
         compaction.discard(store, uri, written)
@@ -161,8 +199,8 @@ def _compact(store: Store, uri: str, policy: TablePolicy, notes: dict[str, str])
         compaction.discard(store, uri, written)
         return CompactionResult("failed", seconds=round(time.monotonic() - began, 3), error=_failure(exc))
     return CompactionResult("done", files_removed=plan.files, files_added=len(written), bytes_removed=plan.bytes,
-                      bytes_added=sum(w.size for w in written), version=version,
-                      seconds=round(time.monotonic() - began, 3))
+                            bytes_added=sum(w.size for w in written), version=version,
+                            seconds=round(time.monotonic() - began, 3))
 
 
 def _vacuum(store: Store, uri: str, policy: TablePolicy) -> VacuumResult:
@@ -185,5 +223,6 @@ def _checkpoint(store: Store, uri: str) -> CheckpointResult:
     return CheckpointResult("done", version=version, log_entries_deleted=deleted, seconds=round(time.monotonic() - began, 3))
 
 
-__all__ = ["CheckpointResult", "CompactionResult", "MaintenancePreview", "MaintenanceReport", "MaintenanceSteps",
-           "StepOutcome", "TableHealth", "TablePolicy", "VacuumResult", "inspect", "maintain", "preview"]
+__all__ = ["CheckpointResult", "CompactionResult", "Compactor", "MaintenancePreview", "MaintenanceReport",
+           "MaintenanceSteps", "Offload", "StepOutcome", "TableHealth", "TablePolicy", "VacuumResult", "compact_table",
+           "inspect", "maintain", "preview"]

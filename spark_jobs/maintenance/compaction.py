@@ -85,33 +85,69 @@ def plan_compaction(delta: DeltaTable, *, target_bytes: int, small_bytes: int) -
     return CompactionPlan(delta.version(), tuple(b for b in bins if len(b) >= 2))
 
 
-def rewrite(store: Store, uri: str, delta: DeltaTable, plan: CompactionPlan, *, target_bytes: int,
-            z_order_by: Sequence[str] = (), token: str) -> list[Rewritten]:
-    """Write each bin's rows, sorted, into new files of about ``target_bytes`` beside its old ones."""
-    partition_by = list(delta.metadata().partition_columns)
-    schema = pa.schema([f for f in pa.schema(delta.schema().to_arrow()) if f.name not in partition_by])
-    unknown = sorted(set(z_order_by) - set(schema.names))
-    if unknown:
-        raise ValueError(f"z_order_by names columns the table does not have: {', '.join(unknown)}")
-    filesystem, root = store.filesystem(uri)
-    options = _write_options(schema)
-    written: list[Rewritten] = []
-    try:
-        for members in plan.bins:
-            rows = pa.concat_tables([_conform(pq.read_table(f"{root}/{f.path}", filesystem=filesystem), schema)
-                                     for f in members])
-            rows = rows.take(_order(rows, z_order_by))
-            folder = members[0].path.rsplit("/", 1)[0] + "/" if "/" in members[0].path else ""
-            partition = {k: partition_string(v) for k, v in members[0].partition.items()}
-            per_file = max(1, rows.num_rows * target_bytes // max(sum(f.size for f in members), 1))
+@dataclass(frozen=True)
+class BinWriter:
+    """Writes one bin's rows, sorted, into new files of about ``target_bytes`` beside its old ones:
+    in the maintenance worker (``rewrite``), or in a Spark task per bin (``spark_jobs/compact.py``),
+    to which it travels pickled, the store's options with it."""
+
+    store: Store
+    uri: str
+    schema: pa.Schema  # the table's columns but its partition columns, in its order
+    target_bytes: int
+    z_order_by: tuple[str, ...]
+    token: str  # names the files ``compacted-<token>-*``
+
+    @classmethod
+    def of(cls, store: Store, uri: str, delta: DeltaTable, *, target_bytes: int, z_order_by: Sequence[str] = (),
+           token: str) -> BinWriter:
+        partition_by = list(delta.metadata().partition_columns)
+        schema = pa.schema([f for f in pa.schema(delta.schema().to_arrow()) if f.name not in partition_by])
+        unknown = sorted(set(z_order_by) - set(schema.names))
+        if unknown:
+            raise ValueError(f"z_order_by names columns the table does not have: {', '.join(unknown)}")
+        return cls(store, uri, schema, target_bytes, tuple(z_order_by), token)
+
+    @property
+    def prefix(self) -> str:
+        return file_prefix(self.token)
+
+    def __call__(self, members: Sequence[LiveFile]) -> list[Rewritten]:
+        filesystem, root = self.store.filesystem(self.uri)
+        options = _write_options(self.schema)
+        rows = pa.concat_tables([_conform(pq.read_table(f"{root}/{f.path}", filesystem=filesystem), self.schema)
+                                 for f in members])
+        rows = rows.take(_order(rows, self.z_order_by))
+        folder = members[0].path.rsplit("/", 1)[0] + "/" if "/" in members[0].path else ""
+        partition = {k: partition_string(v) for k, v in members[0].partition.items()}
+        per_file = max(1, rows.num_rows * self.target_bytes // max(sum(f.size for f in members), 1))
+        written: list[Rewritten] = []
+        try:
             for start in range(0, rows.num_rows, per_file):
                 piece = rows.slice(start, per_file)
-                path = f"{folder}compacted-{token}-{uuid.uuid4().hex}.parquet"
+                path = f"{folder}{self.prefix}{uuid.uuid4().hex}.parquet"
                 pq.write_table(piece, f"{root}/{path}", filesystem=filesystem, **options)
                 size = filesystem.get_file_info(f"{root}/{path}").size
                 written.append(Rewritten(path, size, partition, piece.num_rows, _stats(piece)))
+        except BaseException:
+            discard(self.store, self.uri, written)
+            raise
+        return written
+
+
+def file_prefix(token: str) -> str:
+    """How the name of every file a compaction's attempt (``token``) writes begins."""
+    return f"compacted-{token}-"
+
+
+def rewrite(writer: BinWriter, plan: CompactionPlan) -> list[Rewritten]:
+    """Every bin of ``plan`` rewritten by ``writer`` in this process, one bin in memory at a time."""
+    written: list[Rewritten] = []
+    try:
+        for members in plan.bins:
+            written += writer(members)
     except BaseException:
-        discard(store, uri, written)
+        discard(writer.store, writer.uri, written)
         raise
     return written
 

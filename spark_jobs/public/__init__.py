@@ -6,7 +6,8 @@ pyproject.toml, run by tests/core/test_layering.py).
   (``spark_jobs.spec``), and ``redact`` for the secrets a spec carries.
 - Where the job's tables live and how every process reaches them (``spark_jobs.storage``).
 - Delta table maintenance, run by the maintenance worker (``spark_jobs.maintenance``): a table's
-  health, what maintenance would do, and doing it.
+  health, what maintenance would do, and doing it; a large compaction's job for the Spark cluster
+  and its result (``spark_jobs.maintenance.offload``).
 - The failures a job reports (``spark_jobs.errors``) and the columns it writes beside a record's
   decoded fields (``spark_jobs.columns``).
 - What the control plane shares with the job to reach a tenant's systems: the egress policy
@@ -34,9 +35,12 @@ from spark_jobs.maintenance import (
     TablePolicy,
     VacuumResult,
 )
+from spark_jobs.maintenance import Offload as CompactionOffload
 from spark_jobs.maintenance import inspect as inspect_table
 from spark_jobs.maintenance import maintain as maintain_table
 from spark_jobs.maintenance import preview as preview_maintenance
+from spark_jobs.maintenance.offload import CompactionJob
+from spark_jobs.maintenance.offload import result_from_json as compaction_result
 from spark_jobs.oauth import TokenRefused, TokenSource, parse_extensions, with_token_source
 from spark_jobs.registry import RegistryClient, RegistryConfig, RegistryUnavailable
 from spark_jobs.spec import (
@@ -70,6 +74,8 @@ __all__ = [
     "RESERVED_COLUMNS",
     "S3_SCHEMES",
     "CheckpointResult",
+    "CompactionJob",
+    "CompactionOffload",
     "CompactionResult",
     "DeltaTargetSpec",
     "Egress",
@@ -99,6 +105,7 @@ __all__ = [
     "TokenSource",
     "Txn",
     "VacuumResult",
+    "compaction_result",
     "end_of_output",
     "http_client",
     "inlet_named",

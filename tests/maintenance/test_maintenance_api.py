@@ -5,11 +5,13 @@ commits making compaction due. The broker is the recording stand-in (tests/fixtu
 
 from __future__ import annotations
 
+import logging
 import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from deltalake import DeltaTable, write_deltalake
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
@@ -124,6 +126,29 @@ def test_dry_run_then_a_task_compacts_vacuums_and_records_it(  # type: ignore[no
                for family in text_string_to_metric_families(scraped.text) for s in family.samples}
     assert samples[("inlet_table_files", ident)] == 1
     assert samples[("inlet_table_compactions_total", ident)] == 1
+
+
+@pytest.mark.slow
+def test_a_compaction_past_the_platforms_size_runs_as_a_spark_job_and_is_recorded_alike(  # type: ignore[no-untyped-def]
+    client: TestClient, tenant, dispatcher: RecordingDispatcher, caplog: pytest.LogCaptureFixture,  # noqa: F811
+) -> None:
+    created = _pipeline(client, tenant, SMALL)
+    ident, uri = created["id"], created["status"]["target_uri"]
+    _fill(uri, 6)
+    assert client.post(f"/pipelines/{ident}/maintenance", json={"steps": ["compact"]}, headers=tenant.editor).json()["queued"]
+    # INLET_SPARK_COMPACT_MIN_MB=0: every compaction goes to a spark-submit of its own (here on a local master).
+    settings = client.app.state.settings.model_copy(update={"spark_compact_min_mb": 0, "spark_master": "local[2]"})
+
+    with caplog.at_level(logging.INFO, logger="worker.launch.compaction"):
+        assert TableMaintainer(settings, client.app.state.engine).maintain(uuid.UUID(ident)) == "done"
+
+    assert any("compaction of" in r.getMessage() and ": done" in r.getMessage() for r in caplog.records
+               if r.name == "worker.launch.compaction"), "the job's own output, logged by the worker"
+    status = client.get(f"/pipelines/{ident}/maintenance", headers=tenant.viewer).json()
+    assert status["last_compaction"]["outcome"] == "done"
+    assert (status["last_compaction"]["files_removed"], status["last_compaction"]["files_added"]) == (6, 1)
+    assert (status["table"]["files"], status["table"]["small_files"]) == (1, 1)
+    assert sorted(DeltaTable(uri).to_pyarrow_table()["offset"].to_pylist()) == list(range(30))
 
 
 def test_runs_commits_make_compaction_due_and_one_task_holds_a_table(  # type: ignore[no-untyped-def]

@@ -121,8 +121,8 @@ def _started(table: Table, root: Where, token: str, delta: DeltaTable | None = N
     """A compaction planned on the table as it is now and its files written, not yet committed."""
     delta = delta or table.delta()
     plan = compaction.plan_compaction(delta, target_bytes=POLICY.target_file_bytes, small_bytes=POLICY.small_file_bytes)
-    return delta, plan, compaction.rewrite(table.store, str(root), delta, plan, target_bytes=POLICY.target_file_bytes,
-                                           token=token)
+    writer = compaction.BinWriter.of(table.store, str(root), delta, target_bytes=POLICY.target_file_bytes, token=token)
+    return delta, plan, compaction.rewrite(writer, plan)
 
 
 def _compact(table: Table, root: Where) -> int:

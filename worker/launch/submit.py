@@ -168,7 +168,7 @@ def launch(
         cmd = build_command(settings, spec, spec_path, result_path, package_spark_jobs(workdir))
         process = start_process(cmd, env=job_env(settings, workdir), cwd=workdir)
         output = Output(process, name=f"spark-log-{spec.run_id}", secrets=spec.secret_values(), listener=on_log_line)
-        stopped_by = _wait(process, deadline=time.monotonic() + timeout_s, cancel=cancel)
+        stopped_by = wait_for_exit(process, deadline=time.monotonic() + timeout_s, cancel=cancel)
         output.join(5)
     finally:
         spec_path.unlink(missing_ok=True)
@@ -184,7 +184,7 @@ def launch(
                   f"spark-submit exited {process.returncode} without a result: {output.last_lines()}")
 
 
-def _wait(process: subprocess.Popen[str], *, deadline: float, cancel: threading.Event | None) -> str | None:
+def wait_for_exit(process: subprocess.Popen[str], *, deadline: float, cancel: threading.Event | None) -> str | None:
     """Until the job exits; None, or why it was killed (``cancelled``, ``timeout``)."""
     while process.poll() is None:
         stopped_by = "cancelled" if cancel is not None and cancel.is_set() else None

@@ -1,0 +1,63 @@
+"""The spark-submit entry point of a compaction on the Spark cluster: one table, from a
+``CompactionJob`` file to a ``CompactionResult`` file (``maintenance.offload``).
+
+    spark-submit spark_jobs/compact.py --job /path/job.json --result /path/result.json
+
+``maintenance.compact_table``'s own plan and commit run on this driver; each bin is rewritten by a
+Spark task (``compaction.BinWriter``, as the maintenance worker would rewrite it), so bins are
+rewritten side by side on as many cores as the cluster has, each in its executor's memory. The
+store's options reach the executors pickled with each task's ``BinWriter``, as a run's reach its tasks.
+
+Exit status 0 when the result was written (whatever its outcome: ``done``, ``nothing``,
+``conflict`` or ``failed``), 1 when the job file could not be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from pyspark import SparkContext
+
+from spark_jobs.job import OneShot, configure_logging, write_result_file
+from spark_jobs.maintenance import Rewrite, compact_table
+from spark_jobs.maintenance.compaction import BinWriter, CompactionPlan, Rewritten
+from spark_jobs.maintenance.offload import CompactionJob, result_to_json
+
+log = logging.getLogger("inlet.maintenance")
+
+
+def rewrite_on(context: SparkContext) -> Rewrite:
+    """``compaction.rewrite`` as one Spark job: a task per bin. A job that fails leaves none of its
+    files: each task deletes its own when it fails, and the files of tasks that finished (or of an
+    executor that died) are found by their names."""
+
+    def rewrite(writer: BinWriter, plan: CompactionPlan) -> list[Rewritten]:
+        context.setJobDescription(f"inlet compaction of {len(plan.bins)} bins, {plan.bytes} bytes")
+        try:
+            return context.parallelize(plan.bins, len(plan.bins)).flatMap(writer).collect()
+        except BaseException:
+            writer.store.delete_files_named(writer.uri, writer.prefix)
+            raise
+
+    return rewrite
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--job", required=True)
+    parser.add_argument("--result", required=True)
+    args = parser.parse_args(argv)
+    configure_logging()
+    with open(args.job, "rb") as f:
+        job = CompactionJob.from_json(f.read())
+    with OneShot().context("inlet-compaction") as context:  # tasks of plain Python functions: no SQL session
+        result = compact_table(job.store, job.uri, job.policy, job.notes, rewrite=rewrite_on(context), token=job.token)
+    log.info("compaction of %s: %s", job.uri, result.outcome)
+    write_result_file(args.result, result_to_json(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
