@@ -174,7 +174,7 @@ class DeltaTargetSpec(_Model):
     scd_type: Literal[1, 2] = 1
     # soft: a delete keeps its key's row as it was, flagged and timed (``delta_tables.commit.merge_changes``).
     deletes: Literal["mark", "soft"] = "mark"
-    # A keyed table (scd_type 1) of this many bytes or more is merged by delta-spark on the run's Spark, not by
+    # A keyed table of this many bytes or more is merged by delta-spark on the run's Spark, not by
     # delta-rs on the driver (``delta_tables.spark_merge``); None: never. The platform's, not a pipeline's.
     merge_on_spark_bytes: int | None = Field(default=None, ge=0)
 

@@ -11,7 +11,8 @@ changes whose sequence is not yet in the key's history, each closed by the next 
 history adds nothing: a replay adds nothing and a closed version is never reopened (its next sequence
 can only move down, to a late change slotted in between). Both happen in ONE delta-rs MERGE carrying
 the run's txn (``commit.merge_once``), on the table's rows as read just before, the "staged updates"
-of an SCD2 MERGE: rows to insert, and rows keyed to the versions they close.
+of an SCD2 MERGE: rows to insert, and rows keyed to the versions they close. For a table past the
+platform's size the same MERGE of the same staged rows is delta-spark's (``spark_merge``).
 """
 
 from __future__ import annotations
@@ -24,12 +25,14 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from spark_jobs.columns import CURRENT, DELETED, SEQUENCE, VALID_FROM, VALID_TO
-from spark_jobs.delta_tables.commit import Merged, key_bounds, key_ranges, merge_once, with_table_columns
+from spark_jobs.delta_tables.commit import M, Merged, key_bounds, key_ranges, merge_once, with_table_columns
+from spark_jobs.delta_tables.spark_merge import SparkMerge, large_enough
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
     from deltalake.table import TableMerger
     from deltalake.transaction import CommitProperties
+    from pyspark.sql import SparkSession
 
     from spark_jobs.delta_tables import Table
     from spark_jobs.spec import Txn
@@ -48,26 +51,38 @@ def as_versions(changes: pa.Table) -> pa.Table:
     return versions.add_column(at + 1, pa.field(CURRENT, pa.bool_(), False), pc.invert(versions[DELETED]))
 
 
-def merge_history(table: Table, txn: Txn, changes: pa.Table, key: Sequence[str]) -> Merged | None:
-    """ONE delta-rs MERGE of ``changes`` (every change of the run, one per key and sequence) into the
-    history ``table``, tagged with ``txn``; what ``commit.merge_once`` returns."""
+def merge_history(table: Table, txn: Txn, changes: pa.Table, key: Sequence[str], *,
+                  spark: SparkSession | None = None, least_bytes: int = 0) -> Merged | None:
+    """ONE MERGE of ``changes`` (every change of the run, one per key and sequence) into the history
+    ``table``, tagged with ``txn``: delta-rs's, or with ``spark`` delta-spark's when the table, as
+    the attempt reads it, holds ``least_bytes`` or more (``spark_merge.large_enough``); what
+    ``commit.merge_once`` returns."""
     versions = as_versions(changes)
 
-    def merger(delta: DeltaTable, properties: CommitProperties) -> TableMerger | None:
+    def merger(delta: DeltaTable, properties: CommitProperties) -> SparkMerge | TableMerger | None:
         columns = pa.schema(delta.schema().to_arrow())
         known = _history_of(delta, versions, key)
         new = _unknown(versions, known, key)
         if not new.num_rows:
             return None
         staged = _staged(new, known, key, columns)
+        if spark is not None and large_enough(delta, least_bytes):
+            return SparkMerge(spark, table, delta, txn, staged, key, lambda merge: history_clauses(merge, columns),
+                              also_equal=(VALID_FROM,))
         on = " AND ".join([f't."{k}" = s."{k}"' for k in (*key, VALID_FROM)] + key_bounds(staged, key))
-        return (delta.merge(staged, on, source_alias="s", target_alias="t", commit_properties=properties)
-                .when_matched_update({_quoted(c): f's."{c}"' for c in (VALID_TO, CURRENT)}, predicate=f"s.{ACTION} = 'close'")
-                .when_not_matched_insert({_quoted(f.name): f's."{f.name}"' for f in columns},
-                                         predicate=f"s.{ACTION} = 'insert'"))
+        return history_clauses(delta.merge(staged, on, source_alias="s", target_alias="t", commit_properties=properties),
+                               columns)
 
     # Its rows: the versions inserted (closing a key's previous version updates a row counted before).
     return merge_once(table, txn, versions.schema, key, merger, counted=("inserted",))
+
+
+def history_clauses(merge: M, columns: pa.Schema) -> M:
+    """The history's MERGE clauses on ``merge`` (delta-rs's ``TableMerger``, or delta-spark's builder
+    behind ``spark_merge.SparkClauses``): a "close" row sets the validity of the version it matches,
+    an "insert" row that matches none is a new version."""
+    return (merge.when_matched_update({_quoted(c): f's."{c}"' for c in (VALID_TO, CURRENT)}, predicate=f"s.{ACTION} = 'close'")
+            .when_not_matched_insert({_quoted(f.name): f's."{f.name}"' for f in columns}, predicate=f"s.{ACTION} = 'insert'"))
 
 
 def _history_of(delta: DeltaTable, versions: pa.Table, key: Sequence[str]) -> pa.Table:

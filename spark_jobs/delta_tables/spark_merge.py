@@ -11,11 +11,14 @@ finds the txn committed meanwhile writes nothing (and says so: ``merge_once`` th
 with a mark of its own, by which it finds its commit and its metrics. A MERGE that loses to a concurrent commit
 (compaction, say) fails as delta-rs's would, and ``merge_once`` merges again.
 
+An SCD type 2 table's MERGE (``history.merge_history``) goes the same way: the driver reads the
+batch's keys' versions (their key and validity columns only) and stages the rows to insert and the
+versions they close, and delta-spark's MERGE, with the history's clauses, rewrites the files.
+
 Which tables: those of ``target.merge_on_spark_bytes`` or more (the platform's
 ``INLET_SPARK_MERGE_MIN_MB``) on a file system the run's Spark reaches (a local or shared disk:
 Inlet gives Spark no object store's connector), when the run's Spark has delta-spark (the jars
-``make setup`` caches). SCD type 2 tables stay on the driver (their MERGE reads each key's history
-there first).
+``make setup`` caches).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Self, cast
 
 import pyarrow as pa
@@ -48,6 +51,7 @@ if TYPE_CHECKING:
     from deltalake.table import TableMerger
     from deltalake.transaction import CommitProperties
     from pyspark.sql import Column, SparkSession
+    from pyspark.sql.types import StructType
 
     from spark_jobs.spec import Txn
 
@@ -85,26 +89,37 @@ def merge_changes_on_spark(spark: SparkSession, table: Table, txn: Txn, changes:
     on_driver = changes_merger(changes, key, soft_deletes)
 
     def merger(delta: DeltaTable, properties: CommitProperties) -> SparkMerge | TableMerger | None:
-        if sum(f.size for f in live_files(delta)) < least_bytes:
+        if not large_enough(delta, least_bytes):
             return on_driver(delta, properties)
         held = pa.schema(delta.schema().to_arrow())
         source = with_table_columns(changes, held)
         if not source.num_rows:
             return None
-        return SparkMerge(spark, table, delta, txn, source, key, held, soft_deletes)
+        return SparkMerge(spark, table, delta, txn, source, key,
+                          lambda merge: change_clauses(merge, held, key, soft_deletes))
 
     return merge_once(table, txn, changes.schema, key, merger, counted=("inserted", "updated"))
 
 
+def large_enough(delta: DeltaTable, least_bytes: int) -> bool:
+    """Whether ``delta``, as an attempt reads it, holds ``least_bytes`` or more of live files: its
+    MERGE goes to delta-spark."""
+    return sum(f.size for f in live_files(delta)) >= least_bytes
+
+
 class SparkMerge:
-    """One delta-spark MERGE of ``source`` into ``table`` on ``key``, with the driver's clauses
-    (``commit.change_clauses`` on the table's ``columns``). ``execute`` leaves ``delta`` (delta-rs's
-    view of the table) at the MERGE's version, as delta-rs's own MERGE does, and returns its metrics."""
+    """One delta-spark MERGE of ``source`` into ``table``: a source row matches the target's rows of
+    equal ``key`` and ``also_equal`` columns (the target's key in the source's range), then
+    ``clauses``, the driver's (``commit.change_clauses``, ``history.history_clauses``) given
+    delta-spark's builder (``SparkClauses``). ``source`` holds the table's columns, and may hold
+    more for the clauses to read. ``execute`` leaves ``delta`` (delta-rs's view of the table) at the
+    MERGE's version, as delta-rs's own MERGE does, and returns its metrics."""
 
     def __init__(self, spark: SparkSession, table: Table, delta: DeltaTable, txn: Txn, source: pa.Table,
-                 key: Sequence[str], columns: pa.Schema, soft_deletes: bool) -> None:
+                 key: Sequence[str], clauses: Callable[[SparkClauses], SparkClauses], *,
+                 also_equal: Sequence[str] = ()) -> None:
         self.spark, self.table, self.delta, self.txn = spark, table, delta, txn
-        self.source, self.key, self.columns, self.soft_deletes = source, key, columns, soft_deletes
+        self.source, self.key, self.clauses, self.also_equal = source, key, clauses, also_equal
 
     def execute(self) -> dict[str, Any]:
         import delta.exceptions  # noqa: F401 - installs the conversion of delta-spark's conflicts to Python classes
@@ -118,11 +133,10 @@ class SparkMerge:
             self.spark.conf.set(name, value)
         try:
             target = SparkDeltaTable.forPath(self.spark, self.table.uri)
-            # The table's own Spark types, in its column order: a time without a zone stays one.
-            schema = target.toDF().schema
+            schema = self._schema(target)
             rows = self.spark.createDataFrame(self.source.select(schema.names), schema=schema)
-            merge = target.alias("t").merge(rows.alias("s"), _matching(self.source, self.key))
-            change_clauses(SparkClauses(merge), self.columns, self.key, self.soft_deletes).builder.execute()
+            merge = target.alias("t").merge(rows.alias("s"), _matching(self.source, self.key, self.also_equal))
+            self.clauses(SparkClauses(merge)).builder.execute()
         except Exception as exc:  # noqa: BLE001 - delta-spark's conflicts become delta-rs's, the rest fails the commit
             raise _as_delta_error(exc) from None
         finally:
@@ -140,8 +154,19 @@ class SparkMerge:
             return {}
         version, metrics = found
         self.delta.load_as_version(version)
-        log.info("delta-spark merged %d changes into %s v%d", self.source.num_rows, self.table.uri, version)
+        log.info("delta-spark merged %d rows into %s v%d", self.source.num_rows, self.table.uri, version)
         return {ours: int(metrics.get(theirs) or 0) for theirs, ours in _METRICS.items()}
+
+    def _schema(self, target: Any) -> StructType:
+        """The source's Spark types: the table's own, in its column order (a time without a zone stays
+        one), every one nullable (a staged row carries only what its clause sets), then the source's
+        other columns."""
+        from pyspark.sql.pandas.types import from_arrow_type
+        from pyspark.sql.types import StructField, StructType
+
+        held = target.toDF().schema
+        extra = [StructField(f.name, from_arrow_type(f.type), True) for f in self.source.schema if f.name not in held.names]
+        return StructType([StructField(f.name, f.dataType, True) for f in held.fields] + extra)
 
 
 class SparkClauses:
@@ -192,15 +217,15 @@ def _col(alias: str, name: str) -> Column:
     return F.col(f"{alias}.`{name.replace('`', '``')}`")
 
 
-def _matching(source: pa.Table, key: Sequence[str]) -> Column:
-    """The MERGE's condition: every key column equal, and the target's key in the batch's range, as
-    ``commit.key_bounds`` gives delta-rs (delta-spark skips files by their statistics on it too).
-    Columns, not SQL text: Spark's and delta-rs's SQL quote and escape differently."""
+def _matching(source: pa.Table, key: Sequence[str], also_equal: Sequence[str] = ()) -> Column:
+    """The MERGE's condition: every key column (and ``also_equal``'s) equal, and the target's key in
+    the source's range, as ``commit.key_bounds`` gives delta-rs (delta-spark skips files by their
+    statistics on it too). Columns, not SQL text: Spark's and delta-rs's SQL quote and escape differently."""
     from functools import reduce
 
     from pyspark.sql import functions as F
 
-    terms = [_col("t", k) == _col("s", k) for k in key]
+    terms = [_col("t", k) == _col("s", k) for k in (*key, *also_equal)]
     for k, least, most in key_ranges(source, key):
         terms += [_col("t", k) >= F.lit(least), _col("t", k) <= F.lit(most)]
     return reduce(lambda a, b: a & b, terms)

@@ -44,6 +44,7 @@ from spark_jobs.targets.delta_append import DeltaAppend, session_time_zone
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
+    from pyspark.sql import SparkSession
 
     from spark_jobs.decode import Framed
     from spark_jobs.delta_tables.direct_write import DirectWritePlan, WriteUnit
@@ -100,14 +101,12 @@ class DeltaUpsert(DeltaAppend):
         changes = latest(pa.concat_tables(parts), self._kept_per()) if parts else None
         merged = (unhidden(changes) if changes is not None
                   else self.reader.schema.empty_table())
+        least, spark = self.target.merge_on_spark_bytes or 0, self._merging_spark()
         if self.target.scd_type == 2:
-            outcome = merge_history(self.main, self.spec.txn, merged, self.reader.key)
-        elif (least := self.target.merge_on_spark_bytes) is not None and merges_on_spark(
-                self.main, self.context.getConf().get("spark.sql.extensions") if self.context else None):
-            from pyspark.sql import SparkSession
-
-            outcome = merge_changes_on_spark(SparkSession.builder.getOrCreate(), self.main, self.spec.txn, merged,
-                                             self.reader.key, least_bytes=least, soft_deletes=self.reader.soft_deletes)
+            outcome = merge_history(self.main, self.spec.txn, merged, self.reader.key, spark=spark, least_bytes=least)
+        elif spark is not None:
+            outcome = merge_changes_on_spark(spark, self.main, self.spec.txn, merged, self.reader.key, least_bytes=least,
+                                             soft_deletes=self.reader.soft_deletes)
         else:
             outcome = merge_changes(self.main, self.spec.txn, merged, self.reader.key, soft_deletes=self.reader.soft_deletes)
         if outcome is None:  # an earlier or concurrent attempt of this run merged first
@@ -122,6 +121,17 @@ class DeltaUpsert(DeltaAppend):
         return Committed(rows=rows, quarantined=quarantined,
                          bytes=written + (sum(f.size for f in quarantine) if "quarantine" in self.committed else 0),
                          version=version, files=files)
+
+    def _merging_spark(self) -> SparkSession | None:
+        """The run's Spark, if the table's MERGE may go to delta-spark (the platform's
+        ``INLET_SPARK_MERGE_MIN_MB`` set, ``spark_merge.merges_on_spark``); the MERGE then decides by
+        the table's size as it reads it."""
+        if self.target.merge_on_spark_bytes is None or not merges_on_spark(
+                self.main, self.context.getConf().get("spark.sql.extensions") if self.context else None):
+            return None
+        from pyspark.sql import SparkSession
+
+        return SparkSession.builder.getOrCreate()
 
     def _plan_framed_columns(self, framed: Framed) -> None:
         """Registry formats: the columns come from the subjects through the ``ChangeReader`` (``write``),

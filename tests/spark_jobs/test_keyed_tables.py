@@ -171,11 +171,13 @@ def _history(uri: str) -> list[tuple]:
     return sorted((tuple(r[c] for c in HISTORY_COLUMNS) for r in rows), key=lambda r: (r[0], r[3]))
 
 
+@pytest.mark.parametrize("merged_by", ["delta-rs", "delta-spark"])
 def test_an_scd_type_2_table_keeps_every_change_as_the_reference_history_through_retries_and_replays(
-        sandbox_kafka, kafka_topic, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+        sandbox_kafka, kafka_topic, tmp_path: Path, request: pytest.FixtureRequest, merged_by: str) -> None:
     topic = kafka_topic(partitions=3)
     uri = str(tmp_path / "customers_history")
-    log, ends, target, runs = _debezium_topic(sandbox_kafka.bootstrap_servers, topic, 31, 30, 500, uri, scd_type=2)
+    log, ends, target, runs = _debezium_topic(sandbox_kafka.bootstrap_servers, topic, 31, 30, 500, uri, scd_type=2,
+                                              merge_on_spark_bytes=0 if merged_by == "delta-spark" else None)
     for version, ranges in enumerate(runs, start=1):
         spec = make_spec(sandbox_kafka.bootstrap_servers, ranges, target, version=version, pipeline_id="history",
                          value_format="json", schema=SCHEMA)
@@ -202,5 +204,6 @@ def test_an_scd_type_2_table_keeps_every_change_as_the_reference_history_through
     assert replayed.rows_written == 0  # every version is already in the history
     assert _history(uri) == expected
     assert DeltaTable(uri).transaction_version("inlet-pipeline-history") == 3
+    assert _engines(uri) == {merged_by}
     request.getfixturevalue("delta_spark").assert_reads_alike(uri, DeltaTable(uri).to_pyarrow_table())
 

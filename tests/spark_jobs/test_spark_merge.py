@@ -1,6 +1,7 @@
 """A keyed table's MERGE by delta-spark on the run's Spark (``delta_tables.spark_merge``) against the
-driver's by delta-rs (``commit.merge_changes``): the same batches into two copies of one table give the
-same rows, the same counts and the same txn; a retried txn writes nothing; a new column arrives first.
+driver's by delta-rs (``commit.merge_changes``, ``history.merge_history``): the same batches into two
+copies of one table give the same rows, the same counts and the same txn, for SCD type 1 (deletes
+marked or soft) and type 2; a retried txn writes nothing; a new column arrives first.
 Which tables go to Spark, and how delta-spark's failures reach the commit's retry. The end-to-end run,
 through the warm engine and Kafka, is ``test_keyed_tables``' delta-spark case."""
 
@@ -20,10 +21,14 @@ from spark_jobs.columns import DELETED, RUN_ID, SEQUENCE
 from spark_jobs.delta_tables import Table, spark_merge
 from spark_jobs.delta_tables.changes import ChangeReader
 from spark_jobs.delta_tables.commit import merge_changes
+from spark_jobs.delta_tables.history import merge_history
 from spark_jobs.spec import Txn
 from spark_jobs.storage import Store
 from tests.fixtures.debezium import ROWS
 from tests.spark_jobs.test_keyed_changes import AT, SoftChange, _soft_reference, _soft_rows, _soft_run
+from tests.spark_jobs.test_keyed_history import _changes as history_changes
+from tests.spark_jobs.test_keyed_history import _delta_rows as history_rows
+from tests.spark_jobs.test_keyed_history import _reference as history_reference
 
 pytestmark = pytest.mark.slow
 
@@ -137,6 +142,33 @@ def test_soft_deletes_land_alike_by_delta_spark_and_by_delta_rs(delta_spark, tmp
             assert _soft_rows(by_spark.uri)[90] == ("late", 402, True, AT + dt.timedelta(seconds=402))
     assert _soft_rows(by_spark.uri) == {**_soft_reference(stream), 90: ("back", 403, False, None)}
     assert _merged_by(by_spark.uri) == {"delta-spark"}
+
+
+def test_a_history_table_lands_alike_by_delta_spark_and_by_delta_rs(delta_spark, tmp_path: Path) -> None:
+    """SCD type 2 (``history.merge_history``): the driver stages the versions to insert and those they
+    close; delta-spark's MERGE of them (``history_clauses`` behind ``SparkClauses``) sets delta-rs's
+    rows, counts and txn, over runs out of order, deletes, a late change, a replay and a retried run."""
+    spark = delta_spark.spark
+    reader = ChangeReader(ROWS, ["id"], "source.lsn", True, "UTC")
+    by_rs, by_spark = Table(Store(), str(tmp_path / "rs")), Table(Store(), str(tmp_path / "spark"))
+    rng = random.Random(5)
+    stream = [(rng.randrange(20), None if rng.random() < 0.2 else f"n{lsn}", lsn) for lsn in range(1, 241)]
+    rng.shuffle(stream)  # sequences arrive out of order across runs and within them
+    runs = [stream[i:i + 60] for i in range(0, len(stream), 60)] + [[(3, "late", 0)], stream[:90]]  # a replay last
+    for version, run in enumerate(runs, start=1):
+        changes, txn = history_changes(reader, run), Txn(app_id="h", version=version)
+        rs = merge_history(by_rs, txn, changes, reader.key)
+        sp = merge_history(by_spark, txn, changes, reader.key, spark=spark)
+        assert rs is not None and sp is not None and sp.rows == rs.rows, version
+        assert history_rows(by_spark.uri) == history_rows(by_rs.uri), version
+        assert DeltaTable(by_spark.uri).transaction_version("h") == version
+    assert history_rows(by_spark.uri) == history_reference([*stream, (3, "late", 0)])
+    assert _merged_by(by_spark.uri) == {"delta-spark"}
+    delta_spark.assert_reads_alike(by_spark.uri, DeltaTable(by_spark.uri).to_pyarrow_table())
+    at = DeltaTable(by_spark.uri).version()
+    assert merge_history(by_spark, Txn(app_id="h", version=2), history_changes(reader, runs[1]), reader.key,
+                         spark=spark) is None  # a retried run: its txn is in the table
+    assert DeltaTable(by_spark.uri).version() == at
 
 
 def test_string_keys_with_quotes_are_matched_and_bounded_as_values(delta_spark, tmp_path: Path) -> None:
