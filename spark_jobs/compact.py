@@ -8,8 +8,9 @@ Spark task (``compaction.BinWriter``, as the maintenance worker would rewrite it
 rewritten side by side on as many cores as the cluster has, each in its executor's memory. The
 store's options reach the executors pickled with each task's ``BinWriter``, as a run's reach its tasks.
 
-Exit status 0 when the result was written (whatever its outcome: ``done``, ``nothing``,
-``conflict`` or ``failed``), 1 when the job file could not be read.
+Exit status 0 when the result was written, whatever its outcome (``done``, ``nothing``, ``conflict``
+or ``failed``); otherwise (the job file unreadable, Spark not started) the job dies with a traceback
+and no result, and the worker settles it from the table.
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ log = logging.getLogger("inlet.maintenance")
 
 
 def rewrite_on(context: SparkContext) -> Rewrite:
-    """``compaction.rewrite`` as one Spark job: a task per bin. A job that fails leaves none of its
-    files: each task deletes its own when it fails, and the files of tasks that finished (or of an
-    executor that died) are found by their names."""
+    """``compaction.rewrite`` as one Spark job: a task per bin. A job that fails deletes its files: each
+    task its own when it fails, and the driver those of tasks that finished, found by their names.
+    (Those of a task still running then, or of a retried task's first attempt, the worker deletes
+    once the job has ended: ``CompactionJob.settle``.)"""
 
     def rewrite(writer: BinWriter, plan: CompactionPlan) -> list[Rewritten]:
         context.setJobDescription(f"inlet compaction of {len(plan.bins)} bins, {plan.bytes} bytes")
@@ -54,8 +56,8 @@ def main(argv: list[str] | None = None) -> int:
         job = CompactionJob.from_json(f.read())
     with OneShot().context("inlet-compaction") as context:  # tasks of plain Python functions: no SQL session
         result = compact_table(job.store, job.uri, job.policy, job.notes, rewrite=rewrite_on(context), token=job.token)
-    log.info("compaction of %s: %s", job.uri, result.outcome)
-    write_result_file(args.result, result_to_json(result))
+        write_result_file(args.result, result_to_json(result))  # before Spark stops: a hung stop loses nothing
+        log.info("compaction of %s: %s", job.uri, result.outcome)
     return 0
 
 

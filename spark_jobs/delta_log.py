@@ -1,5 +1,6 @@
 """What Inlet writes into a Delta log besides rows: partition values as the log spells them, the
-statistics replace mode finds its files by, and the rewrite fence.
+statistics replace mode finds its files by, and the rewrite fence; and one commit's actions as the
+log holds them (``commit_actions``), by which a writer finds its own commit.
 
 The rewrite fence. A commit that removes files (a replace-mode replay's, a compaction's) was planned
 on a snapshot of the table; if another writer removed some of the same files meanwhile, committing
@@ -19,16 +20,19 @@ Appends carry no fence: they race with a compaction and both land.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from datetime import datetime
 from datetime import time as time_of_day
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from spark_jobs.errors import JobError
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
     from deltalake.transaction import Transaction
+
+    from spark_jobs.storage import Store
 
 STATS_COLUMNS = ("topic", "partition", "offset")  # with Delta statistics per file: replace mode finds its files by them
 REWRITE_FENCE = "inlet-table-rewrite"  # the app id every commit that removes files sets (its version: the snapshot read)
@@ -62,3 +66,11 @@ def check_still_live(delta: DeltaTable, removed: Iterable[str]) -> None:
         raise JobError("target_conflict", f"{len(gone)} file(s) this run replaces were rewritten by another writer "
                                           f"(table maintenance) after it planned, e.g. {gone[0]}; it is retried "
                                           "and plans again")
+
+
+def commit_actions(store: Store, uri: str, version: int) -> list[dict[str, Any]]:
+    """The actions of the table's commit ``version`` (``{"add": ...}``, ``{"commitInfo": ...}``...), as
+    its log entry holds them."""
+    filesystem, root = store.filesystem(uri)
+    with filesystem.open_input_stream(f"{root.rstrip('/')}/_delta_log/{version:020d}.json") as entry:
+        return [json.loads(line) for line in entry.read().decode().splitlines() if line.strip()]

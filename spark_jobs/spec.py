@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -249,15 +250,21 @@ class RunSpec(_Model):
             configs.append(self.target.kafka_config)
         else:
             configs.append(self.target.storage_options)
-        found: set[str] = set()
-        for config in configs:
-            for key, value in config.items():
-                if value and _SECRET_KEY.search(key):
-                    found.add(value)
-                    found.update(line.strip() for line in value.splitlines() if len(line.strip()) >= 8)
-                    found.update(_private_key_of(value))
-        # Longest first, so a secret that contains another is replaced whole.
-        return sorted(found, key=len, reverse=True)
+        return secrets_in(configs)
+
+
+def secrets_in(configs: Iterable[Mapping[str, str]]) -> list[str]:
+    """The credentials among ``configs``' values (by their keys' names), for ``redact``: multi-line
+    values also line by line, a service account's private key also unescaped; longest first, so a
+    secret that contains another is replaced whole."""
+    found: set[str] = set()
+    for config in configs:
+        for key, value in config.items():
+            if value and _SECRET_KEY.search(key):
+                found.add(value)
+                found.update(line.strip() for line in value.splitlines() if len(line.strip()) >= 8)
+                found.update(_private_key_of(value))
+    return sorted(found, key=len, reverse=True)
 
 
 def _private_key_of(value: str) -> list[str]:

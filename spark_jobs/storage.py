@@ -19,7 +19,7 @@ pyarrow's own GCS filesystem cannot take a service-account key, nor its ``from_u
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -73,9 +73,10 @@ class Store:
 
         return DeltaTable(uri, storage_options=self.delta_options)
 
-    def delete_files_named(self, uri: str, prefix: str) -> int:
-        """Delete every file whose name begins with ``prefix`` anywhere under the folder ``uri``: the
-        files of a job's attempt (a run's, a compaction's) that did not commit; how many there were."""
+    def delete_files_named(self, uri: str, prefix: str, *, keep: Collection[str] = ()) -> int:
+        """Delete every file whose name begins with ``prefix`` anywhere under the folder ``uri``, but
+        those named in ``keep``: the files of a job's attempt (a run's, a compaction's) that its commit
+        did not add; how many there were."""
         from pyarrow import fs as pafs
 
         filesystem, base = self.filesystem(uri)
@@ -83,7 +84,8 @@ class Store:
             found = filesystem.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
         except OSError:
             return 0
-        mine = [f.path for f in found if f.type == pafs.FileType.File and f.base_name.startswith(prefix)]
+        mine = [f.path for f in found
+                if f.type == pafs.FileType.File and f.base_name.startswith(prefix) and f.base_name not in keep]
         for path in mine:
             try:
                 filesystem.delete_file(path)

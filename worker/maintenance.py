@@ -22,7 +22,7 @@ from api.core.db import unit_of_work
 from api.maintenance import execution
 from api.maintenance.tables import steps_of
 from spark_jobs.public import CompactionOffload, maintain_table
-from worker.launch.compaction import SparkCompaction
+from worker.launch.compaction import SparkCompaction, sweep_compaction_folders
 from worker.runner import spark_settings
 
 log = logging.getLogger(__name__)
@@ -34,7 +34,9 @@ class TableMaintainer:
         self.db = db
         self.worker = f"maintenance:{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
         self.offload = None if settings.spark_compact_min_mb is None else CompactionOffload(
-            settings.spark_compact_min_mb << 20, SparkCompaction(spark_settings(settings), settings.run_timeout_s))
+            settings.spark_compact_min_mb << 20, SparkCompaction(spark_settings(settings), settings.spark_compact_timeout_s))
+        if self.offload is not None:
+            sweep_compaction_folders()
 
     def maintain(self, pipeline_id: uuid.UUID) -> str:
         """One task: ``done``, or why nothing was done (``gone``, ``busy``, ``nothing-due``)."""

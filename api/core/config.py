@@ -160,6 +160,8 @@ class Settings(BaseSettings):
         "Spark job of its own (spark-submit with the settings above), each bin a task, instead of in the maintenance "
         "worker; unset: never (docs/maintenance.md)"
     )
+    spark_compact_timeout_s: float = Field(
+        default=3600.0, gt=0, description="A compaction job on Spark is killed after this long (and its files deleted)")
     engine_idle_s: float = Field(
         default=600.0, gt=0, description="A warm engine stops after this long without a run (giving back its executors)"
     )

@@ -24,7 +24,6 @@ Inlet gives Spark no object store's connector), when the run's Spark has delta-s
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import re
 import uuid
@@ -34,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Self, cast
 import pyarrow as pa
 
 from spark_jobs import jars
+from spark_jobs.delta_log import commit_actions
 from spark_jobs.delta_tables import Table
 from spark_jobs.delta_tables.commit import (
     Merged,
@@ -200,8 +200,9 @@ _QUOTED = re.compile(r'"([^"]*)"')
 
 
 def _spark_sql(text: str | None) -> str | None:
-    """delta-rs's clause text in Spark SQL: each "identifier" as `identifier`. The clauses hold no
-    string literal (``commit.change_clauses``), so every double quote delimits a name."""
+    """delta-rs's clause text in Spark SQL: each "identifier" as `identifier`. The clauses' only string
+    literals are single-quoted words (``history.history_clauses``' 'insert' and 'close'), which both
+    read alike, so every double quote delimits a name."""
     if text is None:
         return None
     return _QUOTED.sub(lambda m: "`" + m.group(1).replace("`", "``") + "`", text)
@@ -234,11 +235,9 @@ def _matching(source: pa.Table, key: Sequence[str], also_equal: Sequence[str] = 
 def _attempts_commit(table: Table, attempt: str, after: int, until: int) -> tuple[int, dict[str, Any]] | None:
     """The version after ``after``, up to ``until``, that this ``attempt`` committed (its commit's user
     metadata), and its operation metrics."""
-    filesystem, root = table.store.filesystem(table.uri)
     for version in range(after + 1, until + 1):
-        with filesystem.open_input_stream(f"{root.rstrip('/')}/_delta_log/{version:020d}.json") as entry:
-            info: dict[str, Any] = next((a["commitInfo"] for line in entry.read().decode().splitlines() if line.strip()
-                         if "commitInfo" in (a := json.loads(line))), {})
+        info: dict[str, Any] = next((a["commitInfo"] for a in commit_actions(table.store, table.uri, version)
+                                     if "commitInfo" in a), {})
         if info.get("userMetadata") == attempt:
             return version, info.get("operationMetrics") or {}
     return None

@@ -169,7 +169,10 @@ def _compaction(store: Store, uri: str, policy: TablePolicy, notes: dict[str, st
         except Exception:  # noqa: BLE001 - compact_table, planning again, reports it
             plan = None
         if plan is not None and plan.bins and plan.bytes >= offload.min_bytes:  # the job plans again, as the table then is
-            return offload.compact(store, uri, policy, notes)
+            try:
+                return offload.compact(store, uri, policy, notes)
+            except Exception as exc:  # noqa: BLE001 - no job started (no JVM, a full disk): reported, tried again later
+                return CompactionResult("failed", error=_failure(exc))
     return compact_table(store, uri, policy, notes)
 
 
@@ -191,7 +194,7 @@ def compact_table(store: Store, uri: str, policy: TablePolicy, notes: dict[str, 
         writer = compaction.BinWriter.of(store, uri, delta, target_bytes=policy.target_file_bytes,
                                          z_order_by=policy.z_order_by, token=token or uuid.uuid4().hex[:12])
         written = rewrite(writer, plan)
-        version = compaction.commit(delta, plan, written, notes)
+        version = compaction.commit(delta, plan, written, {**notes, compaction.TOKEN_KEY: writer.token})
     except CommitFailedError as exc:  # a run rewrote or removed some of its files first: tried again later
         compaction.discard(store, uri, written)
         return CompactionResult("conflict", seconds=round(time.monotonic() - began, 3), error=str(exc).splitlines()[0][:500])

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from deltalake import DeltaTable
 
 _STRING_STATS_MAX = 32  # longer strings get no min/max (a truncated max would be wrong)
+TOKEN_KEY = "inlet.compaction"  # a compaction's commit metadata: the token its files are named for
 
 
 @dataclass(frozen=True)
@@ -161,8 +162,9 @@ def _write_options(schema: pa.Schema) -> dict[str, Any]:
             "column_encoding": dict.fromkeys(delta, "DELTA_BINARY_PACKED")}
 
 
-def commit(delta: DeltaTable, plan: CompactionPlan, written: Sequence[Rewritten], notes: dict[str, str]) -> int:
-    """The rewrite as one commit from the snapshot ``plan`` was made on; the table's new version.
+def commit(delta: DeltaTable, plan: CompactionPlan, written: Sequence[Rewritten], notes: dict[str, str]) -> int | None:
+    """The rewrite as one commit from the snapshot ``plan`` was made on; the table's new version (None
+    if the table could not be read again after the commit: it holds the files all the same).
     delta-rs raises ``CommitFailedError`` when a concurrent commit removed a file of the plan (a
     replay) or set the rewrite fence (another compaction, a replay)."""
     from deltalake.transaction import AddAction, CommitProperties, RemoveAction
@@ -176,7 +178,10 @@ def commit(delta: DeltaTable, plan: CompactionPlan, written: Sequence[Rewritten]
         actions, mode="append", schema=delta.schema(), partition_by=list(delta.metadata().partition_columns),
         commit_properties=CommitProperties(app_transactions=[rewrite_fence(plan.read_version)],
                                            custom_metadata={"inlet.maintenance": "compact", **notes}))
-    delta.update_incremental()
+    try:
+        delta.update_incremental()
+    except Exception:  # noqa: BLE001 - committed: its files must stay, only its version is unknown
+        return None
     return delta.version()
 
 

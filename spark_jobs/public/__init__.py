@@ -40,7 +40,7 @@ from spark_jobs.maintenance import inspect as inspect_table
 from spark_jobs.maintenance import maintain as maintain_table
 from spark_jobs.maintenance import preview as preview_maintenance
 from spark_jobs.maintenance.offload import CompactionJob
-from spark_jobs.maintenance.offload import result_from_json as compaction_result
+from spark_jobs.maintenance.offload import result_from_json as read_compaction_result
 from spark_jobs.oauth import TokenRefused, TokenSource, parse_extensions, with_token_source
 from spark_jobs.registry import RegistryClient, RegistryConfig, RegistryUnavailable
 from spark_jobs.spec import (
@@ -105,7 +105,6 @@ __all__ = [
     "TokenSource",
     "Txn",
     "VacuumResult",
-    "compaction_result",
     "end_of_output",
     "http_client",
     "inlet_named",
@@ -117,6 +116,7 @@ __all__ = [
     "open_tcp",
     "parse_extensions",
     "preview_maintenance",
+    "read_compaction_result",
     "redact",
     "reserved_in",
     "scheme_of",

@@ -118,6 +118,8 @@ def test_a_task_that_cannot_read_its_bin_fails_the_compaction_and_leaves_no_file
 
 
 def test_a_job_killed_at_its_timeout_fails_and_leaves_the_table_as_it_was(tmp_path: Path) -> None:
+    """Killed while it starts (1 s): the timeout's path. A job killed after its tasks wrote, or after
+    it committed, is settled alike: tests/spark_jobs/test_compaction_offload.py."""
     store, uri = Store({}), str(tmp_path / "t")
     held = fill(store, uri)
 
