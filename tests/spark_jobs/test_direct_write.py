@@ -20,7 +20,7 @@ from spark_jobs.delta_tables.direct_write import DirectWritePlan, WriteUnit, pac
 from spark_jobs.delta_tables.files import FileSet
 from spark_jobs.delta_tables.replace import RewriteFile
 from spark_jobs.errors import JobError
-from spark_jobs.kafka_source import Chunk, consumer_config, kafka_struct
+from spark_jobs.kafka_source import Chunk, consumer_config, kafka_struct, read_chunks
 from spark_jobs.spec import SourceSpec, Txn
 from spark_jobs.storage import Store
 from tests.factories import LOOPBACK_ALLOWED
@@ -79,6 +79,29 @@ def test_a_task_writes_its_chunks_as_delta_files_and_reports_what_it_read(sandbo
     assert set(table["timestampType"].to_pylist()) == {0} and table["headers"][0].as_py() == [{"key": "h", "value": b"v"}]
     assert sum(s.bytes for s in report.partitions.values()) == sum(len(m.key()) + len(m.value()) for m in expected)
     assert pq.read_schema(Path(uri, report.files[0].path)).field("_inlet_run_id").nullable is False
+
+
+def test_one_consumer_reads_the_chunks_of_two_topics_each_exactly(sandbox_kafka, kafka_topic, produce_keyed) -> None:
+    """A task's consumer reads chunks of several topics and partitions at once: each consumed batch is
+    split by (topic, partition) in one sort (``kafka_source._by_partition``), each chunk's records in
+    offset order, none past its end, none of another chunk's."""
+    bootstrap = sandbox_kafka.bootstrap_servers
+    orders, payments = kafka_topic(partitions=3), kafka_topic(partitions=2)
+    placed = {orders: produce_keyed(bootstrap, orders, 400), payments: produce_keyed(bootstrap, payments, 300)}
+    chunks = [Chunk(orders, 0, 3, len(placed[orders][0])), Chunk(orders, 2, 0, len(placed[orders][2]) - 7),
+              Chunk(payments, 0, 0, len(placed[payments][0])), Chunk(payments, 1, 5, len(placed[payments][1]) - 5)]
+    schema = to_arrow_schema(kafka_struct(False), timezone="UTC")
+    config = consumer_config({"bootstrap.servers": bootstrap}, "g", LOOPBACK_ALLOWED)
+
+    read: dict[tuple[str, int], list[tuple[int, bytes]]] = {}
+    for chunk, batch in read_chunks(config, chunks, schema, 10.0):
+        assert set(batch.column("topic").to_pylist()) == {chunk.topic}
+        assert set(batch.column("partition").to_pylist()) == {chunk.partition}
+        read.setdefault((chunk.topic, chunk.partition), []).extend(
+            zip(batch.column("offset").to_pylist(), batch.column("value").to_pylist(), strict=True))
+
+    assert read == {(c.topic, c.partition): [(m.offset(), m.value()) for m in read_range(bootstrap, c.topic, c.partition, c.start, c.end)]
+                    for c in chunks}
 
 
 def test_a_task_that_finds_its_offsets_deleted_fails_as_data_loss_and_leaves_no_file(
