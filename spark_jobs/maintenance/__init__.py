@@ -18,12 +18,15 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from spark_jobs.errors import classify
 from spark_jobs.maintenance import compaction, upkeep
 from spark_jobs.maintenance.health import TableHealth, health_of, inspect
 from spark_jobs.storage import Store
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
 
 StepOutcome = Literal["done", "nothing", "conflict", "failed"]
 
@@ -162,31 +165,34 @@ def _failure(exc: BaseException) -> str:
 
 def _compaction(store: Store, uri: str, policy: TablePolicy, notes: dict[str, str],
                 offload: Offload | None) -> CompactionResult:
+    delta: DeltaTable | None = None
     if offload is not None:
         try:
-            plan = compaction.plan_compaction(store.delta_table(uri), target_bytes=policy.target_file_bytes,
+            delta = store.delta_table(uri)
+            plan = compaction.plan_compaction(delta, target_bytes=policy.target_file_bytes,
                                               small_bytes=policy.small_file_bytes)
-        except Exception:  # noqa: BLE001 - compact_table, planning again, reports it
-            plan = None
+        except Exception:  # noqa: BLE001 - compact_table, reading the table again, reports it
+            delta, plan = None, None
         if plan is not None and plan.bins and plan.bytes >= offload.min_bytes:  # the job plans again, as the table then is
             try:
                 return offload.compact(store, uri, policy, notes)
             except Exception as exc:  # noqa: BLE001 - no job started (no JVM, a full disk): reported, tried again later
                 return CompactionResult("failed", error=_failure(exc))
-    return compact_table(store, uri, policy, notes)
+    return compact_table(store, uri, policy, notes, delta=delta)
 
 
 def compact_table(store: Store, uri: str, policy: TablePolicy, notes: dict[str, str], *,
-                  rewrite: Rewrite = compaction.rewrite, token: str | None = None) -> CompactionResult:
-    """The table's small files planned, rewritten by ``rewrite`` (in this process, or by Spark tasks:
-    ``spark_jobs/compact.py``) into files named for ``token`` (a new one by default), and committed
-    in one commit from the planned snapshot; never raises."""
+                  rewrite: Rewrite = compaction.rewrite, token: str | None = None,
+                  delta: DeltaTable | None = None) -> CompactionResult:
+    """The table's small files planned (on ``delta``, the table as just read, if given), rewritten by
+    ``rewrite`` (in this process, or by Spark tasks: ``spark_jobs/compact.py``) into files named for
+    ``token`` (a new one by default), and committed in one commit from the planned snapshot; never raises."""
     from deltalake.exceptions import CommitFailedError
 
     began = time.monotonic()
     written: list[compaction.Rewritten] = []
     try:
-        delta = store.delta_table(uri)
+        delta = delta or store.delta_table(uri)
         plan = compaction.plan_compaction(delta, target_bytes=policy.target_file_bytes,
                                           small_bytes=policy.small_file_bytes)
         if not plan.bins:
