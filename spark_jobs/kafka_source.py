@@ -11,10 +11,13 @@ latest offsets on the driver: a consumer asked for a deleted offset would otherw
 
 from __future__ import annotations
 
+import gc
 import math
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import chain
 from typing import TYPE_CHECKING, cast
 
 import numpy as np
@@ -49,6 +52,16 @@ _MAX_CONSUME = 10_000
 # queue and then sat idle: this reader, one consumer of 32 partitions, took 5.4-5.6 µs a record, and
 # 2.6-2.8 µs at 10 ms (docs/performance.md). The queue's bounds, and so its memory, stay as they were.
 FETCH_QUEUE_BACKOFF_MS = 10
+# The young generation's collection threshold while a reader is open (Python's default: 700). Every
+# consumed message is a GC-tracked object, as is its timestamp's tuple, so a batch of 10,000 set off
+# ~30 young collections; each moved the batch's live messages up a generation, and every third or
+# so older one started a full collection that walked the task's every object. That was a quarter of
+# a task's CPU (docs/performance.md). At this threshold a batch's messages die, freed by reference
+# counting, before a collection looks at them. Only cyclic garbage waits longer, and this code makes
+# none per record.
+_YOUNG_THRESHOLD = 100_000
+_readers_open = 0  # in this process; readers are generators, and may interleave
+_restore: tuple[int, ...] = ()  # the thresholds before the first of them opened
 
 
 def kafka_schema(include_headers: bool) -> str:
@@ -170,39 +183,57 @@ def read_chunks(
         p.pieces, p.rows = [], 0
         return p.chunk, batch.select(schema.names).cast(schema)
 
-    try:
-        consumer.assign([TopicPartition(t, p, c.chunk.start) for (t, p), c in pending.items()])
-        now = time.monotonic()
-        for p in pending.values():
-            p.last_progress = now
-        while pending:
-            if (refused := refusals.final()) is not None:
-                only = next(iter(pending)) if len(pending) == 1 else (None, None)
-                raise JobError(kafka_error_kind(refused), f"{only[0]}[{only[1]}]: {refused.str()}" if only[0] else refused.str(), *only)
-            # consume(n) waits for n messages or the timeout: never ask for more than the ranges hold.
-            messages = consumer.consume(min(_MAX_CONSUME, sum(p.chunk.end - p.position for p in pending.values())), timeout=1.0)
-            errors = [(m, error) for m in messages if (error := m.error()) is not None] if any(map(Message.error, messages)) else []
-            if errors:
-                messages = [m for m in messages if m.error() is None]
-            touched = _take(messages, pending, one_topic, with_headers, ts_type, headers_type) if messages else set()
-            for message, error in errors:
-                _note_error(message, error, pending, touched)
+    with _collections_deferred():
+        try:
+            consumer.assign([TopicPartition(t, p, c.chunk.start) for (t, p), c in pending.items()])
             now = time.monotonic()
-            if touched:
-                refusals.progressed()
-            for key in touched:
-                p = pending[key]
+            for p in pending.values():
                 p.last_progress = now
-                if p.position >= p.chunk.end:
-                    consumer.pause([TopicPartition(*key)])
-                    del pending[key]
-                    if p.rows:
+            while pending:
+                if (refused := refusals.final()) is not None:
+                    only = next(iter(pending)) if len(pending) == 1 else (None, None)
+                    raise JobError(kafka_error_kind(refused), f"{only[0]}[{only[1]}]: {refused.str()}" if only[0] else refused.str(), *only)
+                # consume(n) waits for n messages or the timeout: never ask for more than the ranges hold.
+                messages = consumer.consume(min(_MAX_CONSUME, sum(p.chunk.end - p.position for p in pending.values())), timeout=1.0)
+                errors = [(m, error) for m in messages if (error := m.error()) is not None] if any(map(Message.error, messages)) else []
+                if errors:
+                    messages = [m for m in messages if m.error() is None]
+                touched = _take(messages, pending, one_topic, with_headers, ts_type, headers_type) if messages else set()
+                for message, error in errors:
+                    _note_error(message, error, pending, touched)
+                now = time.monotonic()
+                if touched:
+                    refusals.progressed()
+                for key in touched:
+                    p = pending[key]
+                    p.last_progress = now
+                    if p.position >= p.chunk.end:
+                        consumer.pause([TopicPartition(*key)])
+                        del pending[key]
+                        if p.rows:
+                            yield flush(p)
+                    elif p.rows >= _BATCH_ROWS:
                         yield flush(p)
-                elif p.rows >= _BATCH_ROWS:
-                    yield flush(p)
-            _check_progress(pending, now, stall_timeout_s)
+                _check_progress(pending, now, stall_timeout_s)
+        finally:
+            consumer.close()
+
+
+@contextmanager
+def _collections_deferred() -> Iterator[None]:
+    """Python's young collections held back to ``_YOUNG_THRESHOLD`` while any reader is open; the
+    thresholds set before the first one opened are set again when the last one closes."""
+    global _readers_open, _restore
+    if _readers_open == 0:
+        _restore = gc.get_threshold()
+        gc.set_threshold(max(_restore[0], _YOUNG_THRESHOLD), *_restore[1:])
+    _readers_open += 1
+    try:
+        yield
     finally:
-        consumer.close()
+        _readers_open -= 1
+        if _readers_open == 0:
+            gc.set_threshold(*_restore)
 
 
 def _note_error(message: Message, error: KafkaError, pending: dict[PartitionKey, _Pending],
@@ -243,20 +274,22 @@ def _take(
 ) -> set[PartitionKey]:
     """Add a consumed batch of (error-free) messages to their chunks' pieces, column by column: one
     ``map`` of the field's method per field costs far less per record than a loop appending to lists
-    (and half what a comprehension calling it does)."""
+    (and half what a comprehension calling it does), and numbers go straight into numpy arrays."""
     from confluent_kafka import Message
 
-    partitions = pa.array(list(map(Message.partition, messages)), pa.int32())
+    n = len(messages)
+    partitions = np.fromiter(map(Message.partition, messages), np.int32, n)
     topics = None if one_topic else pa.array(list(map(Message.topic, messages)), pa.string())
-    offsets = pa.array(list(map(Message.offset, messages)), pa.int64())
-    stamps = list(map(Message.timestamp, messages))
+    # Each timestamp is a (type, ms) pair: all of them in one array, type and time taking turns.
+    stamps = np.fromiter(chain.from_iterable(map(Message.timestamp, messages)), np.int64, 2 * n)
+    keys = list(map(Message.key, messages))
     columns = {
-        "key": pa.array(list(map(Message.key, messages)), pa.binary()),
+        "key": pa.nulls(n, pa.binary()) if keys.count(None) == n else pa.array(keys, pa.binary()),
         "value": pa.array(list(map(Message.value, messages)), pa.binary()),
-        "offset": offsets,
-        "timestamp": pa.array([ts for _, ts in stamps], pa.int64()).cast(pa.timestamp("ms", tz="UTC")).cast(ts_type),
+        "offset": pa.array(np.fromiter(map(Message.offset, messages), np.int64, n)),
+        "timestamp": pa.array(stamps[1::2], pa.timestamp("ms", tz="UTC")).cast(ts_type),
         # confluent-kafka counts timestamp types from 0 = unavailable; Java (Spark) from -1.
-        "timestampType": pa.array([kind - 1 for kind, _ in stamps], pa.int32()),
+        "timestampType": pa.array(stamps[0::2] - 1, pa.int32()),
     }
     if with_headers:
         # A consumed message's headers are (key, value) pairs; the stub's type also has produce's dict form.
@@ -272,37 +305,47 @@ def _take(
         beyond = pc.max(rows.column("offset")).as_py()
         piece = rows if beyond < p.chunk.end else rows.filter(pc.less(rows.column("offset"), p.chunk.end))
         if piece.num_rows:
-            n = piece.num_rows
+            count = piece.num_rows
             piece = pa.RecordBatch.from_arrays(
-                [piece.column("key"), piece.column("value"), pa.repeat(pa.scalar(key[0], pa.string()), n),
-                 pa.repeat(pa.scalar(key[1], pa.int32()), n), *(piece.column(c) for c in piece.schema.names[2:])],
+                [piece.column("key"), piece.column("value"), pa.repeat(pa.scalar(key[0], pa.string()), count),
+                 pa.repeat(pa.scalar(key[1], pa.int32()), count), *(piece.column(c) for c in piece.schema.names[2:])],
                 names=["key", "value", "topic", "partition", *piece.schema.names[2:]],
             )
             p.pieces.append(piece)
-            p.rows += n
+            p.rows += count
         p.position = p.chunk.end if beyond >= p.chunk.end - 1 else beyond + 1
         touched.add(key)
     return touched
 
 
-def _by_partition(rows: pa.RecordBatch, partitions: pa.Array, topics: pa.Array | None,
+def _by_partition(rows: pa.RecordBatch, partitions: np.ndarray, topics: pa.Array | None,
                   topic: str | None) -> Iterator[tuple[PartitionKey, pa.RecordBatch]]:
-    """``rows`` (with their ``partitions`` and ``topics``, or all of ``topic``) grouped by partition:
-    one stable sort and a slice per partition, so each partition's rows keep their consumed (offset)
-    order. Filtering the batch once per partition cost 0.6-0.75 us a record with 32 partitions in a
-    batch; this costs 0.08."""
-    keys = pa.table({"p": partitions} if topics is None else {"t": topics, "p": partitions})
-    order = pc.sort_indices(keys, sort_keys=[(name, "ascending") for name in keys.column_names])
-    rows, keys = rows.take(order), keys.take(order)
-    parts = keys.column("p").to_numpy()
-    changes = parts[1:] != parts[:-1]
+    """``rows`` (with their ``partitions`` and ``topics``, or all of ``topic``) grouped by partition,
+    each partition's rows in their consumed (offset) order. librdkafka queues each partition's
+    fetched records together, so a batch nearly always holds each partition in one run: it is then
+    only sliced. Else it is sorted first (stable), once: filtering the batch once per partition cost
+    0.6-0.75 us a record with 32 partitions in a batch, the sort 0.08."""
+    starts = _runs(partitions, topics)
+    if len({_key(i, partitions, topics, topic) for i in starts}) < len(starts):  # a partition in two runs
+        keys = pa.table({"p": partitions} if topics is None else {"t": topics, "p": partitions})
+        order = pc.sort_indices(keys, sort_keys=[(name, "ascending") for name in keys.column_names])
+        rows, partitions = rows.take(order), partitions[order.to_numpy()]
+        topics = topics.take(order) if topics is not None else None
+        starts = _runs(partitions, topics)
+    for start, stop in zip(starts, [*starts[1:], len(partitions)], strict=True):
+        yield _key(start, partitions, topics, topic), rows.slice(start, stop - start)
+
+
+def _key(row: int, partitions: np.ndarray, topics: pa.Array | None, topic: str | None) -> PartitionKey:
+    return (str(topics[row].as_py()) if topics is not None else str(topic)), int(partitions[row])
+
+
+def _runs(partitions: np.ndarray, topics: pa.Array | None) -> list[int]:
+    """Where each run of records of one (topic, partition) starts."""
+    changes = partitions[1:] != partitions[:-1]
     if topics is not None:
-        names = keys.column("t").combine_chunks()
-        changes |= pc.not_equal(names.slice(1), names.slice(0, len(names) - 1)).to_numpy(zero_copy_only=False)
-    starts = [0, *(np.flatnonzero(changes) + 1).tolist()]
-    for start, stop in zip(starts, [*starts[1:], len(parts)], strict=True):
-        where = topic if topic is not None else str(keys.column("t")[start].as_py())
-        yield (where, int(parts[start])), rows.slice(start, stop - start)
+        changes |= pc.not_equal(topics.slice(1), topics.slice(0, len(topics) - 1)).to_numpy(zero_copy_only=False)
+    return [0, *(np.flatnonzero(changes) + 1).tolist()]
 
 
 def _partition_eof() -> int:

@@ -4,6 +4,7 @@ written as Delta files, reported, committed with delta-rs; and how chunks are pa
 from __future__ import annotations
 
 import datetime
+import gc
 import json
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from spark_jobs import kafka_source
 from spark_jobs.decode import decoded_struct, quarantine_struct
 from spark_jobs.delta_tables import Table, direct_write
 from spark_jobs.delta_tables.commit import commit_files
@@ -102,6 +104,55 @@ def test_one_consumer_reads_the_chunks_of_two_topics_each_exactly(sandbox_kafka,
 
     assert read == {(c.topic, c.partition): [(m.offset(), m.value()) for m in read_range(bootstrap, c.topic, c.partition, c.start, c.end)]
                     for c in chunks}
+
+
+@pytest.mark.parametrize("one_topic", [True, False])
+def test_a_consumed_batch_goes_to_its_chunks_in_offset_order_whatever_order_its_partitions_come_in(one_topic: bool) -> None:
+    """``kafka_source._take`` on messages made by hand: a partition in two runs of one batch, two
+    topics, a record at its chunk's end (not taken, the chunk done), keys null or not, and each
+    timestamp type counted as Spark counts them."""
+    from confluent_kafka import Message
+
+    def message(topic: str, partition: int, offset: int, key: bytes | None = None, kind: int = 1) -> Message:
+        return Message(topic=topic, partition=partition, offset=offset, key=key, value=f"{topic}/{partition}/{offset}".encode(),
+                       timestamp=(kind, 1_000 + offset))
+
+    second = "a" if one_topic else "b"
+    batch = [message("a", 0, 10), message("a", 1, 20, b"k"), message("a", 0, 11, kind=2), message(second, 2, 5, kind=0),
+             message("a", 1, 21), message("a", 0, 12), message(second, 2, 6), message("a", 1, 22)]
+    chunks = [Chunk("a", 0, 10, 100), Chunk("a", 1, 20, 22), Chunk(second, 2, 5, 100)]
+    pending = {(c.topic, c.partition): kafka_source._Pending(c) for c in chunks}
+    schema = to_arrow_schema(kafka_struct(False), timezone="UTC")
+
+    touched = kafka_source._take(batch, pending, one_topic, False, schema.field("timestamp").type, None)
+
+    assert touched == set(pending)
+    taken = {key: pa.Table.from_batches(p.pieces).to_pylist() for key, p in pending.items()}
+    utc = datetime.UTC
+    assert {key: [(r["topic"], r["partition"], r["offset"], r["key"], r["value"], r["timestamp"], r["timestampType"])
+                  for r in rows] for key, rows in taken.items()} == {
+        ("a", 0): [("a", 0, o, None, f"a/0/{o}".encode(), datetime.datetime.fromtimestamp(1 + o / 1000, utc), t)
+                   for o, t in ((10, 0), (11, 1), (12, 0))],
+        ("a", 1): [("a", 1, 20, b"k", b"a/1/20", datetime.datetime.fromtimestamp(1.02, utc), 0),
+                   ("a", 1, 21, None, b"a/1/21", datetime.datetime.fromtimestamp(1.021, utc), 0)],
+        (second, 2): [(second, 2, o, None, f"{second}/2/{o}".encode(), datetime.datetime.fromtimestamp(1 + o / 1000, utc), t)
+                      for o, t in ((5, -1), (6, 0))],
+    }
+    assert {key: p.position for key, p in pending.items()} == {("a", 0): 13, ("a", 1): 22, (second, 2): 7}
+
+
+def test_readers_hold_young_collections_back_and_the_last_to_close_sets_the_thresholds_again() -> None:
+    """Readers are generators, and may interleave: the thresholds in force before the first opened
+    come back when the last one closes, whichever it is."""
+    before = gc.get_threshold()
+    first, second = kafka_source._collections_deferred(), kafka_source._collections_deferred()
+    first.__enter__()
+    assert gc.get_threshold()[0] == max(before[0], kafka_source._YOUNG_THRESHOLD)
+    second.__enter__()
+    first.__exit__(None, None, None)
+    assert gc.get_threshold()[0] == max(before[0], kafka_source._YOUNG_THRESHOLD)
+    second.__exit__(None, None, None)
+    assert gc.get_threshold() == before
 
 
 def test_a_task_that_finds_its_offsets_deleted_fails_as_data_loss_and_leaves_no_file(
