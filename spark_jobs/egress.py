@@ -31,6 +31,7 @@ import ssl
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -291,10 +292,17 @@ class _CheckedBackend(httpcore.SyncBackend):
 
 class EgressTransport(httpx.HTTPTransport):
     def __init__(self, policy: EgressPolicy, *, verify: ssl.SSLContext | bool = True) -> None:
-        super().__init__(verify=verify, trust_env=False)
+        context = verify if isinstance(verify, ssl.SSLContext) else _tls_context(verify)
+        super().__init__(verify=context, trust_env=False)
         # httpx's transport takes no network backend: its pool is rebuilt with the checking one.
-        self._pool = httpcore.ConnectionPool(ssl_context=httpx.create_ssl_context(verify=verify, trust_env=False),
-                                             network_backend=_CheckedBackend(policy))
+        self._pool = httpcore.ConnectionPool(ssl_context=context, network_backend=_CheckedBackend(policy))
+
+
+@cache
+def _tls_context(verify: bool) -> ssl.SSLContext:
+    """httpx's TLS context (certifi's CAs when ``verify``), made once per process: loading the CAs
+    took 29 ms, which every run paid twice per client before the first byte to its registry."""
+    return httpx.create_ssl_context(verify=verify, trust_env=False)
 
 
 def http_client(policy: EgressPolicy, *, verify: ssl.SSLContext | bool = True, **options: Any) -> httpx.Client:

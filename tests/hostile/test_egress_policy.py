@@ -100,14 +100,19 @@ def test_the_connection_goes_to_the_checked_address_with_one_lookup(internal: In
     assert internal.requests[0].headers["host"] == f"registry.tenant.example:{internal.port}"
 
 
-def test_tls_is_verified_against_the_urls_host_name_not_the_checked_address(tmp_path: Path, dns: Dns) -> None:
+def _registry_over_tls(tmp_path: Path) -> tuple[TestCA, InternalService]:
+    """A service on loopback whose certificate, for registry.tenant.example, a test CA signed."""
     ca = TestCA()
     issued = ca.issue("registry.tenant.example", dns="registry.tenant.example")
     (tmp_path / "cert.pem").write_text(issued.certificate)
     (tmp_path / "key.pem").write_text(issued.key)
     served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     served.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
-    service = InternalService(status=200, body={"ok": True}).start(served)
+    return ca, InternalService(status=200, body={"ok": True}).start(served)
+
+
+def test_tls_is_verified_against_the_urls_host_name_not_the_checked_address(tmp_path: Path, dns: Dns) -> None:
+    ca, service = _registry_over_tls(tmp_path)
     dns.answers.update({"registry.tenant.example": "127.0.0.1", "other.tenant.example": "127.0.0.1"})
     trusted = ssl.create_default_context(cadata=ca.pem)
     try:
@@ -118,6 +123,27 @@ def test_tls_is_verified_against_the_urls_host_name_not_the_checked_address(tmp_
     finally:
         service.close()
     assert [r.headers["host"] for r in service.requests] == [f"registry.tenant.example:{service.port}"]
+
+
+def test_every_default_client_shares_one_tls_context_and_each_still_verifies(tmp_path: Path, dns: Dns) -> None:
+    """Loading certifi's CAs cost 29 ms, twice per client, before a run's first registry request: a
+    process loads them once. The shared context still refuses a certificate they do not sign, for each
+    client, and one client's own context (a tenant's CA) is its alone."""
+    ca, service = _registry_over_tls(tmp_path)
+    dns.answers["registry.tenant.example"] = "127.0.0.1"
+    url = f"https://registry.tenant.example:{service.port}/"
+    try:
+        first, second = http_client(LOOPBACK_ALLOWED, timeout=2), http_client(LOOPBACK_ALLOWED, timeout=2)
+        trusting = http_client(LOOPBACK_ALLOWED, verify=ssl.create_default_context(cadata=ca.pem), timeout=2)
+        with first, second, trusting:
+            contexts = [c._transport._pool._ssl_context for c in (first, second, trusting)]  # type: ignore[attr-defined]
+            assert contexts[0] is contexts[1] and contexts[2] is not contexts[0]
+            assert trusting.get(url).status_code == 200
+            for client in (first, second):
+                with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+                    client.get(url)
+    finally:
+        service.close()
 
 
 def test_a_token_source_names_a_refused_endpoint_without_asking_it(internal: InternalService) -> None:
