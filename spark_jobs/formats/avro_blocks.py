@@ -299,6 +299,8 @@ def _has_union(node: Any) -> bool:
 
 
 def _numbers(array: pa.Array, missing: int = 0) -> np.ndarray:
+    if array.type == pa.int64() and array.null_count == 0:
+        return array.to_numpy()  # no copy
     return pc.fill_null(array.cast(pa.int64()), missing).to_numpy(zero_copy_only=False)
 
 
@@ -306,7 +308,10 @@ def _varint_sizes(values: np.ndarray) -> np.ndarray:
     """The length of each value's zig-zag varint, as Avro writes an int or a long."""
     zigzag = ((values << 1) ^ (values >> 63)).view(np.uint64)
     sizes = np.ones(len(values), np.int64)
+    top = int(zigzag.max()) if len(zigzag) else 0
     for k in range(1, 10):
+        if top < 1 << (7 * k):
+            break  # no value takes another byte
         sizes += zigzag >= np.uint64(1 << (7 * k))
     return sizes
 
