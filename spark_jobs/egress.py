@@ -301,7 +301,9 @@ class EgressTransport(httpx.HTTPTransport):
 @cache
 def _tls_context(verify: bool) -> ssl.SSLContext:
     """httpx's TLS context (certifi's CAs when ``verify``), made once per process: loading the CAs
-    took 29 ms, which every run paid twice per client before the first byte to its registry."""
+    took 29 ms, which every run paid twice per client before the first byte to its registry. Shared
+    as httpcore shares its own default context: every connection sets the same ALPN list on it
+    (HTTP/1.1), and nothing else writes to it. A CA bundle changed on disk is read by the next process."""
     return httpx.create_ssl_context(verify=verify, trust_env=False)
 
 

@@ -54,11 +54,12 @@ _MAX_CONSUME = 10_000
 FETCH_QUEUE_BACKOFF_MS = 10
 # The young generation's collection threshold while a reader is open (Python's default: 700). Every
 # consumed message is a GC-tracked object, as is its timestamp's tuple, so a batch of 10,000 set off
-# ~30 young collections; each moved the batch's live messages up a generation, and every third or
-# so older one started a full collection that walked the task's every object. That was a quarter of
-# a task's CPU (docs/performance.md). At this threshold a batch's messages die, freed by reference
-# counting, before a collection looks at them. Only cyclic garbage waits longer, and this code makes
-# none per record.
+# ~30 young collections. Each moved the batch's live messages up a generation, and the older
+# collections that followed (a full one every ~60,000 records) walked the task's every object: a
+# quarter of a task's CPU (docs/performance.md). At this threshold a batch's messages die, freed by
+# reference counting, before a collection looks at them. The threshold holds for the whole process
+# while a reader is open, its decoding and writing included: only cyclic garbage waits longer, and
+# a task makes little. A process that turned automatic collection off (threshold 0) keeps it off.
 _YOUNG_THRESHOLD = 100_000
 _readers_open = 0  # in this process; readers are generators, and may interleave
 _restore: tuple[int, ...] = ()  # the thresholds before the first of them opened
@@ -226,7 +227,8 @@ def _collections_deferred() -> Iterator[None]:
     global _readers_open, _restore
     if _readers_open == 0:
         _restore = gc.get_threshold()
-        gc.set_threshold(max(_restore[0], _YOUNG_THRESHOLD), *_restore[1:])
+        if _restore[0]:
+            gc.set_threshold(max(_restore[0], _YOUNG_THRESHOLD), *_restore[1:])
     _readers_open += 1
     try:
         yield
@@ -326,7 +328,10 @@ def _by_partition(rows: pa.RecordBatch, partitions: np.ndarray, topics: pa.Array
     only sliced. Else it is sorted first (stable), once: filtering the batch once per partition cost
     0.6-0.75 us a record with 32 partitions in a batch, the sort 0.08."""
     starts = _runs(partitions, topics)
-    if len({_key(i, partitions, topics, topic) for i in starts}) < len(starts):  # a partition in two runs
+    firsts = partitions[starts].astype(np.int64)  # each run's (topic, partition) as one number
+    if topics is not None:
+        firsts |= pc.dictionary_encode(topics).indices.to_numpy()[starts].astype(np.int64) << 32
+    if len(np.unique(firsts)) < len(starts):  # a partition in two runs
         keys = pa.table({"p": partitions} if topics is None else {"t": topics, "p": partitions})
         order = pc.sort_indices(keys, sort_keys=[(name, "ascending") for name in keys.column_names])
         rows, partitions = rows.take(order), partitions[order.to_numpy()]

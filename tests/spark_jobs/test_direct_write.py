@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import gc
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -85,7 +86,7 @@ def test_a_task_writes_its_chunks_as_delta_files_and_reports_what_it_read(sandbo
 
 def test_one_consumer_reads_the_chunks_of_two_topics_each_exactly(sandbox_kafka, kafka_topic, produce_keyed) -> None:
     """A task's consumer reads chunks of several topics and partitions at once: each consumed batch is
-    split by (topic, partition) in one sort (``kafka_source._by_partition``), each chunk's records in
+    split by (topic, partition) (``kafka_source._by_partition``), each chunk's records in
     offset order, none past its end, none of another chunk's."""
     bootstrap = sandbox_kafka.bootstrap_servers
     orders, payments = kafka_topic(partitions=3), kafka_topic(partitions=2)
@@ -141,18 +142,67 @@ def test_a_consumed_batch_goes_to_its_chunks_in_offset_order_whatever_order_its_
     assert {key: p.position for key, p in pending.items()} == {("a", 0): 13, ("a", 1): 22, (second, 2): 7}
 
 
+def test_a_consumed_batch_whose_partitions_come_in_runs_is_sliced_into_its_chunks() -> None:
+    """As librdkafka queues them: each partition's records together. One partition number in two
+    topics side by side, every key null, and a record without a timestamp (type 0, time -1)."""
+    from confluent_kafka import Message
+
+    batch = [Message(topic=t, partition=p, offset=o, key=None, value=f"{t}/{p}/{o}".encode(), timestamp=stamp)
+             for t, p, o, stamp in (("a", 2, 7, (1, 5)), ("a", 2, 8, (0, -1)), ("b", 2, 3, (2, 9)), ("b", 2, 4, (2, 10)),
+                                    ("a", 0, 1, (1, 1)))]
+    chunks = [Chunk("a", 2, 7, 9), Chunk("b", 2, 0, 100), Chunk("a", 0, 0, 100)]
+    pending = {(c.topic, c.partition): kafka_source._Pending(c) for c in chunks}
+    schema = to_arrow_schema(kafka_struct(False), timezone="UTC")
+
+    kafka_source._take(batch, pending, False, False, schema.field("timestamp").type, None)
+
+    taken = {key: pa.Table.from_batches(p.pieces) for key, p in pending.items()}
+    assert all(t.column("key").null_count == t.num_rows for t in taken.values())
+    assert {key: [(r["topic"], r["partition"], r["offset"], r["value"], r["timestampType"]) for r in t.to_pylist()]
+            for key, t in taken.items()} == {
+        ("a", 2): [("a", 2, 7, b"a/2/7", 0), ("a", 2, 8, b"a/2/8", -1)],
+        ("b", 2): [("b", 2, 3, b"b/2/3", 1), ("b", 2, 4, b"b/2/4", 1)],
+        ("a", 0): [("a", 0, 1, b"a/0/1", 0)],
+    }
+    assert taken["a", 2].column("timestamp").to_pylist()[1] == datetime.datetime.fromtimestamp(-0.001, datetime.UTC)
+    assert {key: p.position for key, p in pending.items()} == {("a", 2): 9, ("b", 2): 5, ("a", 0): 2}
+
+
 def test_readers_hold_young_collections_back_and_the_last_to_close_sets_the_thresholds_again() -> None:
-    """Readers are generators, and may interleave: the thresholds in force before the first opened
-    come back when the last one closes, whichever it is."""
-    before = gc.get_threshold()
-    first, second = kafka_source._collections_deferred(), kafka_source._collections_deferred()
-    first.__enter__()
-    assert gc.get_threshold()[0] == max(before[0], kafka_source._YOUNG_THRESHOLD)
-    second.__enter__()
-    first.__exit__(None, None, None)
-    assert gc.get_threshold()[0] == max(before[0], kafka_source._YOUNG_THRESHOLD)
-    second.__exit__(None, None, None)
-    assert gc.get_threshold() == before
+    """Readers are generators: they interleave, end, are closed while suspended or fail. The
+    thresholds in force before the first opened come back when the last one closes, whichever it is;
+    a process that turned automatic collection off keeps it off."""
+    def reader(fail: bool = False) -> Iterator[int]:
+        with kafka_source._collections_deferred():
+            yield 1
+            if fail:
+                raise RuntimeError("a reader's failure")
+            yield 2
+
+    before, held = gc.get_threshold(), max(gc.get_threshold()[0], kafka_source._YOUNG_THRESHOLD)
+    readers = [reader(), reader(), reader(fail=True)]
+    try:
+        for each in readers:
+            next(each)
+        assert gc.get_threshold() == (held, *before[1:])
+        readers[0].close()
+        with pytest.raises(RuntimeError, match="a reader's failure"):
+            next(readers[2])
+        assert gc.get_threshold() == (held, *before[1:])
+        assert list(readers[1]) == [2]
+        assert gc.get_threshold() == before
+
+        gc.set_threshold(0)
+        off = reader()
+        readers.append(off)
+        next(off)
+        assert gc.get_threshold()[0] == 0
+        off.close()
+        assert gc.get_threshold()[0] == 0
+    finally:
+        for each in readers:
+            each.close()
+        gc.set_threshold(*before)
 
 
 def test_a_task_that_finds_its_offsets_deleted_fails_as_data_loss_and_leaves_no_file(
