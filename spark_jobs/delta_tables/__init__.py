@@ -11,6 +11,8 @@
 - ``commit``: the driver's one commit per table, tagged with the run's app transaction; a keyed
   table's one MERGE (``merge_changes``).
 
+Every write checks first what the table's protocol asks of its writers (``spark_jobs.table_features``).
+
 delta-rs writes the commits; the executors only ever write Parquet files.
 """
 
@@ -26,6 +28,8 @@ from spark_jobs.storage import Store
 if TYPE_CHECKING:
     from deltalake import DeltaTable
 
+    from spark_jobs.table_features import Operation
+
 
 @dataclass(frozen=True)
 class Table:
@@ -40,6 +44,14 @@ class Table:
 
     def delta(self) -> DeltaTable:
         return self.store.delta_table(self.uri)
+
+    def require(self, operation: Operation) -> None:
+        """Refuse (``table_unsupported``) ``operation`` if the table exists and asks for what it cannot
+        honour (``table_features``)."""
+        from spark_jobs.table_features import require
+
+        if self.exists():
+            require(self.delta(), operation, self.uri)
 
     def columns(self) -> pa.Schema | None:
         """The table's columns; None where there is no table yet."""

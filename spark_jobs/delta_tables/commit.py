@@ -1,7 +1,7 @@
 """The driver's commit: a run's reported files (and replace mode's removes) as ONE Delta transaction
 per table, with delta-rs, tagged with the run's app transaction (``txn``: app id, version) so that a
 repeated run, or a concurrent attempt of the same run, commits nothing. New columns of the run's
-rows go in just before (``_evolve_schema``); a changed type fails the run as ``schema_incompatible``.
+rows go in just before (``evolve_schema``); a changed type fails the run as ``schema_incompatible``.
 A commit that removes files (replace mode) is fenced against table maintenance (``spark_jobs.delta_log``):
 one that loses to a compaction fails as ``target_conflict``, and the run is tried again.
 """
@@ -21,6 +21,7 @@ from spark_jobs.delta_log import check_still_live, rewrite_fence
 from spark_jobs.delta_tables import Table
 from spark_jobs.errors import JobError, storage_failure
 from spark_jobs.plans import DataFile
+from spark_jobs.table_features import Operation, require
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable, Schema
@@ -89,8 +90,9 @@ def commit_files(table: Table, txn: Txn, files: Sequence[DataFile], schema: pa.S
                 return None
             if list(delta.metadata().partition_columns) != partition_by:
                 raise JobError("invalid_spec", f"{uri} is partitioned by {delta.metadata().partition_columns}, the spec says {partition_by}")
-            _same_kind(table, delta, schema)
-            _evolve_schema(table, delta, schema)
+            require(delta, "replace" if removes else "append", uri)
+            same_kind(table, delta, schema)
+            evolve_schema(table, delta, schema)
             apps = [Transaction(txn.app_id, txn.version)]
             if removes:  # a rewrite: fenced against table maintenance (spark_jobs.delta_log)
                 check_still_live(delta, [r.path for r in removes])
@@ -185,13 +187,14 @@ def soft_clauses(merge: M, columns: pa.Schema, key: Sequence[str]) -> M:
 
 def merge_once(table: Table, txn: Txn, schema: pa.Schema, key: Sequence[str],
                merger: Callable[[DeltaTable, CommitProperties], Merge | None], *,
-               counted: Sequence[str]) -> Merged | None:
+               counted: Sequence[str], operation: Operation = "merge") -> Merged | None:
     """ONE MERGE into ``table`` (created with ``schema``, its ``key`` columns marked, whose new columns
     are added first by delta-rs; a table keyed otherwise is refused), tagged with ``txn``: ``merger``
     builds it on the table as read, delta-rs's or delta-spark's (``spark_merge``), or returns None
     (nothing to merge: the txn is committed alone). A MERGE that loses to a concurrent commit
     (compaction, say) reads the table again and merges again. Returns what it committed, its rows the
-    MERGE's ``counted`` ones (``num_target_rows_<kind>``), or None if ``txn`` was committed before."""
+    MERGE's ``counted`` ones (``num_target_rows_<kind>``), or None if ``txn`` was committed before.
+    A table whose features ``operation`` cannot honour is refused first (``table_features``)."""
     from deltalake import Schema
     from deltalake.exceptions import CommitFailedError, DeltaError
     from deltalake.transaction import CommitProperties, Transaction
@@ -206,9 +209,10 @@ def merge_once(table: Table, txn: Txn, schema: pa.Schema, key: Sequence[str],
             done = delta.transaction_version(txn.app_id)
             if done is not None and done >= txn.version:
                 return None
-            _same_kind(table, delta, schema)
+            require(delta, operation, table.uri)
+            same_kind(table, delta, schema)
             _same_key(table, delta, key)
-            _evolve_schema(table, delta, schema)
+            evolve_schema(table, delta, schema)
             read_at = delta.version()
             if (merge := merger(delta, properties)) is not None:
                 metrics = merge.execute()  # the table object is then at the MERGE's version, if it committed one
@@ -265,7 +269,7 @@ def _counted(table: Table, version: int, metrics: dict[str, Any], counted: Seque
     return Merged(version, len(sizes), sum(sizes), rows)
 
 
-def _same_kind(table: Table, delta: DeltaTable, schema: pa.Schema) -> None:
+def same_kind(table: Table, delta: DeltaTable, schema: pa.Schema) -> None:
     """A table holds one kind of rows for good: a row per record (append), the latest change per key
     (``_inlet_sequence``), or every version of a key (``_inlet_valid_from``, ``delta_tables.history``).
     Rows of another kind would not fit, and a MERGE into an append table would mix both silently."""
@@ -329,10 +333,10 @@ def key_ranges(changes: pa.Table, key: Sequence[str]) -> list[tuple[str, int | s
 def key_bounds(changes: pa.Table, key: Sequence[str]) -> list[str]:
     """``key_ranges`` as literals for the MERGE's condition, which delta-rs prunes files by."""
     return [bound for k, least, most in key_ranges(changes, key)
-            for bound in (f't."{k}" >= {_literal(least)}', f't."{k}" <= {_literal(most)}')]
+            for bound in (f't."{k}" >= {literal(least)}', f't."{k}" <= {literal(most)}')]
 
 
-def _literal(value: int | str) -> str:
+def literal(value: int | str) -> str:
     """``value`` as a SQL literal of delta-rs's parser: a string's quotes doubled, nothing else escaped."""
     return str(value) if isinstance(value, int) else "'" + value.replace("'", "''") + "'"
 
@@ -370,7 +374,7 @@ def _committed_meanwhile(table: Table, txn: Txn) -> bool:
         return False
 
 
-def _evolve_schema(table: Table, delta: DeltaTable, schema: pa.Schema) -> None:
+def evolve_schema(table: Table, delta: DeltaTable, schema: pa.Schema) -> None:
     """Add ``schema``'s new columns, nested ones too, to the table (as nullable); a changed type fails
     as ``schema_incompatible``. delta-rs's write transaction keeps the table's schema, so the new
     columns go in a metadata-only commit just before the data's: readers may see an added nullable
@@ -385,5 +389,6 @@ def _evolve_schema(table: Table, delta: DeltaTable, schema: pa.Schema) -> None:
     except TypeChange as change:
         raise JobError("schema_incompatible", f"{table.uri}: {change}") from None
     if field_paths(merged) != field_paths(current):
+        require(delta, "schema_change", table.uri)
         write_deltalake(delta, merged.empty_table(), mode="append", schema_mode="merge", storage_options=table.store.delta_options)
         delta.update_incremental()

@@ -74,7 +74,7 @@ def merge_history(table: Table, txn: Txn, changes: pa.Table, key: Sequence[str],
                                columns)
 
     # Its rows: the versions inserted (closing a key's previous version updates a row counted before).
-    return merge_once(table, txn, versions.schema, key, merger, counted=("inserted",))
+    return merge_once(table, txn, versions.schema, key, merger, counted=("inserted",), operation="history_merge")
 
 
 def history_clauses(merge: M, columns: pa.Schema) -> M:

@@ -7,6 +7,9 @@ A compaction too large for one worker goes to the Spark cluster (``Offload``): a
 (``spark_jobs/compact.py``) runs ``compact_table`` there, with each bin rewritten by a Spark task;
 its plan and commit are the same as here.
 
+Every step first checks that the table's features allow it (``table_features``): a table
+another engine gave a feature Inlet cannot honour is reported, never written.
+
 The control plane decides when (its policy, its counters, one task per table at a time); this package
 only does. A step that fails, or that loses a race with a run (``conflict``: see
 ``spark_jobs.delta_log``), is reported and tried again by a later task; the others still run.
@@ -24,6 +27,7 @@ from spark_jobs.errors import classify
 from spark_jobs.maintenance import compaction, upkeep
 from spark_jobs.maintenance.health import TableHealth, health_of, inspect
 from spark_jobs.storage import Store
+from spark_jobs.table_features import TableFeatures, require
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -113,11 +117,13 @@ def preview(store: Store, uri: str, policy: TablePolicy, ops: MaintenanceSteps) 
     if not store.is_delta_table(uri):
         return MaintenancePreview()
     delta = store.delta_table(uri)
+    allowed = TableFeatures.of(delta).allowed()
+    compact, vacuum = ops.compact and allowed["compact"] is None, ops.vacuum and allowed["vacuum"] is None
     plan = compaction.plan_compaction(delta, target_bytes=policy.target_file_bytes, small_bytes=policy.small_file_bytes)
     return MaintenancePreview(
-        files_to_compact=plan.files if ops.compact else 0, bytes_to_compact=plan.bytes if ops.compact else 0,
-        bins=len(plan.bins) if ops.compact else 0,
-        files_to_vacuum=upkeep.vacuum(delta, policy.vacuum_retention_hours, dry_run=True) if ops.vacuum else [],
+        files_to_compact=plan.files if compact else 0, bytes_to_compact=plan.bytes if compact else 0,
+        bins=len(plan.bins) if compact else 0,
+        files_to_vacuum=upkeep.vacuum(store, uri, delta, policy.vacuum_retention_hours, dry_run=True) if vacuum else [],
         properties_to_set=upkeep.properties_to_set(delta, policy.properties()),
         health=health_of(store, uri, delta, policy.small_file_bytes),
     )
@@ -146,7 +152,9 @@ def maintain(store: Store, uri: str, policy: TablePolicy, ops: MaintenanceSteps,
     properties: dict[str, str] = {}
     unset: str | None = None
     try:
-        properties = upkeep.set_properties(store.delta_table(uri), policy.properties())
+        delta = store.delta_table(uri)
+        require(delta, "properties", uri)
+        properties = upkeep.set_properties(delta, policy.properties())
     except Exception as exc:  # noqa: BLE001 - reported; the next task sets them
         unset = _failure(exc)
     return MaintenanceReport(
@@ -193,6 +201,7 @@ def compact_table(store: Store, uri: str, policy: TablePolicy, notes: dict[str, 
     written: list[compaction.Rewritten] = []
     try:
         delta = delta or store.delta_table(uri)
+        require(delta, "compact", uri)
         plan = compaction.plan_compaction(delta, target_bytes=policy.target_file_bytes,
                                           small_bytes=policy.small_file_bytes)
         if not plan.bins:
@@ -216,7 +225,7 @@ def _vacuum(store: Store, uri: str, policy: TablePolicy) -> VacuumResult:
     began = time.monotonic()
     hours = policy.vacuum_retention_hours
     try:
-        deleted = upkeep.vacuum(store.delta_table(uri), hours, dry_run=False)
+        deleted = upkeep.vacuum(store, uri, store.delta_table(uri), hours, dry_run=False)
     except Exception as exc:  # noqa: BLE001 - as above
         return VacuumResult("failed", retention_hours=hours, seconds=round(time.monotonic() - began, 3), error=_failure(exc))
     return VacuumResult("done" if deleted else "nothing", files_deleted=len(deleted), retention_hours=hours,
@@ -226,7 +235,9 @@ def _vacuum(store: Store, uri: str, policy: TablePolicy) -> VacuumResult:
 def _checkpoint(store: Store, uri: str) -> CheckpointResult:
     began = time.monotonic()
     try:
-        version, deleted = upkeep.checkpoint(store, uri, store.delta_table(uri))
+        delta = store.delta_table(uri)
+        require(delta, "checkpoint", uri)
+        version, deleted = upkeep.checkpoint(store, uri, delta)
     except Exception as exc:  # noqa: BLE001 - as above
         return CheckpointResult("failed", seconds=round(time.monotonic() - began, 3), error=_failure(exc))
     return CheckpointResult("done", version=version, log_entries_deleted=deleted, seconds=round(time.monotonic() - began, 3))

@@ -34,6 +34,7 @@ from spark_jobs.delta_log import STATS_COLUMNS, partition_string, rewrite_fence
 from spark_jobs.maintenance.health import LiveFile, live_files
 from spark_jobs.parquet_layout import delta_encoded, leaves
 from spark_jobs.storage import Store
+from spark_jobs.table_features import has_deletion_vectors
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -69,10 +70,13 @@ class Rewritten:
 
 def plan_compaction(delta: DeltaTable, *, target_bytes: int, small_bytes: int) -> CompactionPlan:
     """The small files of ``delta``'s snapshot in bins: oldest first, per table partition, each bin up
-    to ``target_bytes``; bins of one file are dropped (nothing to merge)."""
+    to ``target_bytes``; bins of one file are dropped (nothing to merge). A file that carries a
+    deletion vector is left as it is: its raw rows include deleted ones, and delta-rs's remove
+    could not name its vector (``table_features``)."""
     groups: dict[tuple[tuple[str, str | None], ...], list[LiveFile]] = defaultdict(list)
+    with_vectors = has_deletion_vectors(delta)
     for live in live_files(delta):
-        if live.size < small_bytes:
+        if live.size < small_bytes and live.path not in with_vectors:
             groups[tuple(sorted((k, partition_string(v)) for k, v in live.partition.items()))].append(live)
     bins: list[tuple[LiveFile, ...]] = []
     for _, members in sorted(groups.items(), key=lambda group: repr(group[0])):

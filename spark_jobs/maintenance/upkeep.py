@@ -17,14 +17,19 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
+from urllib.parse import unquote
 
 from spark_jobs.maintenance.health import log_files
 from spark_jobs.storage import Store
+from spark_jobs.table_features import TableFeatures, require
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
+
+DELETION_VECTOR_PREFIX = "deletion_vector_"  # how the Delta protocol names a deletion vector's file
 
 
 def wanted_properties(*, checkpoint_interval: int, log_retention_days: int, vacuum_retention_hours: int) -> dict[str, str]:
@@ -50,12 +55,27 @@ def set_properties(delta: DeltaTable, wanted: Mapping[str, str]) -> dict[str, st
     return changed
 
 
-def vacuum(delta: DeltaTable, retention_hours: int, *, dry_run: bool) -> list[str]:
+def vacuum(store: Store, uri: str, delta: DeltaTable, retention_hours: int, *, dry_run: bool) -> list[str]:
     """The files removed longer than ``retention_hours`` ago (deleted unless ``dry_run``). The floor
     on ``retention_hours`` is the control plane's (a setting); the table's own property is kept equal
-    to it (``set_properties``), so delta-rs's check passes."""
-    return delta.vacuum(retention_hours=retention_hours, dry_run=dry_run, enforce_retention_duration=False,
-                        full=True)
+    to it (``set_properties``), so delta-rs's check passes.
+
+    A table with deletion vectors: delta-rs's full vacuum takes a ``deletion_vector_*.bin`` file the
+    log still names for one it may delete (it knows only data files), so there Inlet deletes the
+    data files it lists and keeps every deletion-vector file; delta-spark's VACUUM, which knows which
+    vectors are live, deletes those no longer used."""
+    require(delta, "vacuum", uri)
+    if "deletionVectors" not in TableFeatures.of(delta).features:
+        return delta.vacuum(retention_hours=retention_hours, dry_run=dry_run, enforce_retention_duration=False,
+                            full=True)
+    listed = delta.vacuum(retention_hours=retention_hours, dry_run=True, enforce_retention_duration=False, full=True)
+    doomed = sorted({path for path in listed if not path.rsplit("/", 1)[-1].startswith(DELETION_VECTOR_PREFIX)})
+    if not dry_run:
+        filesystem, root = store.filesystem(uri)
+        for path in doomed:
+            with contextlib.suppress(FileNotFoundError):
+                filesystem.delete_file(f"{root}/{unquote(path)}")
+    return doomed
 
 
 def checkpoint(store: Store, uri: str, delta: DeltaTable) -> tuple[int, int]:

@@ -25,7 +25,7 @@ import pyarrow as pa
 from spark_jobs.delta_tables import Table
 from spark_jobs.delta_tables.commit import already_committed, commit_files, last_note
 from spark_jobs.delta_tables.files import delete_files
-from spark_jobs.delta_tables.replace import ReplacePlan, plan_replace
+from spark_jobs.delta_tables.replace import ReplacePlan, overwrite_ranges, plan_replace
 from spark_jobs.errors import JobError
 from spark_jobs.targets import ALREADY_COMMITTED, Checkpoint, Committed, Reading
 
@@ -70,8 +70,13 @@ class DeltaAppend:
         if self.target.replace_ranges:
             for role, table in self._tables():
                 plan_replace(table, role, self.target.replace_ranges, self.replace)
-            log.info("replace: removing %d files, rewriting %d partially replaced ones",
-                     sum(len(r) for r in self.replace.remove.values()), len(self.replace.rewrite))
+            log.info("replace: removing %d files, rewriting %d partially replaced ones%s",
+                     sum(len(r) for r in self.replace.remove.values()), len(self.replace.rewrite),
+                     f"; overwriting the ranges of {sorted(self.replace.overwrite)} (deletion vectors)"
+                     if self.replace.overwrite else "")
+        else:
+            for _, table in self._tables():  # refused before anything is written (table_features)
+                table.require("append")
         return None
 
     def write(self, reading: Reading) -> list[TaskReport]:
@@ -109,10 +114,9 @@ class DeltaAppend:
 
     def commit(self, reports: list[TaskReport]) -> Committed:
         self.checkpoint("its Delta commit")
-        txn, files = self.spec.txn, {role: _files_of(reports, role) for role in ("main", "quarantine")}
+        files = {role: _files_of(reports, role) for role in ("main", "quarantine")}
         self._commit_quarantine(files["quarantine"])
-        version = commit_files(self.main, txn, files["main"], self.schemas["main"], removes=self.replace.remove["main"],
-                               notes=self.notes)
+        version = self._commit_table("main", self.main, files["main"], notes=self.notes)
         if version is None:  # a concurrent duplicate of this run committed first
             self._delete(files["main"])
             return ALREADY_COMMITTED
@@ -131,12 +135,20 @@ class DeltaAppend:
         """The quarantine table's commit, first: if the main one fails, the retry skips it by its txn."""
         if self.quarantine is None:
             return
-        version = commit_files(self.quarantine, self.spec.txn, files, self.schemas["quarantine"],
-                               removes=self.replace.remove["quarantine"])
+        version = self._commit_table("quarantine", self.quarantine, files)
         if version is None:  # an earlier attempt committed it
             self._delete(files)
         else:
             self.committed.add("quarantine")
+
+    def _commit_table(self, role: TableRole, table: Table, files: list[DataFile], *,
+                      notes: dict[str, str] | None = None) -> int | None:
+        """One table's commit: its files and replace mode's removes, or the overwrite of the replayed
+        ranges where the replaced files carry deletion vectors (``delta_tables.replace``)."""
+        if role in self.replace.overwrite:
+            assert self.target.replace_ranges  # an overwrite is planned for replays only
+            return overwrite_ranges(table, self.spec.txn, files, self.schemas[role], self.target.replace_ranges, notes=notes)
+        return commit_files(table, self.spec.txn, files, self.schemas[role], removes=self.replace.remove[role], notes=notes)
 
     def discard(self, reports: list[TaskReport]) -> None:
         # A committed table's files are its rows now.

@@ -65,6 +65,10 @@ class DeltaUpsert(DeltaAppend):
             log.info("txn %s v%d is already in %s: nothing to do", txn.app_id, txn.version, self.main.uri)
             return ALREADY_COMMITTED
         self._plan_columns()  # the Kafka records' and the quarantine table's columns; registry formats' subjects
+        # Refused before anything is written (table_features); the commit checks again.
+        self.main.require("history_merge" if self.target.scd_type == 2 else "merge")
+        if self.quarantine is not None:
+            self.quarantine.require("append")
         if self.target.replace_ranges:
             log.info("replace: a keyed table re-applies the replayed changes; older ones leave rows as they are")
         return None
