@@ -28,8 +28,11 @@ from tests.runs.helpers import committed_offsets, delta_coordinates, wait_for_ru
 pytestmark = pytest.mark.slow
 
 _HELD_S = 3 * TOKEN_TTL_S  # the pause outlasts three tokens
-_PACE_BYTES_PER_S = 1_000_000
-_RECORDS, _VALUE_BYTES = 2_400, 4_000  # ~10 MB: ~10 s at the paced rate, each way
+# A broker's quota measures a rate over its whole window (11 samples of 1 s), so a client's first burst of
+# up to ~10 s worth of bytes passes unthrottled: at 1 MB/s the job once moved all ~10 MB before the test
+# could pause the broker mid-transfer. At half that, at least half of it is paced.
+_PACE_BYTES_PER_S = 500_000
+_RECORDS, _VALUE_BYTES = 2_400, 4_000  # ~10 MB: 10-20 s at the paced rate, each way
 
 
 def _value(i: int) -> bytes:
