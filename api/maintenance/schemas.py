@@ -49,6 +49,18 @@ class MaintenanceRequest(BaseModel):
         return steps
 
 
+class TableProtocolRead(BaseModel):
+    """What the table asks of its writers (another engine may have turned any feature on), and which of
+    Inlet's operations refuse it for that (docs/maintenance.md, "Tables other engines write")."""
+
+    reader_version: int = Field(description="The table's minReaderVersion")
+    writer_version: int = Field(description="The table's minWriterVersion")
+    features: list[str] = Field(description="Its table features, explicit or implied by the versions, sorted")
+    refused: dict[str, str] = Field(description="Each operation Inlet refuses on this table (append, replace, merge, "
+                                                "history_merge, schema_change, compact, vacuum, checkpoint, "
+                                                "properties), with why and what to do; empty: every one is allowed")
+
+
 class MaintenancePreviewRead(BaseModel):
     files_to_compact: int
     bytes_to_compact: int
@@ -57,6 +69,8 @@ class MaintenancePreviewRead(BaseModel):
     files_to_vacuum_sample: list[str] = Field(description="The first of them (up to 100), relative to the table")
     properties_to_set: dict[str, str] = Field(description="Table properties (delta.*) the task would change")
     table: TableHealthRead | None = Field(description="The table read now; null: it has no version yet")
+    protocol: TableProtocolRead | None = Field(default=None, description="The table's protocol and features, read "
+                                                                         "now; null: it has no version yet")
 
 
 class MaintenanceAccepted(BaseModel):

@@ -25,6 +25,7 @@ from api.maintenance.schemas import (
     MaintenanceRequest,
     MaintenanceStatus,
     TableHealthRead,
+    TableProtocolRead,
 )
 from api.maintenance.tables import STEPS, MaintainedTable, Step, ensure_row, health_of, maintained_table, steps_of
 from api.maintenance.triggers import request
@@ -102,4 +103,8 @@ def _preview(table: MaintainedTable, steps: list[Step]) -> MaintenancePreviewRea
             files=health.files, small_files=health.small_files, bytes=health.bytes, version=health.version,
             observed_at=utcnow(), files_since_compaction=0, small_files_since_compaction=0,
             commits_since_compaction=0),
+        protocol=None if found.features is None else TableProtocolRead(
+            reader_version=found.features.reader_version, writer_version=found.features.writer_version,
+            features=sorted(found.features.features),
+            refused={op: why for op, why in found.features.allowed().items() if why is not None}),
     )

@@ -111,6 +111,7 @@ class MaintenancePreview:
     files_to_vacuum: list[str] = field(default_factory=list)  # relative to the table root
     properties_to_set: dict[str, str] = field(default_factory=dict)
     health: TableHealth | None = None
+    features: TableFeatures | None = None  # the table's protocol, and which of Inlet's operations it refuses
 
 
 def preview(store: Store, uri: str, policy: TablePolicy, ops: MaintenanceSteps) -> MaintenancePreview:
@@ -124,8 +125,9 @@ def preview(store: Store, uri: str, policy: TablePolicy, ops: MaintenanceSteps) 
         files_to_compact=plan.files if compact else 0, bytes_to_compact=plan.bytes if compact else 0,
         bins=len(plan.bins) if compact else 0,
         files_to_vacuum=upkeep.vacuum(store, uri, delta, policy.vacuum_retention_hours, dry_run=True) if vacuum else [],
-        properties_to_set=upkeep.properties_to_set(delta, policy.properties()),
+        properties_to_set=upkeep.properties_to_set(delta, policy.properties()) if allowed["properties"] is None else {},
         health=health_of(store, uri, delta, policy.small_file_bytes),
+        features=TableFeatures.of(delta),
     )
 
 

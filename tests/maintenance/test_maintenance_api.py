@@ -92,6 +92,8 @@ def test_dry_run_then_a_task_compacts_vacuums_and_records_it(  # type: ignore[no
     assert (preview["files_to_compact"], preview["files_to_write"], preview["files_to_vacuum"]) == (6, 1, 0)
     assert preview["table"]["files"] == preview["table"]["small_files"] == 6
     assert preview["properties_to_set"]["delta.checkpointInterval"] == "10"
+    assert preview["protocol"] == {"reader_version": 1, "writer_version": 2, "features": ["appendOnly", "invariants"],
+                                   "refused": {}}
     assert dispatcher.table_maintenance == []  # a dry run sends nothing
 
     asked = client.post(f"/pipelines/{ident}/maintenance", json={"steps": ["compact"]}, headers=tenant.editor)
@@ -126,6 +128,24 @@ def test_dry_run_then_a_task_compacts_vacuums_and_records_it(  # type: ignore[no
                for family in text_string_to_metric_families(scraped.text) for s in family.samples}
     assert samples[("inlet_table_files", ident)] == 1
     assert samples[("inlet_table_compactions_total", ident)] == 1
+
+
+def test_a_dry_run_shows_the_operations_a_tables_features_refuse(  # type: ignore[no-untyped-def]
+    client: TestClient, tenant,
+) -> None:
+    created = _pipeline(client, tenant, SMALL)
+    ident, uri = created["id"], created["status"]["target_uri"]
+    _fill(uri, 2)
+    DeltaTable(uri).alter.add_constraint({"non_negative": '"offset" >= 0'})  # as another engine's ADD CONSTRAINT
+
+    preview = client.post(f"/pipelines/{ident}/maintenance", json={"dry_run": True}, headers=tenant.editor).json()["preview"]
+
+    protocol = preview["protocol"]
+    assert (protocol["reader_version"], protocol["writer_version"]) == (1, 3)
+    assert protocol["features"] == ["appendOnly", "checkConstraints", "invariants"]
+    assert sorted(protocol["refused"]) == ["append", "history_merge", "merge", "replace"]  # maintenance still runs
+    assert all("CHECK constraints (non_negative)" in why for why in protocol["refused"].values())
+    assert preview["files_to_compact"] == 2
 
 
 @pytest.mark.slow
