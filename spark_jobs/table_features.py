@@ -9,6 +9,9 @@ writes with delta-rs 1.6, which cannot write some features at all, and with its 
 which know nothing of column metadata: each answer below was measured with delta-spark as the other
 writer (tests/spark_jobs/test_shared_tables.py; the table in docs/maintenance.md).
 
+Where delta-rs cannot write a table and delta-spark can (``SPARK_WRITES``), a run's append or replay
+is committed by delta-spark on the run's Spark instead (``writer_for``; ``delta_tables.spark_write``).
+
 Deletion vectors are supported: appends and delta-rs's MERGE keep them as they are; a replay whose
 files carry one is committed by delta-rs's predicate overwrite (``delta_tables.replace``), which
 reads through the vectors and names them in its removes; compaction leaves such files alone; vacuum
@@ -150,7 +153,7 @@ def _in_use(table: TableFeatures, operation: Operation) -> str | None:
         return ("delta-rs 1.6 adds the `variantType` feature to a table with table features (writer version 7) "
                 "whenever it sets a property, which readers without VARIANT support then refuse: Inlet leaves this "
                 "table's properties alone; set the policy's with delta-spark (ALTER TABLE ... SET TBLPROPERTIES)")
-    if props.get("delta.appendOnly", "false").lower() == "true" and operation in {"replace", "merge", "history_merge"}:
+    if props_true(props, "delta.appendOnly") and operation in {"replace", "merge", "history_merge"}:
         return ("the table is append-only (delta.appendOnly=true): "
                 f"{OPERATION_NAMES[operation]} removes rows, which it forbids; use mode append without replays")
     constraints = sorted(k.removeprefix("delta.constraints.") for k in props if k.startswith("delta.constraints."))
@@ -189,6 +192,40 @@ def _column_metadata(fields: Iterable[Any], prefix: str = "") -> Iterable[tuple[
         inner = getattr(field.type, "fields", None)
         if inner:
             yield from _column_metadata(inner, f"{name}.")
+
+
+# What delta-spark writes correctly where delta-rs cannot: a run's append or replay of such a table is
+# committed by delta-spark on the run's Spark (``delta_tables.spark_write``), which assigns row ids, keeps
+# domain metadata and in-commit timestamps, checks constraints and invariants, computes generated and
+# identity columns and writes a column-mapped table's physical names. Not UniForm: its Iceberg metadata
+# needs delta-iceberg, which the run's Spark does not load.
+SPARK_WRITES: frozenset[str] = frozenset({
+    "domainMetadata", "clustering", "rowTracking", "inCommitTimestamp", "typeWidening", "typeWidening-preview",
+    "v2Checkpoint", "checkConstraints", "invariants", "generatedColumns", "identityColumns", "columnMapping",
+    "deletionVectors", "appendOnly", "changeDataFeed", "timestampNtz", "vacuumProtocolCheck", "variantType",
+    "variantType-preview",
+})
+SPARK_OPERATIONS: frozenset[Operation] = frozenset({"append", "replace"})
+
+Writer = Literal["delta-rs", "delta-spark"]
+
+
+def writer_for(delta: DeltaTable, operation: Operation, uri: str, *, spark: bool) -> Writer:
+    """Who commits ``operation`` on ``delta``: delta-rs where it writes the table correctly, else
+    delta-spark where ``spark`` (the run's Spark has delta-spark and reaches the table) and it writes
+    every feature of the table; refused (``table_unsupported``, naming delta-rs's reason) otherwise."""
+    features = TableFeatures.of(delta)
+    why = features.refusal(operation)
+    if why is None:
+        return "delta-rs"
+    if spark and operation in SPARK_OPERATIONS and features.features <= SPARK_WRITES and not (
+            operation == "replace" and props_true(features.properties, "delta.appendOnly")):
+        return "delta-spark"
+    raise JobError("table_unsupported", f"{uri}: {why}")
+
+
+def props_true(properties: Mapping[str, str], key: str) -> bool:
+    return properties.get(key, "false").lower() == "true"
 
 
 def require(delta: DeltaTable, operation: Operation, uri: str) -> TableFeatures:

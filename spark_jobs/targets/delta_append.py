@@ -26,7 +26,10 @@ from spark_jobs.delta_tables import Table
 from spark_jobs.delta_tables.commit import already_committed, commit_files, last_note
 from spark_jobs.delta_tables.files import delete_files
 from spark_jobs.delta_tables.replace import ReplacePlan, overwrite_ranges, plan_replace
+from spark_jobs.delta_tables.spark_merge import merges_on_spark
+from spark_jobs.delta_tables.spark_write import commit_on_spark
 from spark_jobs.errors import JobError
+from spark_jobs.table_features import Operation, Writer, writer_for
 from spark_jobs.targets import ALREADY_COMMITTED, Checkpoint, Committed, Reading
 
 if TYPE_CHECKING:
@@ -60,6 +63,8 @@ class DeltaAppend:
         self.schemas: dict[TableRole, pa.Schema] = {}  # the columns each table's files have, and are committed with
         self.notes: dict[str, str] = {}  # the main commit's metadata: the subjects' versions
         self.committed: set[TableRole] = set()
+        self.writers: dict[TableRole, Writer] = {}  # who commits each existing table (table_features.writer_for)
+        self.context: SparkContext | None = None  # the run's, from write
 
     def prepare(self) -> Committed | None:
         txn = self.spec.txn
@@ -67,22 +72,26 @@ class DeltaAppend:
             log.info("txn %s v%d is already in %s: nothing to do", txn.app_id, txn.version, self.main.uri)
             return ALREADY_COMMITTED
         self._plan_columns()
+        operation: Operation = "replace" if self.target.replace_ranges else "append"
+        for role, table in self._tables():  # refused before anything is written (table_features)
+            if table.exists():
+                self.writers[role] = writer_for(table.delta(), operation, table.uri, spark=_spark_may_write(table))
         if self.target.replace_ranges:
             for role, table in self._tables():
-                plan_replace(table, role, self.target.replace_ranges, self.replace)
+                if self.writers.get(role) == "delta-spark":
+                    self.replace.overwrite.add(role)
+                else:
+                    plan_replace(table, role, self.target.replace_ranges, self.replace)
             log.info("replace: removing %d files, rewriting %d partially replaced ones%s",
                      sum(len(r) for r in self.replace.remove.values()), len(self.replace.rewrite),
-                     f"; overwriting the ranges of {sorted(self.replace.overwrite)} (deletion vectors)"
-                     if self.replace.overwrite else "")
-        else:
-            for _, table in self._tables():  # refused before anything is written (table_features)
-                table.require("append")
+                     f"; overwriting the ranges of {sorted(self.replace.overwrite)}" if self.replace.overwrite else "")
         return None
 
     def write(self, reading: Reading) -> list[TaskReport]:
         from spark_jobs.delta_tables.direct_write import WriteUnit, pack_chunks, run_units
 
         source, chunks = self.spec.source, list(reading.plan.chunks)
+        self.context = reading.context
         assert self.read_schema is not None  # by prepare
         values = self._json_values(reading.context) if source.value_format == "json" else None
         groups = pack_chunks(chunks, source.max_records_per_task, reading.context.defaultParallelism)
@@ -144,7 +153,17 @@ class DeltaAppend:
     def _commit_table(self, role: TableRole, table: Table, files: list[DataFile], *,
                       notes: dict[str, str] | None = None) -> int | None:
         """One table's commit: its files and replace mode's removes, or the overwrite of the replayed
-        ranges where the replaced files carry deletion vectors (``delta_tables.replace``)."""
+        ranges where the replaced files carry deletion vectors (``delta_tables.replace``); by delta-spark
+        where the table has features delta-rs cannot write (``delta_tables.spark_write``)."""
+        if self.writers.get(role) == "delta-spark":
+            if self.context is None or not merges_on_spark(table, self.context.getConf().get("spark.sql.extensions")):
+                raise JobError("table_unsupported", f"{table.uri}: its features need delta-spark to write it, and the "
+                                                    "run's Spark has none (`make setup` caches its jars), or does not "
+                                                    "reach the table (an object store)")
+            from pyspark.sql import SparkSession
+
+            return commit_on_spark(SparkSession.builder.getOrCreate(), table, self.spec.txn, files, self.schemas[role],
+                                   ranges=self.target.replace_ranges or None, notes=notes)
         if role in self.replace.overwrite:
             assert self.target.replace_ranges  # an overwrite is planned for replays only
             return overwrite_ranges(table, self.spec.txn, files, self.schemas[role], self.target.replace_ranges, notes=notes)
@@ -283,3 +302,10 @@ def _missing_columns(columns: list[str], table: Table) -> list[tuple[str, DataTy
 
 def _plain(arrow_type: pa.DataType) -> pa.DataType:
     return pa.string() if arrow_type in (pa.large_string(), pa.string_view()) else pa.binary() if arrow_type in (pa.large_binary(), pa.binary_view()) else arrow_type
+
+
+def _spark_may_write(table: Table) -> bool:
+    """Whether the run's Spark may commit ``table``: it is on a file system Spark reads without a
+    connector. Whether that Spark loads delta-spark is known only once it runs: the commit checks it
+    (``merges_on_spark``), before it writes anything into the table."""
+    return "://" not in table.uri or table.uri.startswith("file://")

@@ -43,7 +43,6 @@ from spark_jobs.targets import ALREADY_COMMITTED, Committed, Reading
 from spark_jobs.targets.delta_append import DeltaAppend, session_time_zone
 
 if TYPE_CHECKING:
-    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     from spark_jobs.decode import Framed
@@ -57,7 +56,6 @@ class DeltaUpsert(DeltaAppend):
     """``spec``'s changes merged into ``target``'s keyed table (a ``targets.RunTarget``)."""
 
     reader: ChangeReader | None = None
-    context: SparkContext | None = None  # the run's, from write
 
     def prepare(self) -> Committed | None:
         txn = self.spec.txn

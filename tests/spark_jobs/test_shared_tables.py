@@ -297,3 +297,55 @@ def test_a_run_replays_a_partition_of_a_table_delta_spark_deleted_rows_from(sand
     removed = {a["remove"]["path"] for a in commit_actions(Store({}), uri, delta.version()) if "remove" in a}
     live = {name.rsplit("/", 1)[-1] for name in delta.file_uris()}
     assert removed and {n for n in os.listdir(uri) if n.endswith(".parquet")} == live | removed
+
+
+@pytest.mark.parametrize(("feature", "statements"), [
+    ("clustering", ["ALTER TABLE {t} CLUSTER BY (partition)"]),
+    ("rowTracking", ["ALTER TABLE {t} SET TBLPROPERTIES ('delta.enableRowTracking'='true')"]),
+    ("columnMapping", [COLUMN_MAPPING, "ALTER TABLE {t} RENAME COLUMN value TO payload"]),
+    ("checkConstraints", ["ALTER TABLE {t} ADD CONSTRAINT non_negative CHECK (offset >= 0)"]),
+])
+def test_runs_and_replays_of_a_table_only_delta_spark_writes_are_committed_by_delta_spark(
+        sandbox_kafka, kafka_topic, produce_keyed, delta_spark, tmp_path: Path, feature: str, statements: list[str]) -> None:
+    """The job on the warm engine: a table delta-rs cannot write (liquid clustering, row tracking, a
+    renamed column, a CHECK constraint delta-rs does not check Inlet's files against) gets the next
+    run's rows and a replay through delta-spark, exactly once, and keeps its feature."""
+    from tests.spark_jobs.helpers import make_spec, run_job
+
+    topic = kafka_topic(partitions=2)
+    placed = produce_keyed(sandbox_kafka.bootstrap_servers, topic, 120)
+    half = {topic: {str(p): (0, len(offsets) // 2) for p, offsets in placed.items()}}
+    rest = {topic: {str(p): (len(offsets) // 2, len(offsets)) for p, offsets in placed.items()}}
+    uri = str(tmp_path / "events")
+    first = make_spec(sandbox_kafka.bootstrap_servers, half, {"type": "delta", "uri": uri})
+    assert run_job(first, tmp_path / "work").status == "succeeded"
+    for statement in statements:
+        delta_spark.spark.sql(statement.format(t=f"delta.`{uri}`"))
+
+    second = make_spec(sandbox_kafka.bootstrap_servers, rest, {"type": "delta", "uri": uri}, version=2,
+                       pipeline_id=first.pipeline_id)
+    ran = run_job(second, tmp_path / "work")
+    assert ran.status == "succeeded", ran.error
+    assert run_job(second, tmp_path / "work").already_committed  # the same txn again: nothing
+    replayed = {topic: {"1": (10, len(placed[1]))}}
+    replay = make_spec(sandbox_kafka.bootstrap_servers, replayed,
+                       {"type": "delta", "uri": uri, "replace_ranges": replayed}, version=3, pipeline_id=first.pipeline_id)
+    again = run_job(replay, tmp_path / "work")
+
+    assert again.status == "succeeded", again.error
+    rows = delta_spark.read(uri)
+    found = Counter(zip(rows["partition"].to_pylist(), rows["offset"].to_pylist(), strict=True))
+    assert found == Counter({(p, o): 1 for p, offsets in placed.items() for o in offsets})
+    runs = Counter(zip(rows["partition"].to_pylist(), rows["_inlet_run_id"].to_pylist(), strict=True))
+    assert runs[(1, replay.run_id)] == len(placed[1]) - 10
+    assert feature in TableFeatures.of(Table(Store({}), uri).delta()).features
+    history = delta_spark.spark.sql(f"DESCRIBE HISTORY delta.`{uri}`").select("engineInfo", "operation").collect()
+    assert [r.operation for r in history[:2]] == ["WRITE", "WRITE"] and "Delta-Lake" in history[0].engineInfo
+    assert not [n for n in os.listdir(uri) if n.endswith(".parquet") and n.startswith("part-") and "-c000" not in n
+                and n.rsplit(".", 1)[0] not in {f.rsplit("/", 1)[-1].rsplit(".", 1)[0] for f in _added(uri)}]
+
+
+def _added(uri: str) -> set[str]:
+    """Every file any commit of the table added."""
+    return {a["add"]["path"] for v in range(Table(Store({}), uri).delta().version() + 1)
+            for a in commit_actions(Store({}), uri, v) if "add" in a}
