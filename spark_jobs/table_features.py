@@ -188,10 +188,26 @@ def _column_metadata(fields: Iterable[Any], prefix: str = "") -> Iterable[tuple[
     """Every field's metadata (delta-rs's ``Field``s) by its dotted path, nested struct fields too."""
     for field in fields:
         name = f"{prefix}{field.name}"
-        yield name, {**(field.metadata or {}), **({_VARIANT: True} if type(field.type).__name__ == "VariantType" else {})}
-        inner = getattr(field.type, "fields", None)
-        if inner:
+        yield name, {**(field.metadata or {}), **({_VARIANT: True} if _holds_variant(field.type) else {})}
+        for inner in _structs_in(field.type):
             yield from _column_metadata(inner, f"{name}.")
+
+
+def _holds_variant(kind: Any) -> bool:
+    """Whether a column's type is a VARIANT, or an array or map of them."""
+    if type(kind).__name__ == "VariantType":
+        return True
+    return any(_holds_variant(inner) for part in ("element_type", "key_type", "value_type")
+               if (inner := getattr(kind, part, None)) is not None)
+
+
+def _structs_in(kind: Any) -> Iterable[Iterable[Any]]:
+    """The fields of every struct a column's type holds: itself, or inside its arrays and maps."""
+    if getattr(kind, "fields", None):
+        yield kind.fields
+    for part in ("element_type", "key_type", "value_type"):
+        if (inner := getattr(kind, part, None)) is not None:
+            yield from _structs_in(inner)
 
 
 # What delta-spark writes correctly where delta-rs cannot: a run's append or replay of such a table is

@@ -21,7 +21,7 @@ from spark_jobs.delta_log import check_still_live, rewrite_fence
 from spark_jobs.delta_tables import Table
 from spark_jobs.errors import JobError, storage_failure
 from spark_jobs.plans import DataFile
-from spark_jobs.table_features import Operation, require
+from spark_jobs.table_features import Operation, has_deletion_vectors, require
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable, Schema
@@ -96,6 +96,7 @@ def commit_files(table: Table, txn: Txn, files: Sequence[DataFile], schema: pa.S
             apps = [Transaction(txn.app_id, txn.version)]
             if removes:  # a rewrite: fenced against table maintenance (spark_jobs.delta_log)
                 check_still_live(delta, [r.path for r in removes])
+                _check_no_new_vectors(delta, removes)
                 apps.append(rewrite_fence(delta.version()))
             delta.create_write_transaction(adds + list(removes), mode="append", schema=delta.schema(), partition_by=partition_by,
                                            commit_properties=CommitProperties(app_transactions=apps, custom_metadata=metadata))
@@ -114,6 +115,18 @@ def commit_files(table: Table, txn: Txn, files: Sequence[DataFile], schema: pa.S
                                                   f"table (maintenance): {exc}; it is retried and plans again") from None
             raise storage_failure(exc) or JobError("target_commit", f"commit to {uri} failed: {exc}") from None
     raise AssertionError("unreachable: the last try returns or raises")
+
+
+def _check_no_new_vectors(delta: DeltaTable, removes: Sequence[RemoveAction]) -> None:
+    """Refuse (``target_conflict``, retried) a replay's commit whose removes name files that now carry a
+    deletion vector: another engine deleted or updated rows in them after the replay planned (an
+    UPDATE's new rows are in a file the plan does not know), and a remove without the vector would not
+    remove them. The attempt is tried again and plans anew (``replace.plan_replace``)."""
+    changed = sorted(has_deletion_vectors(delta) & {r.path for r in removes})
+    if changed:
+        raise JobError("target_conflict", f"{len(changed)} file(s) this run replaces had rows deleted or updated by "
+                                          f"another writer after it planned, e.g. {changed[0]}; it is retried and "
+                                          "plans again")
 
 
 def merge_changes(table: Table, txn: Txn, changes: pa.Table, key: Sequence[str], *, soft_deletes: bool = False) -> Merged | None:

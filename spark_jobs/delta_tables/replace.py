@@ -17,8 +17,9 @@ run's rows, read back from the files the job's tasks wrote.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -111,15 +112,35 @@ def overwrite_ranges(table: Table, txn: Txn, files: Sequence[DataFile], schema: 
     None if ``txn`` was committed before."""
     from deltalake import write_deltalake
     from deltalake.exceptions import CommitFailedError, DeltaError
+
+    from spark_jobs.delta_tables.files import delete_files
+
+    try:
+        version = _overwrite(table, txn, files, schema, ranges, notes, write_deltalake)
+    except (DeltaError, OSError, pa.ArrowException) as exc:
+        if _committed_meanwhile(table, txn):
+            version = None
+        elif isinstance(exc, CommitFailedError):  # the fence: a compaction committed first
+            raise JobError("target_conflict", f"the replace commit to {table.uri} met a concurrent rewrite of the "
+                                              f"table (maintenance): {exc}; it is retried and plans again") from None
+        else:
+            raise storage_failure(exc) or JobError("target_commit", f"replace commit to {table.uri} failed: {exc}") from None
+    delete_files(table.store, files, table.uri, table.uri)
+    return version
+
+
+def _overwrite(table: Table, txn: Txn, files: Sequence[DataFile], schema: pa.Schema, ranges: Ranges,
+               notes: Mapping[str, str] | None, write: Callable[..., object]) -> int | None:
     from deltalake.transaction import CommitProperties, Transaction
 
     from spark_jobs.delta_tables.commit import already_committed, evolve_schema, same_kind, with_table_columns
-    from spark_jobs.delta_tables.files import delete_files
 
     if already_committed(table, txn):
-        delete_files(table.store, files, table.uri, table.uri)
         return None
     delta = table.delta()
+    if list(delta.metadata().partition_columns) != list(table.partition_by):
+        raise JobError("invalid_spec", f"{table.uri} is partitioned by {delta.metadata().partition_columns}, "
+                                       f"the spec says {list(table.partition_by)}")
     require(delta, "replace", table.uri)
     same_kind(table, delta, schema)
     evolve_schema(table, delta, schema)
@@ -130,28 +151,42 @@ def overwrite_ranges(table: Table, txn: Txn, files: Sequence[DataFile], schema: 
         for file in files:
             rows = pq.read_table(f"{root}/{file.path}", filesystem=filesystem)
             for column, value in file.partition_values.items():
-                kind = columns.field(column).type
-                rows = rows.append_column(column, pa.array([value] * rows.num_rows, pa.string()).cast(kind))
+                rows = rows.append_column(column, partition_column(value, columns.field(column).type, rows.num_rows))
             conformed = with_table_columns(rows, columns).select(columns.names).cast(columns)
             yield from conformed.to_batches()
 
     properties = CommitProperties(app_transactions=[Transaction(txn.app_id, txn.version), rewrite_fence(delta.version())],
                                   custom_metadata={"inlet.txn": f"{txn.app_id}:{txn.version}", **(notes or {})})
-    try:
-        write_deltalake(delta, pa.RecordBatchReader.from_batches(columns, batches()), mode="overwrite",
-                        predicate=ranges_predicate(ranges), commit_properties=properties,
-                        storage_options=table.store.delta_options)
-    except (DeltaError, OSError) as exc:
-        if already_committed(table, txn):
-            delete_files(table.store, files, table.uri, table.uri)
-            return None
-        if isinstance(exc, CommitFailedError):  # the fence: a compaction committed first
-            raise JobError("target_conflict", f"the replace commit to {table.uri} met a concurrent rewrite of the "
-                                              f"table (maintenance): {exc}; it is retried and plans again") from None
-        raise storage_failure(exc) or JobError("target_commit", f"replace commit to {table.uri} failed: {exc}") from None
-    delete_files(table.store, files, table.uri, table.uri)
+    write(delta, pa.RecordBatchReader.from_batches(columns, batches()), mode="overwrite",
+          predicate=ranges_predicate(ranges), commit_properties=properties, storage_options=table.store.delta_options)
     delta.update_incremental()
     return delta.version()
+
+
+def partition_column(value: str | None, kind: pa.DataType, rows: int) -> pa.Array:
+    """A partition value as a Delta add action spells it (``delta_log.partition_string``), typed, for
+    ``rows`` rows."""
+    if value is None:
+        return pa.nulls(rows, kind)
+    typed: object = value
+    if pa.types.is_timestamp(kind):
+        typed = datetime.strptime(value, "%Y-%m-%d %H:%M:%S.%f").replace(tzinfo=UTC if kind.tz else None)
+    elif pa.types.is_date(kind):
+        typed = date.fromisoformat(value)
+    elif pa.types.is_boolean(kind):
+        typed = value == "true"
+    else:
+        return pa.array([value] * rows, pa.string()).cast(kind)
+    return pa.array([typed] * rows, kind)
+
+
+def _committed_meanwhile(table: Table, txn: Txn) -> bool:
+    from spark_jobs.delta_tables.commit import already_committed
+
+    try:
+        return already_committed(table, txn)
+    except Exception:  # noqa: BLE001 - the commit's own error is the one to report
+        return False
 
 
 def ranges_predicate(ranges: Ranges) -> str:

@@ -16,15 +16,20 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+import uuid
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from functools import reduce
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from spark_jobs.delta_log import commit_actions
 from spark_jobs.delta_tables import Table
 from spark_jobs.delta_tables.files import delete_files
-from spark_jobs.errors import JobError
+from spark_jobs.errors import JobError, storage_failure
 from spark_jobs.plans import DataFile
+from spark_jobs.table_features import writer_for
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -38,50 +43,73 @@ def commit_on_spark(spark: SparkSession, table: Table, txn: Txn, files: Sequence
                     ranges: Ranges | None = None, notes: Mapping[str, str] | None = None) -> int | None:
     """``files``' rows (in ``schema``) appended to ``table`` by delta-spark, or with ``ranges`` put in
     place of the table's rows of those ranges, in one commit tagged with ``txn``; the table's version,
-    or None if ``txn`` was committed before (then nothing is written)."""
-    from pyspark.sql import functions as F
-
-    from spark_jobs.delta_tables.commit import already_committed
-    from spark_jobs.formats.evolution import TypeChange, merge_schema
-
+    or None if ``txn`` was committed before (then nothing is written). The files are deleted after."""
     try:
-        if already_committed(table, txn):
-            return None
-        delta = table.delta()
-        try:
-            merge_schema(pa.schema(delta.schema().to_arrow()), schema)
-        except TypeChange as change:
-            raise JobError("schema_incompatible", f"{table.uri}: {change}") from None
-        held = spark.read.format("delta").load(table.uri).schema
-        _, root = table.store.filesystem(table.uri)
-        paths = [f"{root}/{f.path}" for f in files]
-        rows = (spark.read.option("basePath", root).parquet(*paths) if paths
-                else spark.createDataFrame([], held))
-        for column in table.partition_by:  # read back from the folders' names as Spark guessed their types
-            if column in rows.columns:
-                rows = rows.withColumn(column, F.col(column).cast(held[column].dataType))
-        metadata = json.dumps({"inlet.txn": f"{txn.app_id}:{txn.version}", **(notes or {})})
-        writer = (rows.write.format("delta").option("txnAppId", txn.app_id).option("txnVersion", str(txn.version))
-                  .option("userMetadata", metadata).option("mergeSchema", "true"))
-        before = delta.version()
-        if ranges:
-            writer = writer.mode("overwrite").option("replaceWhere", ranges_condition(ranges))
-        else:
-            writer = writer.mode("append")
-        try:
-            writer.save(table.uri)
-        except Exception as exc:  # noqa: BLE001 - delta-spark's error, in words the run's error can carry
-            if already_committed(table, txn):
-                return None
-            raise JobError("target_commit", f"delta-spark's commit to {table.uri} failed: "
-                                            f"{str(exc).strip().splitlines()[0][:500]}") from None
-        after = table.delta()
-        if after.version() == before:  # delta-spark found the txn committed by another attempt meanwhile
-            return None
-        log.info("delta-spark committed %d files' rows to %s v%d", len(files), table.uri, after.version())
-        return after.version()
+        return _commit(spark, table, txn, files, schema, ranges, notes)
+    except JobError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - delta-spark's and the store's errors, in words a run's error can carry
+        text = str(exc).strip().splitlines()[0][:500] if str(exc).strip() else type(exc).__name__
+        if _CONCURRENT.search(f"{type(exc).__name__} {text}"):  # another writer's commit won: plan and write again
+            raise JobError("target_conflict", f"delta-spark's commit to {table.uri} met a concurrent commit: {text}; "
+                                              "the run is retried") from None
+        raise storage_failure(exc) or JobError("target_commit", f"delta-spark's commit to {table.uri} failed: "
+                                                               f"{text}") from None
     finally:
         delete_files(table.store, files, table.uri, table.uri)
+
+
+# delta-spark's conflicts (ConcurrentAppendException, ConcurrentDeleteReadException, ...).
+_CONCURRENT = re.compile(r"Concurrent\w*Exception|ConcurrentModification|concurrent update")
+
+
+def _commit(spark: SparkSession, table: Table, txn: Txn, files: Sequence[DataFile], schema: pa.Schema,
+            ranges: Ranges | None, notes: Mapping[str, str] | None) -> int | None:
+    from pyspark.sql import DataFrame
+    from pyspark.sql import functions as F
+
+    from spark_jobs.delta_tables.commit import already_committed, same_kind
+    from spark_jobs.formats.evolution import TypeChange, merge_schema
+
+    if already_committed(table, txn):
+        return None
+    delta = table.delta()
+    writer_for(delta, "replace" if ranges else "append", table.uri, spark=True)  # the table as it is now
+    if list(delta.metadata().partition_columns) != list(table.partition_by):
+        raise JobError("invalid_spec", f"{table.uri} is partitioned by {delta.metadata().partition_columns}, "
+                                       f"the spec says {list(table.partition_by)}")
+    same_kind(table, delta, schema)
+    try:
+        merge_schema(pa.schema(delta.schema().to_arrow()), schema)
+    except TypeChange as change:
+        raise JobError("schema_incompatible", f"{table.uri}: {change}") from None
+    held = spark.read.format("delta").load(table.uri).schema
+    _, root = table.store.filesystem(table.uri)
+    # Each file read alone, its partition values from its report (a folder's name is made path-safe).
+    parts: list[DataFrame] = []
+    for file in files:
+        rows = spark.read.parquet(f"{root}/{file.path}")
+        for column, value in file.partition_values.items():
+            rows = rows.withColumn(column, F.lit(value).cast(held[column].dataType))
+        parts.append(rows)
+    rows = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts) if parts else spark.createDataFrame([], held)
+    attempt = f"inlet-write-{uuid.uuid4()}"  # names this attempt's commit among any other attempt's
+    metadata = json.dumps({"inlet.txn": f"{txn.app_id}:{txn.version}", "inlet.attempt": attempt, **(notes or {})})
+    writer = (rows.write.format("delta").option("txnAppId", txn.app_id).option("txnVersion", str(txn.version))
+              .option("userMetadata", metadata).option("mergeSchema", "true"))
+    writer = writer.mode("overwrite").option("replaceWhere", ranges_condition(ranges)) if ranges else writer.mode("append")
+    before = delta.version()
+    writer.save(table.uri)
+    after = table.delta()
+    for version in range(after.version(), before, -1):
+        info: dict[str, Any] = next((a["commitInfo"] for a in commit_actions(table.store, table.uri, version) if "commitInfo" in a), {})
+        if attempt in str(info.get("userMetadata") or ""):
+            log.info("delta-spark committed %d files' rows to %s v%d", len(files), table.uri, version)
+            return version
+    if already_committed(table, txn):  # delta-spark skipped it: another attempt committed the txn meanwhile
+        return None
+    raise JobError("target_commit", f"delta-spark's write to {table.uri} left no commit of its own, and the table "
+                                    f"does not hold txn {txn.app_id} v{txn.version}")
 
 
 def ranges_condition(ranges: Ranges) -> str:

@@ -70,12 +70,17 @@ def vacuum(store: Store, uri: str, delta: DeltaTable, retention_hours: int, *, d
                             full=True)
     listed = delta.vacuum(retention_hours=retention_hours, dry_run=True, enforce_retention_duration=False, full=True)
     doomed = sorted({path for path in listed if not path.rsplit("/", 1)[-1].startswith(DELETION_VECTOR_PREFIX)})
-    if not dry_run:
-        filesystem, root = store.filesystem(uri)
-        for path in doomed:
+    if dry_run:
+        return doomed
+    filesystem, root = store.filesystem(uri)
+    deleted = []
+    for path in doomed:  # as the log spells it (escaped), or as the file is named
+        for name in dict.fromkeys((path, unquote(path))):
             with contextlib.suppress(FileNotFoundError):
-                filesystem.delete_file(f"{root}/{unquote(path)}")
-    return doomed
+                filesystem.delete_file(f"{root}/{name}")
+                deleted.append(path)
+                break
+    return deleted
 
 
 def checkpoint(store: Store, uri: str, delta: DeltaTable) -> tuple[int, int]:

@@ -92,6 +92,7 @@ class DeltaAppend:
 
         source, chunks = self.spec.source, list(reading.plan.chunks)
         self.context = reading.context
+        self._check_spark_writes()
         assert self.read_schema is not None  # by prepare
         values = self._json_values(reading.context) if source.value_format == "json" else None
         groups = pack_chunks(chunks, source.max_records_per_task, reading.context.defaultParallelism)
@@ -150,16 +151,22 @@ class DeltaAppend:
         else:
             self.committed.add("quarantine")
 
+    def _check_spark_writes(self) -> None:
+        """Refuse, before the tasks write anything, a table only delta-spark can write when the run's
+        Spark cannot: it lacks delta-spark (`make setup` caches its jars) or does not reach the table."""
+        extensions = self.context.getConf().get("spark.sql.extensions") if self.context else None
+        for role, table in self._tables():
+            if self.writers.get(role) == "delta-spark" and not merges_on_spark(table, extensions):
+                raise JobError("table_unsupported", f"{table.uri}: its features need delta-spark to write it, and the "
+                                                    "run's Spark has none (`make setup` caches its jars), or does not "
+                                                    "reach the table (an object store)")
+
     def _commit_table(self, role: TableRole, table: Table, files: list[DataFile], *,
                       notes: dict[str, str] | None = None) -> int | None:
         """One table's commit: its files and replace mode's removes, or the overwrite of the replayed
         ranges where the replaced files carry deletion vectors (``delta_tables.replace``); by delta-spark
         where the table has features delta-rs cannot write (``delta_tables.spark_write``)."""
-        if self.writers.get(role) == "delta-spark":
-            if self.context is None or not merges_on_spark(table, self.context.getConf().get("spark.sql.extensions")):
-                raise JobError("table_unsupported", f"{table.uri}: its features need delta-spark to write it, and the "
-                                                    "run's Spark has none (`make setup` caches its jars), or does not "
-                                                    "reach the table (an object store)")
+        if self.writers.get(role) == "delta-spark":  # the run's Spark can (checked by write)
             from pyspark.sql import SparkSession
 
             return commit_on_spark(SparkSession.builder.getOrCreate(), table, self.spec.txn, files, self.schemas[role],
