@@ -424,3 +424,23 @@ def test_a_replay_with_deletion_vectors_into_a_partitioned_table(delta_spark, tm
 ])
 def test_a_partition_value_as_the_log_spells_it_is_read_back_typed(value: str | None, kind: pa.DataType, typed: object) -> None:
     assert partition_column(value, kind, 2).to_pylist() == [typed, typed]
+
+
+def test_who_writes_a_table_with_features_delta_rs_cannot_write() -> None:
+    clustered = TableFeatures(1, 7, frozenset(), frozenset({"domainMetadata", "clustering", "appendOnly", "invariants"}),
+                              {}, {"id": {}})
+    assert clustered.writer("append", spark=True) == ("delta-spark", None)
+    assert clustered.writer("replace", spark=True) == ("delta-spark", None)
+    for operation in ("merge", "compact", "vacuum", "append"):
+        writer, why = clustered.writer(operation, spark=operation != "append")
+        assert writer is None and why is not None and "clustering" in why, operation
+    plain = TableFeatures(1, 2, frozenset(), frozenset({"appendOnly", "invariants"}), {}, {})
+    assert plain.writer("append", spark=True) == ("delta-rs", None)
+    generated = TableFeatures(1, 7, frozenset(), clustered.writer_features,
+                              {}, {"day": {"delta.generationExpression": "CAST(ts AS DATE)"}})
+    assert generated.writer("append", spark=True)[0] is None  # delta-spark would compute it: untested, so refused
+    append_only = TableFeatures(1, 7, frozenset(), clustered.writer_features, {"delta.appendOnly": "true"}, {})
+    assert append_only.writer("append", spark=True)[0] == "delta-spark"
+    assert append_only.writer("replace", spark=True)[0] is None
+    uniform = TableFeatures(2, 7, frozenset({"columnMapping"}), frozenset({"icebergCompatV2", "columnMapping"}), {}, {})
+    assert uniform.writer("append", spark=True)[0] is None
