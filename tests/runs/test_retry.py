@@ -26,7 +26,7 @@ def test_a_transient_failure_is_retried_with_doubling_backoff_up_to_the_attempt_
 @pytest.mark.parametrize("kind", ["kafka_auth", "kafka_not_found", "credentials_missing", "secret_backend_refused",
                                   "data_loss", "target_write", "target_commit", "invalid_spec", "timeout",
                                   "internal", "offset_conflict", "registry_auth", "schema_not_found",
-                                  "schema_incompatible"])
+                                  "schema_incompatible", "table_unsupported"])
 def test_a_failure_retrying_cannot_cure_fails_the_run_at_once(kind: str) -> None:
     assert POLICY.retry_in(kind, 1) is None
 
