@@ -277,8 +277,9 @@ def has_deletion_vectors(delta: DeltaTable) -> set[str]:
     import pyarrow as pa
 
     root = delta.table_uri.rstrip("/") + "/"
-    paths = pa.table(delta.deletion_vectors()).column("filepath").to_pylist()
-    return {_relative(p, root) for p in paths}
+    # A batch at a time: each row also holds its file's whole selection vector (a flag per row).
+    batches = pa.RecordBatchReader.from_stream(delta.deletion_vectors())
+    return {_relative(p, root) for batch in batches for p in batch.column("filepath").to_pylist()}
 
 
 def _relative(path: str, root: str) -> str:
