@@ -118,7 +118,8 @@ def preview(store: Store, uri: str, policy: TablePolicy, ops: MaintenanceSteps) 
     if not store.is_delta_table(uri):
         return MaintenancePreview()
     delta = store.delta_table(uri)
-    allowed = TableFeatures.of(delta).allowed()
+    features = TableFeatures.of(delta)
+    allowed = features.allowed()
     compact, vacuum = ops.compact and allowed["compact"] is None, ops.vacuum and allowed["vacuum"] is None
     plan = compaction.plan_compaction(delta, target_bytes=policy.target_file_bytes, small_bytes=policy.small_file_bytes)
     return MaintenancePreview(
@@ -127,7 +128,7 @@ def preview(store: Store, uri: str, policy: TablePolicy, ops: MaintenanceSteps) 
         files_to_vacuum=upkeep.vacuum(store, uri, delta, policy.vacuum_retention_hours, dry_run=True) if vacuum else [],
         properties_to_set=upkeep.properties_to_set(delta, policy.properties()) if allowed["properties"] is None else {},
         health=health_of(store, uri, delta, policy.small_file_bytes),
-        features=TableFeatures.of(delta),
+        features=features,
     )
 
 

@@ -24,7 +24,7 @@ from urllib.parse import unquote
 
 from spark_jobs.maintenance.health import log_files
 from spark_jobs.storage import Store
-from spark_jobs.table_features import TableFeatures, require
+from spark_jobs.table_features import require
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -64,8 +64,7 @@ def vacuum(store: Store, uri: str, delta: DeltaTable, retention_hours: int, *, d
     log still names for one it may delete (it knows only data files), so there Inlet deletes the
     data files it lists and keeps every deletion-vector file; delta-spark's VACUUM, which knows which
     vectors are live, deletes those no longer used."""
-    require(delta, "vacuum", uri)
-    if "deletionVectors" not in TableFeatures.of(delta).features:
+    if "deletionVectors" not in require(delta, "vacuum", uri).features:
         return delta.vacuum(retention_hours=retention_hours, dry_run=dry_run, enforce_retention_duration=False,
                             full=True)
     listed = delta.vacuum(retention_hours=retention_hours, dry_run=True, enforce_retention_duration=False, full=True)
