@@ -156,6 +156,21 @@ class SourceSpec(_Model):
         return self.value_format == "json" or self.decodes_framed
 
 
+class TableCreation(_Model):
+    """The Delta features a pipeline's table is created with (none: delta-rs creates it at the first
+    commit); created by delta-spark on the run's Spark (``delta_tables.create``)."""
+
+    deletion_vectors: bool = False  # delta.enableDeletionVectors: a DELETE or UPDATE marks rows, not rewrites files
+    cluster_by: tuple[str, ...] = ()  # liquid clustering: OPTIMIZE clusters the rows by these columns
+
+    @property
+    def needs_spark(self) -> bool:
+        return self.deletion_vectors or bool(self.cluster_by)
+
+    def properties(self) -> dict[str, str]:
+        return {"delta.enableDeletionVectors": "true"} if self.deletion_vectors else {}
+
+
 class DeltaTargetSpec(_Model):
     type: Literal["delta"] = "delta"
     uri: str
@@ -178,6 +193,8 @@ class DeltaTargetSpec(_Model):
     # A keyed table of this many bytes or more is merged by delta-spark on the run's Spark, not by
     # delta-rs on the driver (``delta_tables.spark_merge``); None: never. The platform's, not a pipeline's.
     merge_on_spark_bytes: int | None = Field(default=None, ge=0)
+    # The Delta features the table is created with, if the run creates it.
+    table_features: TableCreation = TableCreation()
 
     @property
     def store(self) -> Store:

@@ -231,7 +231,8 @@ SPARK_WRITES: frozenset[str] = frozenset({
     "deletionVectors", "appendOnly", "changeDataFeed", "timestampNtz", "vacuumProtocolCheck", "variantType",
     "variantType-preview",
 })
-SPARK_OPERATIONS: frozenset[Operation] = frozenset({"append", "replace"})
+# A run's commits (``delta_tables.spark_write``) and maintenance (``spark_maintenance``).
+SPARK_OPERATIONS: frozenset[Operation] = frozenset({"append", "replace", "compact", "vacuum", "checkpoint", "properties"})
 
 Writer = Literal["delta-rs", "delta-spark"]
 

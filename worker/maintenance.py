@@ -33,8 +33,9 @@ class TableMaintainer:
         self.settings = settings
         self.db = db
         self.worker = f"maintenance:{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
+        spark = SparkCompaction(spark_settings(settings), settings.spark_compact_timeout_s)
         self.offload = None if settings.spark_compact_min_mb is None else CompactionOffload(
-            settings.spark_compact_min_mb << 20, SparkCompaction(spark_settings(settings), settings.spark_compact_timeout_s))
+            settings.spark_compact_min_mb << 20, spark, delta_spark=spark.delta_spark)
         if self.offload is not None:
             sweep_compaction_folders()
 

@@ -23,6 +23,7 @@ from api.core.config import Settings
 from api.core.db import rows_changed, utcnow
 from api.core.enqueue import enqueue_table_maintenance
 from api.maintenance.models import TableMaintenance
+from api.maintenance.schemas import TableProtocolRead
 from api.maintenance.tables import (
     SYSTEM_ACTOR,
     MaintainedTable,
@@ -141,6 +142,7 @@ def finish(*, session: Session, claimed: Claimed, worker: str, report: Maintenan
         health = report.health
         row.files, row.small_files, row.bytes, row.version = health.files, health.small_files, health.bytes, health.version
         row.observed_at = now
+        row.protocol = None if health.features is None else TableProtocolRead.of(health.features).model_dump()
     vacuum_next = (row.last_vacuum_at or row.created_at) + timedelta(hours=policy.vacuum.interval_hours)
     row.due_at = min(vacuum_next, retry_at) if retry_at else vacuum_next
     if row.lease_owner == worker:

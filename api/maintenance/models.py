@@ -54,6 +54,8 @@ class TableMaintenance(SQLModel, table=True):
     last_vacuum_at: datetime | None = Field(default=None, sa_type=UTCDateTime, description="The last vacuum that ran "
                                             "to its end (due again an interval later)")
     last_checkpoint: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
+    # The table's protocol as the last task read it (``schemas.TableProtocolRead``).
+    protocol: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON(none_as_null=True)))
     # Running totals, never decreasing (/metrics).
     compactions: int = _count()
     vacuums: int = _count()

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from api.maintenance.tables import Step
 from api.pipelines.table_health import TableHealthRead
+from spark_jobs.public import OPERATIONS, TableFeatures
 
 
 class MaintenanceStatus(BaseModel):
@@ -30,6 +31,8 @@ class MaintenanceStatus(BaseModel):
                                                 "retry)")
     totals: dict[str, int] = Field(description="Compactions, vacuums, checkpoints, failures, files compacted and "
                                                "files vacuumed so far")
+    protocol: TableProtocolRead | None = Field(default=None, description="The table's protocol and features as the "
+                                               "last maintenance task read them; null: none read it yet")
 
 
 class MaintenanceRequest(BaseModel):
@@ -59,6 +62,16 @@ class TableProtocolRead(BaseModel):
     refused: dict[str, str] = Field(description="Each operation Inlet refuses on this table (append, replace, merge, "
                                                 "history_merge, schema_change, compact, vacuum, checkpoint, "
                                                 "properties), with why and what to do; empty: every one is allowed")
+    by_delta_spark: list[str] = Field(default_factory=list, description="Of the operations allowed, those delta-spark "
+                                      "does for Inlet (the run's Spark; maintenance on the Spark cluster)")
+
+    @classmethod
+    def of(cls, features: TableFeatures) -> TableProtocolRead:
+        writers = {op: features.writer(op, spark=True)[0] for op in OPERATIONS}
+        refused = {op: why for op, why in features.allowed().items() if why is not None and writers[op] is None}
+        return cls(reader_version=features.reader_version, writer_version=features.writer_version,
+                   features=sorted(features.features), refused=refused,
+                   by_delta_spark=[op for op in OPERATIONS if writers[op] == "delta-spark"])
 
 
 class MaintenancePreviewRead(BaseModel):

@@ -64,6 +64,7 @@ def get_status(*, session: Session, ctx: TenantContext, pipeline_id: uuid.UUID, 
         requested_at=row.requested_at, due_at=row.due_at,
         totals={name: getattr(row, name) for name in ("compactions", "vacuums", "checkpoints", "failures",
                                                       "files_compacted", "files_vacuumed")},
+        protocol=None if row.protocol is None else TableProtocolRead.model_validate(row.protocol),
     )
 
 
@@ -103,8 +104,5 @@ def _preview(table: MaintainedTable, steps: list[Step]) -> MaintenancePreviewRea
             files=health.files, small_files=health.small_files, bytes=health.bytes, version=health.version,
             observed_at=utcnow(), files_since_compaction=0, small_files_since_compaction=0,
             commits_since_compaction=0),
-        protocol=None if found.features is None else TableProtocolRead(
-            reader_version=found.features.reader_version, writer_version=found.features.writer_version,
-            features=sorted(found.features.features),
-            refused={op: why for op, why in found.features.allowed().items() if why is not None}),
+        protocol=None if found.features is None else TableProtocolRead.of(found.features),
     )

@@ -25,6 +25,7 @@ from pydantic import (
 from api.core.errors import field_error
 from api.pipelines.as_written import AsWritten
 from api.pipelines.ddl import ddl_field_names
+from api.pipelines.delta_features import DeltaTableFeatures, check_table_features
 from api.pipelines.maintenance_policy import MaintenancePolicy
 from api.pipelines.table_health import TableHealthSnapshot
 from api.pipelines.topic_patterns import compile_topic_pattern
@@ -206,6 +207,10 @@ class DeltaTarget(AsWritten):
         default_factory=MaintenancePolicy,
         description="Table maintenance: compaction, vacuum, checkpoints; on with its defaults when left out "
                     "(docs/maintenance.md). The table's health: status.table here, GET /pipelines/{id}/maintenance")
+    table_features: DeltaTableFeatures = Field(
+        default_factory=DeltaTableFeatures,
+        description="The Delta features Inlet creates the table with, through delta-spark: deletion vectors, "
+                    "liquid clustering (docs/maintenance.md). A table that exists keeps its own")
     mode: Literal["append", "upsert"] = Field(
         default="append",
         description="append: every record a row. upsert: a keyed table, the latest change per key or every version "
@@ -255,6 +260,7 @@ class DeltaTarget(AsWritten):
             raise field_error("key", "a key taken from the Kafka key is one column: the key's text")
         if self.key_from == "kafka_key" and self.changes == "debezium":
             raise field_error("key_from", "a Debezium envelope holds its row's key: the Kafka key is taken with changes rows only")
+        check_table_features(self)
         return self
 
 
@@ -343,6 +349,16 @@ class PipelineSpec(BaseModel):
     target: Target
     schedule: Schedule | None = None
     state: PipelineState = "active"
+
+    @model_validator(mode="after")
+    def _clustered_columns(self) -> PipelineSpec:
+        target, source = self.target, self.source
+        if not isinstance(target, DeltaTarget) or source.value_format not in ("raw", "string", "json"):
+            return self  # a registry format's columns are known to its runs, which check them
+        names = RESERVED_COLUMNS | set(ddl_field_names(source.schema_ or "") if source.value_format == "json" else ())
+        if unknown := [c for c in target.table_features.cluster_by if c not in names]:
+            raise field_error("target.table_features.cluster_by", f"not columns of the table: {', '.join(unknown)}")
+        return self
 
     @model_validator(mode="after")
     def _keyed_target(self) -> PipelineSpec:

@@ -209,7 +209,7 @@ def replace_pipeline(
 
 
 # What a Delta table's rows are, for good: they are of one kind, in its partitions, matched by its key.
-_TABLE_SHAPE = ("mode", "scd_type", "key", "key_from", "partition_by")
+_TABLE_SHAPE = ("mode", "scd_type", "key", "key_from", "partition_by", "table_features")
 
 
 def _path_of(target: DeltaTarget | KafkaTarget) -> str | None:

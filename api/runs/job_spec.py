@@ -24,6 +24,7 @@ from spark_jobs.public import (
     RunSpec,
     SourceSpec,
     SubjectRef,
+    TableCreation,
     Txn,
 )
 
@@ -65,6 +66,9 @@ def build_spec(session: Session, run: Run, pipeline: Pipeline, *, settings: Sett
                                  key=list(definition.target.key or []), key_from=definition.target.key_from,
                                  sequence_by=definition.target.sequence_by, changes=definition.target.changes,
                                  scd_type=definition.target.scd_type, deletes=definition.target.deletes,
+                                 table_features=TableCreation(
+                                     deletion_vectors=definition.target.table_features.deletion_vectors,
+                                     cluster_by=tuple(definition.target.table_features.cluster_by)),
                                  merge_on_spark_bytes=None if settings.spark_merge_min_mb is None
                                  else settings.spark_merge_min_mb << 20)
     else:

@@ -217,7 +217,7 @@ def merge_once(table: Table, txn: Txn, schema: pa.Schema, key: Sequence[str],
     for attempt in range(1, _COMMIT_TRIES + 1):
         try:
             if not table.exists():
-                _create_empty(table, Schema.from_arrow(_key_marked(schema, key)))
+                _create_empty(table, Schema.from_arrow(key_marked(schema, key)))
             delta = table.delta()
             done = delta.transaction_version(txn.app_id)
             if done is not None and done >= txn.version:
@@ -296,7 +296,7 @@ def same_kind(table: Table, delta: DeltaTable, schema: pa.Schema) -> None:
 _KEY_MARK = "inlet.key"
 
 
-def _key_marked(schema: pa.Schema, key: Sequence[str]) -> pa.Schema:
+def key_marked(schema: pa.Schema, key: Sequence[str]) -> pa.Schema:
     for position, name in enumerate(key):
         at = schema.get_field_index(name)
         schema = schema.set(at, schema.field(at).with_metadata({_KEY_MARK: str(position)}))

@@ -5,7 +5,8 @@ after (``health``). ``preview`` says what ``maintain`` would do, doing nothing.
 
 A compaction too large for one worker goes to the Spark cluster (``Offload``): a job of its own
 (``spark_jobs/compact.py``) runs ``compact_table`` there, with each bin rewritten by a Spark task;
-its plan and commit are the same as here.
+its plan and commit are the same as here. A table delta-rs cannot maintain (clustered, written only
+by delta-spark, deletion vectors to purge) is maintained by delta-spark in such a job (``spark_jobs.spark_maintenance``).
 
 Every step first checks that the table's features allow it (``table_features``): a table
 another engine gave a feature Inlet cannot honour is reported, never written.
@@ -27,7 +28,7 @@ from spark_jobs.errors import classify
 from spark_jobs.maintenance import compaction, upkeep
 from spark_jobs.maintenance.health import TableHealth, health_of, inspect
 from spark_jobs.storage import Store
-from spark_jobs.table_features import TableFeatures, require
+from spark_jobs.table_features import TableFeatures, has_deletion_vectors, require
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -102,6 +103,17 @@ class MaintenanceReport:
 
 
 @dataclass(frozen=True)
+class SparkMaintenance:
+    """What a table's maintenance by delta-spark did (``spark_jobs.spark_maintenance``): None for a step not asked for."""
+
+    properties_set: dict[str, str] = field(default_factory=dict)
+    properties_error: str | None = None
+    compaction: CompactionResult | None = None
+    vacuum: VacuumResult | None = None
+    checkpoint: CheckpointResult | None = None
+
+
+@dataclass(frozen=True)
 class MaintenancePreview:
     """What ``maintain`` would do now."""
 
@@ -133,16 +145,20 @@ def preview(store: Store, uri: str, policy: TablePolicy, ops: MaintenanceSteps) 
 
 
 Compactor = Callable[[Store, str, TablePolicy, dict[str, str]], CompactionResult]
+SparkMaintainer = Callable[[Store, str, TablePolicy, MaintenanceSteps, dict[str, str]], SparkMaintenance]
 Rewrite = Callable[[compaction.BinWriter, compaction.CompactionPlan], list[compaction.Rewritten]]
 
 
 @dataclass(frozen=True)
 class Offload:
     """Where a compaction of ``min_bytes`` or more of small files goes instead: ``compact``, a
-    compaction job on the Spark cluster (the worker's ``worker.launch.compaction``)."""
+    compaction job on the Spark cluster (the worker's ``worker.launch.compaction``). And where a table
+    delta-spark maintains goes (``wants_delta_spark``: clustered, only delta-spark writes it,
+    deletion vectors to purge): ``delta_spark``, a job of delta-spark's OPTIMIZE and VACUUM there."""
 
     min_bytes: int
     compact: Compactor
+    delta_spark: SparkMaintainer | None = None
 
 
 def maintain(store: Store, uri: str, policy: TablePolicy, ops: MaintenanceSteps, *,
@@ -152,6 +168,11 @@ def maintain(store: Store, uri: str, policy: TablePolicy, ops: MaintenanceSteps,
     the health."""
     if not store.is_delta_table(uri):
         return MaintenanceReport()
+    if offload is not None and offload.delta_spark is not None and _wants_delta_spark(store, uri):
+        done = offload.delta_spark(store, uri, policy, ops, notes or {})
+        return MaintenanceReport(properties_set=done.properties_set, properties_error=done.properties_error,
+                                 compaction=done.compaction, vacuum=done.vacuum, checkpoint=done.checkpoint,
+                                 health=inspect(store, uri, policy.small_file_bytes))
     properties: dict[str, str] = {}
     unset: str | None = None
     try:
@@ -167,6 +188,23 @@ def maintain(store: Store, uri: str, policy: TablePolicy, ops: MaintenanceSteps,
         checkpoint=_checkpoint(store, uri) if ops.checkpoint else None,
         health=inspect(store, uri, policy.small_file_bytes),
     )
+
+
+def _wants_delta_spark(store: Store, uri: str) -> bool:
+    try:
+        return wants_delta_spark(store.delta_table(uri), uri)
+    except Exception:  # noqa: BLE001 - the table unread: delta-rs's steps report why
+        return False
+
+
+def wants_delta_spark(delta: DeltaTable, uri: str) -> bool:
+    """Whether ``delta``'s maintenance goes to delta-spark (``spark_jobs.spark_maintenance``): it cannot go to delta-rs (its features), or
+    it is clustered, or some of its files carry deletion vectors to purge."""
+    features = TableFeatures.of(delta)
+    if "://" in uri and not uri.startswith("file://"):
+        return False  # Inlet gives Spark no object store's connector
+    spark_can = features.writer("compact", spark=True)[0] == "delta-spark"
+    return spark_can and (features.refusal("compact") is not None or bool(has_deletion_vectors(delta)))
 
 
 def _failure(exc: BaseException) -> str:
@@ -247,5 +285,5 @@ def _checkpoint(store: Store, uri: str) -> CheckpointResult:
 
 
 __all__ = ["CheckpointResult", "CompactionResult", "Compactor", "MaintenancePreview", "MaintenanceReport",
-           "MaintenanceSteps", "Offload", "StepOutcome", "TableHealth", "TablePolicy", "VacuumResult", "compact_table",
-           "inspect", "maintain", "preview"]
+           "MaintenanceSteps", "Offload", "SparkMaintainer", "SparkMaintenance", "StepOutcome", "TableHealth", "TablePolicy", "VacuumResult", "compact_table",
+           "inspect", "maintain", "preview", "wants_delta_spark"]

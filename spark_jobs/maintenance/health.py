@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from spark_jobs.storage import Store
+from spark_jobs.table_features import TableFeatures
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -37,6 +38,7 @@ class TableHealth:
     commits_since_checkpoint: int
     checkpoint_version: int | None
     properties: dict[str, str]  # the table's ``delta.*`` configuration
+    features: TableFeatures | None = None  # its protocol, and which of Inlet's operations it refuses
 
 
 def live_files(delta: DeltaTable) -> list[LiveFile]:
@@ -84,4 +86,5 @@ def health_of(store: Store, uri: str, delta: DeltaTable, small_file_bytes: int) 
         commits_since_checkpoint=version - (checkpoint if checkpoint is not None else -1),
         checkpoint_version=checkpoint,
         properties={k: v for k, v in delta.metadata().configuration.items() if k.startswith("delta.")},
+        features=TableFeatures.of(delta),
     )

@@ -31,6 +31,7 @@ from spark_jobs.maintenance import (
     MaintenancePreview,
     MaintenanceReport,
     MaintenanceSteps,
+    SparkMaintenance,
     TableHealth,
     TablePolicy,
     VacuumResult,
@@ -41,6 +42,7 @@ from spark_jobs.maintenance import maintain as maintain_table
 from spark_jobs.maintenance import preview as preview_maintenance
 from spark_jobs.maintenance.offload import CompactionJob
 from spark_jobs.maintenance.offload import result_from_json as read_compaction_result
+from spark_jobs.maintenance.offload import spark_result_from_json as read_spark_maintenance
 from spark_jobs.oauth import TokenRefused, TokenSource, parse_extensions, with_token_source
 from spark_jobs.registry import RegistryClient, RegistryConfig, RegistryUnavailable
 from spark_jobs.spec import (
@@ -56,12 +58,14 @@ from spark_jobs.spec import (
     RunSpec,
     SourceSpec,
     SubjectRef,
+    TableCreation,
     Timings,
     Txn,
     end_of_output,
     redact,
 )
 from spark_jobs.storage import AZURE_SCHEMES, GCS_SCHEMES, OBJECT_STORE_SCHEMES, S3_SCHEMES, Store, scheme_of
+from spark_jobs.table_features import OPERATIONS, TableFeatures
 
 __all__ = [
     "AZURE_SCHEMES",
@@ -70,6 +74,7 @@ __all__ = [
     "GCS_SCHEMES",
     "INLET_PREFIX",
     "OBJECT_STORE_SCHEMES",
+    "OPERATIONS",
     "PRIVATE_RANGES",
     "RESERVED_COLUMNS",
     "S3_SCHEMES",
@@ -96,8 +101,11 @@ __all__ = [
     "RunResult",
     "RunSpec",
     "SourceSpec",
+    "SparkMaintenance",
     "Store",
     "SubjectRef",
+    "TableCreation",
+    "TableFeatures",
     "TableHealth",
     "TablePolicy",
     "Timings",
@@ -117,6 +125,7 @@ __all__ = [
     "parse_extensions",
     "preview_maintenance",
     "read_compaction_result",
+    "read_spark_maintenance",
     "redact",
     "reserved_in",
     "scheme_of",

@@ -9,6 +9,8 @@ that a run commits at most once however often it is tried.
     write    one Spark job whose tasks read, decode and write Parquet files into the table folders
              by themselves (``delta_tables.direct_write``; the JVM only schedules them). Replace
              mode's partially replaced files are rewritten, minus the replaced rows, by the same job.
+             A new table the pipeline opted into Delta features for is created by delta-spark
+             first (``delta_tables.create``).
     commit   the quarantine table first, then the main one (``delta_tables.commit``): if the main
              commit fails, the retry skips the quarantine by its txn.
     discard  the files of each table this attempt did not commit.
@@ -24,6 +26,7 @@ import pyarrow as pa
 
 from spark_jobs.delta_tables import Table
 from spark_jobs.delta_tables.commit import already_committed, commit_files, last_note
+from spark_jobs.delta_tables.create import create_on_spark
 from spark_jobs.delta_tables.files import delete_files
 from spark_jobs.delta_tables.replace import ReplacePlan, overwrite_ranges, plan_replace
 from spark_jobs.delta_tables.spark_merge import merges_on_spark
@@ -41,7 +44,7 @@ if TYPE_CHECKING:
     from spark_jobs.egress import EgressPolicy
     from spark_jobs.formats.json_values import JsonValues
     from spark_jobs.plans import DataFile, TableRole, TaskReport
-    from spark_jobs.spec import DeltaTargetSpec, RunSpec, SourceSpec
+    from spark_jobs.spec import DeltaTargetSpec, RunSpec, SourceSpec, TableCreation
 
 log = logging.getLogger("inlet.delta")
 
@@ -95,6 +98,9 @@ class DeltaAppend:
         self._check_spark_writes()
         assert self.read_schema is not None  # by prepare
         values = self._json_values(reading.context) if source.value_format == "json" else None
+        if self._create_main(self.schemas["main"]):  # before the tasks put files in its folder
+            operation: Operation = "replace" if self.target.replace_ranges else "append"
+            self.writers["main"] = writer_for(self.main.delta(), operation, self.main.uri, spark=True)
         groups = pack_chunks(chunks, source.max_records_per_task, reading.context.defaultParallelism)
         units = [WriteUnit(chunks=g) for g in groups] + [WriteUnit(rewrite=f) for f in self.replace.rewrite]
         plan = self._write_plan(reading, self.schemas["main"], values)
@@ -155,6 +161,10 @@ class DeltaAppend:
         """Refuse, before the tasks write anything, a table only delta-spark can write when the run's
         Spark cannot: it lacks delta-spark (`make setup` caches its jars) or does not reach the table."""
         extensions = self.context.getConf().get("spark.sql.extensions") if self.context else None
+        if self.target.table_features.needs_spark and not self.main.exists() and not merges_on_spark(self.main, extensions):
+            raise JobError("table_unsupported", f"{self.main.uri}: the pipeline's table is created with "
+                                                f"{_asked(self.target.table_features)} by delta-spark, which the run's Spark "
+                                                "lacks (`make setup` caches its jars) or which does not reach the table")
         for role, table in self._tables():
             if self.writers.get(role) == "delta-spark" and not merges_on_spark(table, extensions):
                 raise JobError("table_unsupported", f"{table.uri}: its features need delta-spark to write it, and the "
@@ -175,6 +185,15 @@ class DeltaAppend:
             assert self.target.replace_ranges  # an overwrite is planned for replays only
             return overwrite_ranges(table, self.spec.txn, files, self.schemas[role], self.target.replace_ranges, notes=notes)
         return commit_files(table, self.spec.txn, files, self.schemas[role], removes=self.replace.remove[role], notes=notes)
+
+    def _create_main(self, schema: pa.Schema) -> bool:
+        """The table created by delta-spark with the features the pipeline opted into, if it asks for
+        any and there is no table yet (``delta_tables.create``); whether it was created now."""
+        if not self.target.table_features.needs_spark or self.main.exists():
+            return False
+        from pyspark.sql import SparkSession
+
+        return create_on_spark(SparkSession.builder.getOrCreate(), self.main, schema, self.target.table_features)
 
     def discard(self, reports: list[TaskReport]) -> None:
         # A committed table's files are its rows now.
@@ -309,6 +328,11 @@ def _missing_columns(columns: list[str], table: Table) -> list[tuple[str, DataTy
 
 def _plain(arrow_type: pa.DataType) -> pa.DataType:
     return pa.string() if arrow_type in (pa.large_string(), pa.string_view()) else pa.binary() if arrow_type in (pa.large_binary(), pa.binary_view()) else arrow_type
+
+
+def _asked(creation: TableCreation) -> str:
+    return " and ".join((["deletion vectors"] if creation.deletion_vectors else [])
+                        + ([f"clustering by {', '.join(creation.cluster_by)}"] if creation.cluster_by else []))
 
 
 def _spark_may_write(table: Table) -> bool:

@@ -35,7 +35,7 @@ import pyarrow as pa
 
 from spark_jobs.columns import SEQUENCE
 from spark_jobs.delta_tables.changes import ChangeReader, latest, unhidden
-from spark_jobs.delta_tables.commit import already_committed, merge_changes
+from spark_jobs.delta_tables.commit import already_committed, key_marked, merge_changes
 from spark_jobs.delta_tables.history import merge_history
 from spark_jobs.delta_tables.spark_merge import merge_changes_on_spark, merges_on_spark
 from spark_jobs.errors import JobError
@@ -87,6 +87,8 @@ class DeltaUpsert(DeltaAppend):
             raise JobError("invalid_spec", f"schema: {exc}") from None
         self.schemas["main"] = reader.schema
         self.context = reading.context
+        self._check_spark_writes()
+        self._create_main(key_marked(unhidden(reader.schema.empty_table()).schema, target.key))
         chunks = list(reading.plan.chunks)
         groups = pack_chunks(chunks, source.max_records_per_task, reading.context.defaultParallelism)
         log.info("reading the changes of %d chunks in %d tasks", len(chunks), len(groups))

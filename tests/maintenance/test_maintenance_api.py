@@ -93,7 +93,8 @@ def test_dry_run_then_a_task_compacts_vacuums_and_records_it(  # type: ignore[no
     assert preview["table"]["files"] == preview["table"]["small_files"] == 6
     assert preview["properties_to_set"]["delta.checkpointInterval"] == "10"
     assert preview["protocol"] == {"reader_version": 1, "writer_version": 2, "features": ["appendOnly", "invariants"],
-                                   "refused": {}}
+                                   "refused": {}, "by_delta_spark": []}
+    assert client.get(f"/pipelines/{ident}/maintenance", headers=tenant.viewer).json()["protocol"] is None  # none read yet
     assert dispatcher.table_maintenance == []  # a dry run sends nothing
 
     asked = client.post(f"/pipelines/{ident}/maintenance", json={"steps": ["compact"]}, headers=tenant.editor)
@@ -113,6 +114,7 @@ def test_dry_run_then_a_task_compacts_vacuums_and_records_it(  # type: ignore[no
     assert status["last_checkpoint"]["outcome"] == "done"
     assert (status["table"]["files"], status["table"]["small_files"]) == (1, 1)
     assert status["totals"]["compactions"] == 1 and status["running"] is False and status["requested_at"] is None
+    assert status["protocol"] == preview["protocol"]  # as the task read it
     assert DeltaTable(uri).to_pyarrow_table().num_rows == 30
     assert sorted(DeltaTable(uri).to_pyarrow_table().column("offset").to_pylist()) == list(range(30))
 
@@ -130,7 +132,7 @@ def test_dry_run_then_a_task_compacts_vacuums_and_records_it(  # type: ignore[no
     assert samples[("inlet_table_compactions_total", ident)] == 1
 
 
-def test_a_dry_run_shows_the_operations_a_tables_features_refuse(  # type: ignore[no-untyped-def]
+def test_the_tables_protocol_and_the_operations_its_features_refuse_are_shown(  # type: ignore[no-untyped-def]
     client: TestClient, tenant,
 ) -> None:
     created = _pipeline(client, tenant, SMALL)
@@ -143,9 +145,20 @@ def test_a_dry_run_shows_the_operations_a_tables_features_refuse(  # type: ignor
     protocol = preview["protocol"]
     assert (protocol["reader_version"], protocol["writer_version"]) == (1, 3)
     assert protocol["features"] == ["appendOnly", "checkConstraints", "invariants"]
-    assert sorted(protocol["refused"]) == ["append", "history_merge", "merge", "replace"]  # maintenance still runs
+    assert sorted(protocol["refused"]) == ["history_merge", "merge"]  # maintenance still runs
     assert all("CHECK constraints (non_negative)" in why for why in protocol["refused"].values())
+    assert protocol["by_delta_spark"] == ["append", "replace"]  # which checks them (docs/maintenance.md)
     assert preview["files_to_compact"] == 2
+
+    # A task reads it too: the maintenance status and the portal's page show it from then on.
+    assert TableMaintainer(client.app.state.settings, client.app.state.engine).maintain(uuid.UUID(ident)) == "done"
+    assert client.get(f"/pipelines/{ident}/maintenance", headers=tenant.viewer).json()["protocol"] == protocol
+    sign_in(client, tenant.keys["viewer"])
+    page = client.get(f"/portal/pipelines/{ident}").text
+    shown = page[page.index('id="table-protocol"'):]
+    shown = shown[:shown.index("</dd>")]
+    assert "reader 1, writer 3" in shown and "checkConstraints" in shown and "by delta-spark: append, replace" in shown
+    assert "merge refused: " in shown and "non_negative" in shown
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
 """A Delta table's shape stays while it holds data: an edit that would change what its rows are (mode,
-scd_type, key, key_from, partition_by) on the same path is refused naming the field, before any run fails on the
-table; on a new path, or before anything was written, any shape goes."""
+scd_type, key, key_from, partition_by, the Delta features it was created with) on the same path is
+refused naming the field, before any run fails on the table; on a new path, or before anything was
+written, any shape goes."""
 
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ def _patch(client: TestClient, tenant: Any, pipeline_id: str, target: dict[str, 
     ({"key": ["name"]}, "target.key"),
     ({"mode": "append", "key": None}, "target.mode"),
     ({"partition_by": ["id"]}, "target.partition_by"),
+    ({"table_features": {"deletion_vectors": True}}, "target.table_features"),
 ])
 def test_a_keyed_table_with_data_keeps_its_shape_on_its_path(client: TestClient, tenant: Any,
                                                           dispatcher: RecordingDispatcher,  # noqa: F811

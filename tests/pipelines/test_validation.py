@@ -61,6 +61,10 @@ ACCEPTED = [
     {"target": {"type": "delta", "path": "silver/orders", "mode": "upsert", "key": ["id"], "scd_type": 1,
                 "sequence_by": "source.lsn", "changes": "debezium"}},
     {"target": {"type": "delta", "path": "silver/orders", "mode": "upsert", "key": ["id"], "deletes": "soft"}},
+    # Delta features Inlet creates the table with (docs/maintenance.md)
+    {"target": {"type": "delta", "path": "t", "table_features": {"deletion_vectors": True, "cluster_by": ["id", "partition"]}}},
+    {"target": {"type": "delta", "path": "t", "mode": "upsert", "key": ["id"], "table_features": {"deletion_vectors": True}}},
+    {**_src(value_format="raw", schema=None), "target": {"type": "delta", "path": "t", "table_features": {"cluster_by": ["timestamp"]}}},
 ]
 
 
@@ -222,6 +226,22 @@ REFUSED = [
     ({"target": {"type": "delta", "path": "t", "mode": "upsert", "key": ["ID"], "key_from": "kafka_key"}}, "target.key"),
     ({"target": {"type": "delta", "path": "t", "mode": "upsert", "key": ["k"], "key_from": "kafka_key",
                  "sequence_by": "k"}}, "target.sequence_by"),
+    # Delta features Inlet creates the table with
+    ({"target": {"type": "delta", "path": "t", "partition_by": ["id"], "table_features": {"cluster_by": ["id"]}}},
+     "target.delta.table_features.cluster_by"),
+    ({"target": {"type": "delta", "path": "t", "table_features": {"cluster_by": ["id"]},
+                 "maintenance": {"compaction": {"z_order_by": ["amount"]}}}}, "target.delta.table_features.cluster_by"),
+    ({"target": {"type": "delta", "path": "t", "mode": "upsert", "key": ["id"], "table_features": {"cluster_by": ["id"]}}},
+     "target.delta.table_features.cluster_by"),
+    ({"target": {"type": "delta", "path": "t", "table_features": {"cluster_by": ["id", "id"]}}},
+     "target.delta.table_features.cluster_by"),
+    ({"target": {"type": "delta", "path": "t", "table_features": {"cluster_by": ["customer"]}}},
+     "target.table_features.cluster_by"),
+    ({"target": {"type": "delta", "path": "t", "table_features": {"cluster_by": ["a", "b", "c", "d", "e"]}}},
+     "target.delta.table_features.cluster_by"),
+    ({"target": {"type": "delta", "path": "t", "mode": "upsert", "key": ["id"], "scd_type": 2,
+                 "table_features": {"deletion_vectors": True}}}, "target.delta.table_features.deletion_vectors"),
+    ({"target": {"type": "delta", "path": "t", "table_features": {"uniform": True}}}, "target.delta.table_features.uniform"),
     # the pipeline itself
     ({"name": ""}, "name"),
     ({"name": "a" * 101}, "name"),

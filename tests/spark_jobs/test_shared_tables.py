@@ -431,8 +431,10 @@ def test_who_writes_a_table_with_features_delta_rs_cannot_write() -> None:
                               {}, {"id": {}})
     assert clustered.writer("append", spark=True) == ("delta-spark", None)
     assert clustered.writer("replace", spark=True) == ("delta-spark", None)
+    for operation in ("compact", "vacuum", "checkpoint", "properties"):  # spark_jobs.spark_maintenance
+        assert clustered.writer(operation, spark=True) == ("delta-spark", None), operation
     for operation in ("merge", "compact", "vacuum", "append"):
-        writer, why = clustered.writer(operation, spark=operation != "append")
+        writer, why = clustered.writer(operation, spark=operation == "merge")
         assert writer is None and why is not None and "clustering" in why, operation
     plain = TableFeatures(1, 2, frozenset(), frozenset({"appendOnly", "invariants"}), {}, {})
     assert plain.writer("append", spark=True) == ("delta-rs", None)

@@ -17,7 +17,17 @@ import shutil
 import time
 from dataclasses import dataclass, replace
 
-from spark_jobs.public import CompactionJob, CompactionResult, Store, TablePolicy, read_compaction_result, redact
+from spark_jobs.public import (
+    CompactionJob,
+    CompactionResult,
+    MaintenanceSteps,
+    SparkMaintenance,
+    Store,
+    TablePolicy,
+    read_compaction_result,
+    read_spark_maintenance,
+    redact,
+)
 from worker.launch.processes import (
     Output,
     private_folder,
@@ -43,6 +53,43 @@ class SparkCompaction:
 
     def __call__(self, store: Store, uri: str, policy: TablePolicy, notes: dict[str, str]) -> CompactionResult:
         job = CompactionJob(uri, store, policy, dict(notes), since=store.delta_table(uri).version())
+        raw, reason = self._submit(job)
+        result = None
+        if raw is not None:
+            try:
+                result = read_compaction_result(raw)
+            except (ValueError, TypeError):
+                pass
+        settled = job.settle(result, reason)
+        return replace(settled, error=redact(settled.error, job.secret_values()) if settled.error else None)
+
+    def delta_spark(self, store: Store, uri: str, policy: TablePolicy, steps: MaintenanceSteps,
+                    notes: dict[str, str]) -> SparkMaintenance:
+        """``spark_jobs.maintenance.SparkMaintainer``: the table's maintenance by delta-spark in the job.
+        A job that ended without its result is settled as a compaction (its OPTIMIZE's commit found by
+        the job's token, or failed), its other steps left to the next task."""
+        job = CompactionJob(uri, store, policy, dict(notes), since=store.delta_table(uri).version(), delta_spark=steps)
+        raw, reason = self._submit(job)
+        try:
+            done = read_spark_maintenance(raw) if raw is not None else None
+        except (ValueError, TypeError, KeyError):
+            done = None
+        if done is None:
+            done = SparkMaintenance(compaction=job.settle(None, reason) if steps.compact else None)
+        secrets = job.secret_values()
+
+        def redacted(error: str | None) -> str | None:
+            return redact(error, secrets) if error else None
+
+        return SparkMaintenance(
+            properties_set=done.properties_set, properties_error=redacted(done.properties_error),
+            compaction=replace(done.compaction, error=redacted(done.compaction.error)) if done.compaction else None,
+            vacuum=replace(done.vacuum, error=redacted(done.vacuum.error)) if done.vacuum else None,
+            checkpoint=replace(done.checkpoint, error=redacted(done.checkpoint.error)) if done.checkpoint else None)
+
+    def _submit(self, job: CompactionJob) -> tuple[bytes | None, str]:
+        """``job`` run by a spark-submit of its own, to its end: the result file's bytes (None if it
+        wrote none), and why there is none."""
         sweep_compaction_folders()
         folder = private_folder(FOLDER_PREFIX)
         job_path, result_path = folder / "job.json", folder / "result.json"
@@ -62,18 +109,17 @@ class SparkCompaction:
                 output.join(5)
             finally:
                 job_path.unlink(missing_ok=True)
-            result = None
+            raw = None
             if stopped_by is None:
                 try:
-                    result = read_compaction_result(result_path.read_bytes())
-                except (OSError, ValueError, TypeError):
+                    raw = result_path.read_bytes()
+                except OSError:
                     pass
             reason = (f"the compaction job ran longer than {self.timeout_s:.0f}s and was killed" if stopped_by
                       else f"the compaction job exited {process.returncode} without a result: {output.last_lines()}")
-            settled = job.settle(result, reason)
+            return raw, reason
         finally:
             shutil.rmtree(folder, ignore_errors=True)
-        return replace(settled, error=redact(settled.error, job.secret_values()) if settled.error else None)
 
 
 def sweep_compaction_folders() -> None:
