@@ -13,7 +13,8 @@ bootstrap servers) goes through here, in the control plane and in the Spark job 
   the caller connects to what was checked and an attacker's DNS gets no second answer to change.
 - ``http_client``: httpx over a network backend that resolves and checks, then connects to the
   checked address; TLS still verifies the certificate against the URL's host name (SNI too). No
-  redirects are followed and no proxy is taken from the environment.
+  redirects are followed and no proxy is taken from the environment; a client's total deadline per
+  request (``outbound``) holds on every connection it opens.
 - ``open_tcp``: the same for a plain socket.
 
 An address is denied when it lies in a ``deny`` range and in no ``allow`` range (allow wins). An
@@ -37,6 +38,8 @@ from urllib.parse import urlsplit
 
 import httpcore
 import httpx
+
+from spark_jobs.outbound import DeadlineClient, DeadlineStream
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -283,7 +286,7 @@ class _CheckedBackend(httpcore.SyncBackend):
         last: Exception | None = None
         for address in addresses:
             try:
-                return super().connect_tcp(address, port, timeout, local_address, socket_options)
+                return DeadlineStream(super().connect_tcp(address, port, timeout, local_address, socket_options))
             except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
                 last = exc
         assert last is not None  # resolve returns at least one address or raises
@@ -307,8 +310,10 @@ def _tls_context(verify: bool) -> ssl.SSLContext:
     return httpx.create_ssl_context(verify=verify, trust_env=False)
 
 
-def http_client(policy: EgressPolicy, *, verify: ssl.SSLContext | bool = True, **options: Any) -> httpx.Client:
+def http_client(policy: EgressPolicy, *, verify: ssl.SSLContext | bool = True, total_s: float | None = None,
+                **options: Any) -> httpx.Client:
     """An httpx client whose every connection goes through ``policy``; ``EgressRefused`` is raised
-    as is from a request to a denied address. No redirects, no proxies from the environment."""
-    return httpx.Client(transport=EgressTransport(policy, verify=verify), follow_redirects=False, trust_env=False,
-                        **options)
+    as is from a request to a denied address. No redirects, no proxies from the environment. With
+    ``total_s``, each request has that long from its send to its body's end (``outbound``)."""
+    return DeadlineClient(total_s=total_s, transport=EgressTransport(policy, verify=verify), follow_redirects=False,
+                          trust_env=False, **options)

@@ -38,6 +38,7 @@ import httpx
 
 from spark_jobs.egress import EgressPolicy, EgressRefused, http_client
 from spark_jobs.errors import JobError, JobErrorKind
+from spark_jobs.outbound import AnswerRefused, read_capped
 
 OIDC_KEYS = frozenset({
     "sasl.oauthbearer.method", "sasl.oauthbearer.client.id", "sasl.oauthbearer.client.secret",
@@ -81,15 +82,6 @@ def _jwt_claims(token: str) -> dict[str, Any]:
     return claims if isinstance(claims, dict) else {}
 
 
-def _read_capped(response: httpx.Response) -> bytes:
-    body = b""
-    for chunk in response.iter_bytes():
-        body += chunk
-        if len(body) > _MAX_BODY:
-            break
-    return body[:_MAX_BODY]
-
-
 @dataclass
 class TokenSource:
     """Client credentials for one token endpoint; called by librdkafka as its ``oauth_cb``."""
@@ -125,10 +117,13 @@ class TokenSource:
         """One client-credentials request; ``TokenRefused`` naming the failure, never the body."""
         form = {"grant_type": "client_credentials", **({"scope": self.scope} if self.scope else {})}
         try:
-            with http_client(self.egress, timeout=self.timeout_s) as client, client.stream(
+            # timeout_s is the request's whole budget, its answer's end included (``outbound``).
+            with http_client(self.egress, timeout=self.timeout_s, total_s=self.timeout_s) as client, client.stream(
                     "POST", self.token_endpoint_url, data=form, auth=(self.client_id, self.client_secret),
                     headers={"accept": "application/json"}) as response:
-                status, body = response.status_code, _read_capped(response)
+                status, body = response.status_code, read_capped(response, _MAX_BODY)
+        except AnswerRefused as exc:
+            raise TokenRefused("token_endpoint_error", f"the token endpoint answered, and {exc}") from None
         except EgressRefused as exc:
             raise TokenRefused("token_endpoint_refused", f"the token endpoint is refused by the egress policy: "
                                                          f"{exc.message}") from None

@@ -3,7 +3,10 @@
 One small HTTP client (``RegistryClient``) used by the control plane (the connection test) and by a
 run (the driver resolves the subject's version; executors fetch the writer schemas their records
 name). Registered schemas never change, so ``by_id`` answers from a process-wide cache after the
-first fetch: a schema id costs one request per process, never one per record.
+first fetch: a schema id costs one request per process and set of credentials, never one per record.
+The cache is keyed by the credentials that fetched each schema: a registry may let one tenant read a
+schema it refuses another, and one worker process serves many tenants. Each request has a total
+deadline and its answer a size cap (``outbound``).
 
 Every request goes through the egress policy (``spark_jobs.egress``): the registry's host is
 resolved and checked, and the connection made to the checked address.
@@ -18,6 +21,10 @@ numeric ``error_code`` aside), so whatever answers at that URL cannot make Inlet
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
+import json
+import secrets
 import ssl
 import threading
 from dataclasses import dataclass, field
@@ -28,6 +35,7 @@ import httpx
 
 from spark_jobs.egress import EgressPolicy, EgressRefused, http_client
 from spark_jobs.errors import JobError
+from spark_jobs.outbound import AnswerRefused, read_capped
 
 SchemaType = Literal["AVRO", "PROTOBUF", "JSON"]
 
@@ -83,15 +91,26 @@ class RegistryUnavailable(JobError):
         self.how = how
 
 
+# Each keyed by who asked (``_principal_of``): a schema one tenant's credentials may read is never
+# answered to another's, which the registry may refuse it (one process serves many tenants' runs).
 _cache: dict[tuple[str, int], RegisteredSchema | None] = {}
 _serialized: dict[tuple[str, int], bytes] = {}
 _subject_versions: dict[tuple[str, int], list[tuple[str, int]]] = {}
 _lock = threading.Lock()
 
 
+# A registry's answer past this is refused: a schema is kilobytes, a subject list at most a few MiB.
+MAX_ANSWER_BYTES = 16 << 20
+
+
 class RegistryClient:
-    def __init__(self, config: RegistryConfig, *, timeout_s: float = 10.0) -> None:
+    """``timeout_s`` is each request's whole budget, from its send to its body's end (``outbound``):
+    a registry that trickles its answer fails as ``timeout`` then, not when it pleases."""
+
+    def __init__(self, config: RegistryConfig, *, timeout_s: float = 10.0, max_answer_bytes: int = MAX_ANSWER_BYTES) -> None:
         self.config = config
+        self.max_answer_bytes = max_answer_bytes
+        self._principal = _principal_of(config)
         auth: httpx.Auth | None = None
         headers = {"Accept": "application/vnd.schemaregistry.v1+json, application/json"}
         if config.username is not None and config.password is not None:
@@ -104,7 +123,7 @@ class RegistryClient:
             context.check_hostname = config.verify_hostname
             verify = context
         self._http = http_client(config.egress, verify=verify, base_url=config.url.rstrip("/"), auth=auth,
-                                 headers=headers, timeout=timeout_s)
+                                 headers=headers, timeout=timeout_s, total_s=timeout_s)
 
     def close(self) -> None:
         self._http.close()
@@ -130,12 +149,12 @@ class RegistryClient:
         body = self._get(f"/subjects/{quote(subject, safe='')}/versions/{version}", missing=what)
         schema = _registered(body)
         with _lock:
-            _cache.setdefault((self.config.url, schema.id), schema)
+            _cache.setdefault((self._principal, schema.id), schema)
         return schema
 
     def by_id(self, schema_id: int) -> RegisteredSchema | None:
         """The schema registered under ``schema_id``, or None where the registry knows no such id."""
-        key = (self.config.url, schema_id)
+        key = (self._principal, schema_id)
         with _lock:
             if key in _cache and _cache[key] is not None:
                 return _cache[key]
@@ -148,7 +167,7 @@ class RegistryClient:
 
     def subject_versions_of(self, schema_id: int) -> list[tuple[str, int]]:
         """The (subject, version) pairs that registered ``schema_id`` (asked once per process)."""
-        key = (self.config.url, schema_id)
+        key = (self._principal, schema_id)
         with _lock:
             if key in _subject_versions:
                 return _subject_versions[key]
@@ -160,7 +179,7 @@ class RegistryClient:
 
     def serialized_protobuf(self, schema_id: int) -> bytes:
         """A Protobuf schema as a serialized ``FileDescriptorProto`` (``?format=serialized``)."""
-        key = (self.config.url, schema_id)
+        key = (self._principal, schema_id)
         with _lock:
             if key in _serialized:
                 return _serialized[key]
@@ -177,7 +196,10 @@ class RegistryClient:
         naming ``missing``."""
         where = f"schema registry {self.config.host}"
         try:
-            response = self._http.get(path, params=params)
+            with self._http.stream("GET", path, params=params) as response:
+                status, body = response.status_code, read_capped(response, self.max_answer_bytes)
+        except AnswerRefused as exc:
+            raise RegistryUnavailable("error", f"{where} answered {path}, and {exc}: not a registry's answer") from None
         except EgressRefused as exc:
             raise RegistryUnavailable("denied", f"{where} is refused by the egress policy: {exc.message}") from None
         except httpx.TimeoutException:
@@ -185,21 +207,31 @@ class RegistryClient:
         except httpx.HTTPError as exc:
             tls = isinstance(exc.__context__, ssl.SSLError) or "CERTIFICATE" in str(exc) or "SSL" in str(exc)
             raise RegistryUnavailable("tls" if tls else "unreachable", f"{where} cannot be reached: {_reason(exc)}") from None
-        if response.status_code in (401, 403):
-            raise JobError("registry_auth", f"{where} refused the credentials ({response.status_code} on {path})")
-        if response.status_code == 404:
+        if status in (401, 403):
+            raise JobError("registry_auth", f"{where} refused the credentials ({status} on {path})")
+        if status == 404:
             if missing is None:
                 return None
-            raise JobError("schema_not_found", f"{where} has no {missing or path} ({_answer(response)})")
-        if response.status_code >= 500:
-            raise RegistryUnavailable("error", f"{where} answered {_answer(response)} on {path}")
-        if response.status_code != 200:
-            redirect = " (redirects are not followed)" if 300 <= response.status_code < 400 else ""
-            raise JobError("invalid_spec", f"{where} answered {_answer(response)} on {path}{redirect}")
+            raise JobError("schema_not_found", f"{where} has no {missing or path} ({_answer(status, body)})")
+        if status >= 500:
+            raise RegistryUnavailable("error", f"{where} answered {_answer(status, body)} on {path}")
+        if status != 200:
+            redirect = " (redirects are not followed)" if 300 <= status < 400 else ""
+            raise JobError("invalid_spec", f"{where} answered {_answer(status, body)} on {path}{redirect}")
         try:
-            return response.json()
+            return json.loads(body)
         except ValueError:
             raise RegistryUnavailable("error", f"{where} answered {path} with something other than JSON") from None
+
+
+_SALT = secrets.token_bytes(32)  # this process's: the keys below prove nothing outside it
+
+
+def _principal_of(config: RegistryConfig) -> str:
+    """Who a client asks as: its URL and credentials (and the CA it trusts), as a keyed hash."""
+    who = "\0".join(v or "" for v in (config.url.rstrip("/"), config.username, config.password, config.token,
+                                      config.ca_pem))
+    return hmac.new(_SALT, who.encode(), hashlib.sha256).hexdigest()
 
 
 def _registered(body: dict[str, Any]) -> RegisteredSchema:
@@ -213,14 +245,14 @@ def _registered(body: dict[str, Any]) -> RegisteredSchema:
     )
 
 
-def _answer(response: httpx.Response) -> str:
+def _answer(status: int, body: bytes) -> str:
     """The status, with the registry's numeric ``error_code`` where it gives one: never its text."""
     try:
-        code = response.json().get("error_code")
+        code = json.loads(body).get("error_code")
     except (ValueError, AttributeError):
         code = None
     shown = f", error code {code}" if isinstance(code, int) and not isinstance(code, bool) else ""
-    return f"{response.status_code}{shown}"
+    return f"{status}{shown}"
 
 
 def _reason(exc: httpx.HTTPError) -> str:

@@ -30,8 +30,9 @@ class WebhookSender:
         self.policy = DeliveryRetryPolicy.of(settings)
         timeout = settings.webhook_timeout_s
         # Through the webhooks' egress policy, with no redirects: a receiver answers for itself, and a
-        # 3xx must not send the signed body elsewhere.
-        self.client = http_client(settings.webhook_egress_policy,
+        # 3xx must not send the signed body elsewhere. The timeout is each delivery's whole budget: a
+        # receiver that trickles its answer cannot hold a delivery thread past it (``outbound``).
+        self.client = http_client(settings.webhook_egress_policy, total_s=timeout,
                                   timeout=httpx.Timeout(timeout, connect=min(CONNECT_TIMEOUT_S, timeout)))
 
     def deliver(self, delivery_id: uuid.UUID) -> DeliveryOutcome:
