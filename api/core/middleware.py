@@ -59,12 +59,29 @@ def _is_json(content_type: str) -> bool:
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
+def _not_utf8(body: bytes, content_type: str) -> str | None:
+    """Why a JSON body is refused for its encoding, or None: JSON between systems is UTF-8 (RFC 8259
+    §8.1). Python's parser would take UTF-16 and UTF-32 too, which the nesting guard, reading UTF-8
+    bytes, misjudges (a 900-deep UTF-16 body reached the fingerprint's recursion). A raw NUL is in no
+    valid JSON text, UTF-8 or not."""
+    charset = re.search(r";\s*charset\s*=\s*\"?([^\s;\"]+)", content_type, re.IGNORECASE)
+    if charset and charset.group(1).lower().replace("_", "-") not in ("utf-8", "utf8"):
+        return f"A JSON body is UTF-8 (RFC 8259 §8.1): the charset {charset.group(1)[:40]!r} is not taken"
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"A JSON body is UTF-8 (RFC 8259 §8.1): this one is not (at byte {exc.start})"
+    if b"\x00" in body:  # UTF-16 or UTF-32 of ASCII text is valid UTF-8 with NULs between the characters
+        return "A JSON body is UTF-8 (RFC 8259 §8.1): this one holds NUL bytes, as UTF-16 or UTF-32 text does"
+    return None
+
+
 def _is_form(content_type: str) -> bool:
     return content_type.split(";", 1)[0].strip().lower() == "application/x-www-form-urlencoded"
 
 
 class RequestGuard:
-    """Refuses bodies over the size limit (413) and bodies that are not JSON (415); under
+    """Refuses bodies over the size limit (413) and bodies that are not JSON, or JSON not in UTF-8 (415); under
     ``form_paths`` (the portal's HTML forms) urlencoded bodies are accepted too."""
 
     def __init__(self, app: ASGIApp, *, max_body_bytes: int, form_paths: tuple[str, ...] = ()) -> None:
@@ -105,6 +122,9 @@ class RequestGuard:
             if not message.get("more_body", False):
                 break
         body, delivered = b"".join(chunks), False
+        if _is_json(content_type) and (why := _not_utf8(body, content_type)):
+            await _send_problem(send, scope, UnsupportedMediaType(why))
+            return
         if _is_json(content_type) and nests_too_deep(body):
             too_deep = f"The JSON body nests arrays and objects more than {MAX_JSON_DEPTH} deep"
             await _send_problem(send, scope, ValidationFailed.field("body", too_deep, type_="too_deep"))

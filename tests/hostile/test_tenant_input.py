@@ -128,6 +128,28 @@ def test_a_body_nested_too_deep_is_a_422_before_anything_walks_it(
     }
 
 
+@pytest.mark.parametrize(("name", "encoding", "content_type", "why"), [
+    ("é", "utf-16", "application/json", "this one is not (at byte 0)"),  # its byte order mark
+    ("x", "utf-16-le", "application/json", "holds NUL bytes"),  # ASCII in UTF-16: valid UTF-8, NULs between
+    ("x", "utf-32-be", "application/merge-patch+json", "holds NUL bytes"),
+    ("é", "latin-1", "application/json", "this one is not (at byte 10)"),
+    ("é", "utf-8", "application/json; charset=iso-8859-1", "the charset 'iso-8859-1' is not taken"),
+])
+def test_a_json_body_not_in_utf8_is_a_415_before_anything_reads_it(
+    client: TestClient, tenant: Any, name: str, encoding: str, content_type: str, why: str,
+) -> None:
+    """RFC 8259 §8.1: a 900-deep body in UTF-16 with an Idempotency-Key was a 500 (the fingerprint's
+    recursion) with a 337 KB traceback logged; now no route, fingerprint or logger sees it."""
+    body = f'{{"name": "{name}", "source": ' + '{"a": ' * 899 + "1" + "}" * 899 + "}"
+    response = client.post("/pipelines", content=body.encode(encoding),
+                           headers={**tenant.editor, "content-type": content_type, "Idempotency-Key": "utf16"})
+    problem = assert_problem(response, 415)
+    assert problem["detail"].startswith("A JSON body is UTF-8 (RFC 8259 §8.1)") and why in problem["detail"]
+    taken = client.post("/pipelines", content='{"name": "é"}'.encode(),
+                        headers={**tenant.editor, "content-type": "application/json; charset=UTF-8"})
+    assert_problem(taken, 422, fields={"source", "target"})  # UTF-8, declared or not, reaches validation
+
+
 def test_a_body_as_deep_as_allowed_reaches_validation(client: TestClient, tenant: Any) -> None:
     body = '{"name": "x", "source": ' + '{"a": ' * 31 + "1" + "}" * 31 + "}"
     response = client.post("/pipelines", content=body, headers={**tenant.editor, "content-type": "application/json"})
