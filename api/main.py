@@ -8,6 +8,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from api.audit.router import router as audit_router
 from api.connections.clients import KafkaClientCache
 from api.connections.router import router as connections_router
+from api.core.auth_throttle import AuthThrottle
 from api.core.config import Settings, get_settings
 from api.core.db import make_engine
 from api.core.dispatch import CeleryDispatcher, Dispatcher
@@ -43,6 +44,7 @@ def create_app(settings: Settings | None = None, *, dispatcher: Dispatcher | Non
     app.state.engine = make_engine(settings.resolved_database_url)
     app.state.secrets = build_secret_store(settings)
     app.state.authenticate_tenant = authenticate_tenant
+    app.state.auth_throttle = AuthThrottle(settings.auth_failures_per_minute)
     bind(app.state.engine, dispatcher or CeleryDispatcher(settings.redis_url))  # what its requests enqueue
     app.state.kafka_clients = KafkaClientCache(app.state.secrets, timeout_s=settings.kafka_timeout_s,
                                                client_id="inlet-offsets", egress=settings.egress_policy)

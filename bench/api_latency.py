@@ -30,7 +30,7 @@ import httpx
 from fastapi import FastAPI
 
 ROOT = Path(__file__).resolve().parents[1]
-OPERATOR_TOKEN = "bench-operator-token"
+OPERATOR_TOKEN = "bench-operator-token-0123456789abcdef"
 TOPIC, PARTITIONS = "bench-offsets", 64
 
 bare = FastAPI()

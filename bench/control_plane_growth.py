@@ -64,7 +64,7 @@ from api.models import Pipeline  # noqa: E402
 from api.retention.service import Retention, RetentionPolicy  # noqa: E402
 from cli.local_stack import LocalStack  # noqa: E402
 
-OPERATOR = "bench-operator-token"
+OPERATOR = "bench-operator-token-0123456789abcdef"
 
 def _migration_0010() -> Any:
     path = ROOT / "migrations" / "versions" / "20261126_0010_retention.py"

@@ -23,7 +23,8 @@ from confluent_kafka import Producer
 from cli.local_stack import LocalStack, free_port, wait_until
 
 TERMINAL = {"succeeded", "failed", "cancelled", "skipped"}
-OPERATOR = {"Authorization": "Bearer bench"}
+BENCH_OPERATOR = "bench-operator-token-0123456789abcdef"
+OPERATOR = {"Authorization": f"Bearer {BENCH_OPERATOR}"}
 
 
 @dataclass
@@ -88,7 +89,7 @@ def measure(fair: bool, records: int, backlog: int) -> Figures:
     try:
         bootstrap = stack.start_sandbox("noisy:12", "quiet:1")
         stack.start_redis()
-        stack.env |= {"INLET_ADMIN_TOKEN": "bench", "INLET_SPARK_MASTER": "local[2]",
+        stack.env |= {"INLET_ADMIN_TOKEN": BENCH_OPERATOR, "INLET_SPARK_MASTER": "local[2]",
                       "INLET_RUN_FAIR_DISPATCH": "true" if fair else "false"}
         api = stack.start_inlet(api_port=free_port(), scheduler=False, worker_concurrency=1)
         a, b = tenant_client(api, "tenant-a"), tenant_client(api, "tenant-b")

@@ -21,6 +21,8 @@ from confluent_kafka import Producer
 
 from cli.local_stack import LocalStack, free_port, wait_until
 
+BENCH_OPERATOR = "bench-operator-token-0123456789abcdef"
+
 TERMINAL = {"succeeded", "failed", "cancelled", "skipped"}
 
 
@@ -55,9 +57,9 @@ def measure(engine: str, runs: int, pipelines: int, concurrency: int) -> Figures
     try:
         bootstrap = stack.start_sandbox("bench:1", "many:1")
         stack.start_redis()
-        stack.env |= {"INLET_ADMIN_TOKEN": "bench", "INLET_RUN_ENGINE": engine, "INLET_SPARK_MASTER": "local[2]"}
+        stack.env |= {"INLET_ADMIN_TOKEN": BENCH_OPERATOR, "INLET_RUN_ENGINE": engine, "INLET_SPARK_MASTER": "local[2]"}
         api = stack.start_inlet(api_port=free_port(), scheduler=False, worker_concurrency=concurrency)
-        operator = {"Authorization": "Bearer bench"}
+        operator = {"Authorization": f"Bearer {BENCH_OPERATOR}"}
         tenant = api.post("/tenants", json={"name": "bench"}, headers=operator).json()
         key = api.post(f"/tenants/{tenant['id']}/api-keys", json={"name": "b", "role": "editor"}, headers=operator).json()
         api.headers["Authorization"] = f"Bearer {key['key']}"

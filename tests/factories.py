@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from api.pipelines.schemas import KafkaSource
 from spark_jobs.egress import EgressPolicy
 
-ADMIN_TOKEN = "operator-token-for-tests"
+ADMIN_TOKEN = "operator-token-for-tests-0123456789abcdef"
 PASSWORD = "s3cr3t-Pa55word-for-tests-9f1c"
 # The egress policy of clients a test builds itself: the default one, with loopback opened (as
 # tests/conftest.py opens it for every Settings).

@@ -28,7 +28,8 @@ MIN_RETENTION_DAYS = 1.0
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="INLET_", extra="ignore")
+    # Settings carry secrets: a refused value is never repeated in the error.
+    model_config = SettingsConfigDict(env_prefix="INLET_", extra="ignore", hide_input_in_errors=True)
 
     # Storage of the control plane itself.
     data_dir: Path = Path(".inlet")
@@ -48,7 +49,12 @@ class Settings(BaseSettings):
     )
 
     # Access.
-    admin_token: SecretStr | None = Field(default=None, description="Platform operator token")
+    admin_token: SecretStr | None = Field(
+        default=None, description="Platform operator token: 32 characters or more (`openssl rand -hex "
+        "16` makes one); it creates tenants and their admin keys, so a shorter one is refused at start-up")
+    auth_failures_per_minute: int = Field(
+        default=30, ge=1, description="Failed authentications an address may make in a minute (API keys, the operator "
+        "token, portal sign-in); past it, 429 with Retry-After (keys that authenticated lately still pass)")
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     server_key: SecretStr | None = Field(
         default=None, min_length=32, description="Key of Inlet's keyed digests (idempotency fingerprints); every API "
@@ -237,6 +243,14 @@ class Settings(BaseSettings):
         if isinstance(value, str) and not value.strip().startswith("["):
             return [item.strip() for item in value.split(",") if item.strip()]
         return value
+
+    @field_validator("admin_token")
+    @classmethod
+    def _strong_operator_token(cls, token: SecretStr | None) -> SecretStr | None:
+        if token is not None and len(token.get_secret_value()) < 32:
+            raise ValueError("INLET_ADMIN_TOKEN must be 32 characters or more (`openssl rand -hex 16` makes one): it "
+                             "creates tenants and their admin keys")
+        return token
 
     @field_validator("webhook_allowed_hosts")
     @classmethod

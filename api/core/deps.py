@@ -6,11 +6,12 @@ A tenant's API key is checked by the app's ``authenticate_tenant`` (``api.tenanc
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Annotated, Protocol
+from typing import Annotated, Protocol, TypeVar
 
 from fastapi import Depends, Header, Request
 from sqlmodel import Session
 
+from api.core.auth_throttle import AuthThrottle
 from api.core.config import Settings
 from api.core.db import unit_of_work
 from api.core.security import (
@@ -20,6 +21,8 @@ from api.core.security import (
     authenticate_operator,
     bearer_token,
 )
+
+T = TypeVar("T")
 
 
 def _session(request: Request) -> Iterator[Session]:
@@ -54,7 +57,8 @@ def tenant_caller(role: Role) -> Callable[..., TenantContext]:
         authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
     ) -> TenantContext:
         authenticate: TenantAuthenticator = request.app.state.authenticate_tenant
-        ctx = authenticate(session, bearer_token(authorization), operator_token(settings))
+        token = bearer_token(authorization)
+        ctx = throttled(request, token, lambda: authenticate(session, token, operator_token(settings)))
         ctx.require(role)
         return ctx
 
@@ -62,10 +66,19 @@ def tenant_caller(role: Role) -> Callable[..., TenantContext]:
 
 
 def _operator(
+    request: Request,
     settings: SettingsDep,
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> Operator:
-    return authenticate_operator(bearer_token(authorization), operator_token(settings))
+    token = bearer_token(authorization)
+    return throttled(request, token, lambda: authenticate_operator(token, operator_token(settings)))
+
+
+def throttled(request: Request, token: str, authenticate: Callable[[], T]) -> T:
+    """``authenticate()`` under the failed-authentication budget of the caller's address
+    (``auth_throttle``): a 429 with Retry-After past it."""
+    throttle: AuthThrottle = request.app.state.auth_throttle
+    return throttle.guard(request.client.host if request.client else None, token, authenticate)
 
 
 OperatorDep = Annotated[Operator, Depends(_operator)]

@@ -29,9 +29,10 @@ from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
 
 from api.connections.clients import KafkaClientCache
+from api.core.auth_throttle import TooManyFailures
 from api.core.config import Settings
 from api.core.db import unit_of_work
-from api.core.deps import SessionDep, SettingsDep, operator_token
+from api.core.deps import SessionDep, SettingsDep, operator_token, throttled
 from api.core.errors import DomainError, Forbidden, Unauthorized
 from api.core.security import Role, TenantContext
 from api.portal import pages
@@ -294,8 +295,8 @@ def login(request: Request, session: SessionDep, settings: SettingsDep,
     try:
         if not key:
             raise Unauthorized("Enter an API key")
-        ctx = authenticate_tenant(session, key, operator_token(settings))
-    except (Unauthorized, Forbidden) as exc:
+        ctx = throttled(request, key, lambda: authenticate_tenant(session, key, operator_token(settings)))
+    except (Unauthorized, Forbidden, TooManyFailures) as exc:
         return _login_page(request, status=exc.status, error=exc.detail, next_url=next_url)
     limits = SessionLimits.of(settings)
     session_id = portal_sessions.open_session(session=session, ctx=ctx, limits=limits)
