@@ -1,8 +1,10 @@
 """Warm Kafka clients for the API's offsets reads (``api.connections.clients.KafkaClientCache``): one per
-connection and credentials version, bounded, closed when the connection changes or goes."""
+connection and credentials version, bounded (in all and per tenant), closed when the connection changes or
+goes, or once idle, whether or not another request comes."""
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -13,8 +15,9 @@ from api.kafka.client import KafkaClient
 from tests.factories import LOOPBACK_ALLOWED, create_sandbox_pipeline, make_tenant, plaintext_connection_body
 
 
-def _conn(revision: int = 1, conn_id: uuid.UUID | None = None) -> Connection:
-    return Connection(id=conn_id or uuid.uuid4(), tenant_id=uuid.uuid4(), name="c", bootstrap_servers="127.0.0.1:1",
+def _conn(revision: int = 1, conn_id: uuid.UUID | None = None, tenant_id: uuid.UUID | None = None) -> Connection:
+    return Connection(id=conn_id or uuid.uuid4(), tenant_id=tenant_id or uuid.uuid4(), name="c",
+                      bootstrap_servers="127.0.0.1:1",
                       security_protocol="PLAINTEXT", options={}, revision=revision)
 
 
@@ -47,6 +50,28 @@ def test_the_cache_is_bounded_by_count_and_by_idle_time(bound: str) -> None:
 
     assert oldest._admin is None, "the least recently used (or idle) client stays open"
     assert others[-1]._admin is not None and len(cache) == (2 if bound == "max_clients" else 1)
+
+
+def test_one_tenants_clients_are_bounded_apart_from_the_others() -> None:
+    cache = KafkaClientCache(secrets=None, timeout_s=1, client_id="t", egress=LOOPBACK_ALLOWED,  # type: ignore[arg-type]
+                             max_per_tenant=2)
+    noisy, quiet = uuid.uuid4(), uuid.uuid4()
+    kept = _opened(cache, _conn(tenant_id=quiet))
+    noisy_ones = [_opened(cache, _conn(tenant_id=noisy)) for _ in range(5)]
+
+    assert [c._admin is None for c in noisy_ones] == [True, True, True, False, False]
+    assert kept._admin is not None and len(cache) == 3  # the other tenant's client stays
+
+
+def test_an_idle_client_is_closed_without_another_request() -> None:
+    cache = KafkaClientCache(secrets=None, timeout_s=1, client_id="t", egress=LOOPBACK_ALLOWED,  # type: ignore[arg-type]
+                             idle_s=0.5)
+    idle = _opened(cache, _conn())
+    deadline = time.monotonic() + 5
+    while idle._admin is not None and time.monotonic() < deadline:  # the reaper's round: every second at most
+        time.sleep(0.1)
+    assert idle._admin is None and len(cache) == 0
+    cache.close()
 
 
 @pytest.mark.db
