@@ -34,6 +34,7 @@ from api.runs.planning import Plan, plan_next_run
 from api.runs.quotas import check_run_rate
 from api.runs.retry import RetryPolicy, RunFailure, failure_of
 from api.runs.states import RunState, state_of
+from api.runs.tenant_errors import for_tenant
 from api.secrets.store import SecretStore
 from api.tenancy.quotas import QuotaExceeded, QuotaLimits
 from spark_jobs.public import RunResult, RunSpec, Store
@@ -161,8 +162,10 @@ def record_result(*, session: Session, run_id: uuid.UUID, worker: str, result: R
         mirror = _mirrored(session.get(Pipeline, run.pipeline_id))
         return Outcome(state_of(run.state), run_id, mirror_group_of=mirror)
     reported = result.error
-    failure = (RunFailure(reported.kind, reported.message, reported.topic, reported.partition) if reported
+    failure = (RunFailure(reported.kind, for_tenant(reported.message), reported.topic, reported.partition) if reported
                else RunFailure("internal", "no error given"))
+    if reported and failure.message != reported.message:  # the whole of it for the operator
+        log.warning("run %s failed (%s): %s", run_id, reported.kind, reported.message)
     if failure.kind == "cancelled":
         lifecycle.finish(session, run, "cancelled", error=failure, result=result.model_dump(mode="json"))
         return Outcome("cancelled", run_id)

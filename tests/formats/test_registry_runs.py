@@ -272,7 +272,8 @@ def test_a_compatible_evolution_adds_columns_and_an_incompatible_one_fails_namin
     failed = _run(stack, tenant, pipeline)
     assert (failed["state"], failed["attempt"], failed["error"]["kind"]) == ("failed", 1, "schema_incompatible"), failed
     assert failed["error"]["message"] == (
-        f"subject {subject!r} version 3 (schema id {v3}) cannot go into {uri}: field id is int64 in the table and "
+        f"subject {subject!r} version 3 (schema id {v3}) cannot go into {_as_tenant_reads(uri)}: field id is int64 in "
+        "the table and "
         f"string in the schema (last written from {subject} version 2 (schema id {v2}))")
     assert DeltaTable(uri).version() == version  # nothing written, not even a schema change
     assert committed_offsets(stack.settings.resolved_database_url, pipeline["id"]) == {(topic, 0): 9}
@@ -383,3 +384,9 @@ def test_keys_decode_with_a_subject_of_their_own(stack, real_kafka, real_topic, 
     assert [(r["key"], r["value"]) for r in _table(uri).to_pylist()] == [
         ({"region": "eu", "id": 0}, "v0"), ({"region": "eu", "id": 1}, "v1"), ({"region": "eu", "id": 2}, "v2"),
         (None, "v3")]  # a record without a key has a null key, not a quarantined one
+
+
+def _as_tenant_reads(uri: str) -> str:
+    """A table's URI as a run's error shows it to its tenant: the path under its storage folder
+    (``api.runs.tenant_errors``)."""
+    return uri.split("/tenants/", 1)[1].split("/", 1)[1]
