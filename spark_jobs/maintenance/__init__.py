@@ -28,7 +28,7 @@ from spark_jobs.errors import classify
 from spark_jobs.maintenance import compaction, upkeep
 from spark_jobs.maintenance.health import TableHealth, health_of, inspect
 from spark_jobs.storage import Store
-from spark_jobs.table_features import TableFeatures, has_deletion_vectors, require
+from spark_jobs.table_features import SPARK_WRITES, TableFeatures, has_deletion_vectors, require
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -169,7 +169,10 @@ def maintain(store: Store, uri: str, policy: TablePolicy, ops: MaintenanceSteps,
     if not store.is_delta_table(uri):
         return MaintenanceReport()
     if offload is not None and offload.delta_spark is not None and _wants_delta_spark(store, uri):
-        done = offload.delta_spark(store, uri, policy, ops, notes or {})
+        try:
+            done = offload.delta_spark(store, uri, policy, ops, notes or {})
+        except Exception as exc:  # noqa: BLE001 - no job started (no JVM, a full disk): reported, tried again later
+            done = SparkMaintenance(compaction=CompactionResult("failed", error=_failure(exc)) if ops.compact else None)
         return MaintenanceReport(properties_set=done.properties_set, properties_error=done.properties_error,
                                  compaction=done.compaction, vacuum=done.vacuum, checkpoint=done.checkpoint,
                                  health=inspect(store, uri, policy.small_file_bytes))
@@ -198,13 +201,15 @@ def _wants_delta_spark(store: Store, uri: str) -> bool:
 
 
 def wants_delta_spark(delta: DeltaTable, uri: str) -> bool:
-    """Whether ``delta``'s maintenance goes to delta-spark (``spark_jobs.spark_maintenance``): it cannot go to delta-rs (its features), or
-    it is clustered, or some of its files carry deletion vectors to purge."""
-    features = TableFeatures.of(delta)
+    """Whether ``delta``'s maintenance goes to delta-spark (``spark_jobs.spark_maintenance``): delta-rs
+    cannot compact it (its features: clustering among them) and delta-spark can, or some of its files
+    carry deletion vectors to purge, which delta-rs's compaction leaves as they are."""
     if "://" in uri and not uri.startswith("file://"):
         return False  # Inlet gives Spark no object store's connector
-    spark_can = features.writer("compact", spark=True)[0] == "delta-spark"
-    return spark_can and (features.refusal("compact") is not None or bool(has_deletion_vectors(delta)))
+    features = TableFeatures.of(delta)
+    if features.refusal("compact") is not None:
+        return features.writer("compact", spark=True)[0] == "delta-spark"
+    return features.features <= SPARK_WRITES and bool(has_deletion_vectors(delta))
 
 
 def _failure(exc: BaseException) -> str:

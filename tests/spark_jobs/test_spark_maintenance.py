@@ -100,7 +100,7 @@ def test_a_table_delta_rs_maintains_stays_with_it(delta_spark, tmp_path: Path) -
         write_deltalake(plain, pa.table({"partition": [0, 1], "offset": [n, n]}), mode="append")
     delta_spark.spark.sql(f"CREATE TABLE delta.`{vectors}` (`offset` BIGINT) USING delta "
                           "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
-    delta_spark.spark.sql(f"INSERT INTO delta.`{vectors}` VALUES (1), (2)")
+    delta_spark.spark.sql(f"INSERT INTO delta.`{vectors}` SELECT /*+ COALESCE(1) */ id FROM range(10)")  # one file
     store = Store({})
     assert not wants_delta_spark(store.delta_table(plain), plain)
     assert not wants_delta_spark(store.delta_table(vectors), vectors)  # vectors on, none in its files yet
@@ -109,3 +109,14 @@ def test_a_table_delta_rs_maintains_stays_with_it(delta_spark, tmp_path: Path) -
 
     report = maintain(store, plain, POLICY, MaintenanceSteps(), offload=offload)
     assert report.compaction is not None and report.compaction.outcome == "done", report.compaction
+
+    # Once a file carries a vector the table goes to delta-spark; a job that cannot start is reported.
+    delta_spark.spark.sql(f"DELETE FROM delta.`{vectors}` WHERE `offset` = 1")
+    assert wants_delta_spark(store.delta_table(vectors), vectors)
+
+    def no_jvm(*_: object) -> None:
+        raise OSError("spark-submit: No such file or directory")
+
+    report = maintain(store, vectors, POLICY, MaintenanceSteps(), offload=Offload(1 << 40, _no_compaction, no_jvm))  # type: ignore[arg-type]
+    assert report.compaction is not None and report.compaction.outcome == "failed"
+    assert "No such file or directory" in (report.compaction.error or "") and report.health is not None
