@@ -29,6 +29,7 @@ JobErrorKind = Literal[
     "target_commit",
     "target_conflict",  # a replace commit lost to a concurrent rewrite (table maintenance): retried, planned again
     "invalid_spec",
+    "record_too_large",  # a record past the run's bound once decompressed (read_budget): not retried
     "table_unsupported",  # the table uses a Delta feature the operation cannot write correctly (table_features)
     "cancelled",  # the run was cancelled (or timed out) and the job stopped before committing
     "internal",

@@ -29,6 +29,7 @@ from pyspark.sql.types import StructType
 
 from spark_jobs.errors import JobError, JobErrorKind
 from spark_jobs.plans import ClientConfig, PartitionKey, read_plan, write_plan
+from spark_jobs.read_budget import ConsumeSizing, ReadBudget, header_bytes
 
 if TYPE_CHECKING:
     from confluent_kafka import KafkaError, Message
@@ -101,7 +102,7 @@ class ReadPlan:
 
     consumer_config: ClientConfig
     chunks: tuple[Chunk, ...]
-    stall_timeout_s: float
+    budget: ReadBudget
 
 
 def consumer_config(kafka_config: dict[str, str], group_id: str, egress: EgressPolicy) -> ClientConfig:
@@ -149,17 +150,18 @@ def chunk_ranges(ranges: Ranges, max_records_per_task: int) -> list[Chunk]:
     return chunks
 
 
-def read_chunk(config: ClientConfig, chunk: Chunk, schema: pa.Schema, stall_timeout_s: float) -> Iterator[pa.RecordBatch]:
+def read_chunk(config: ClientConfig, chunk: Chunk, schema: pa.Schema, budget: ReadBudget) -> Iterator[pa.RecordBatch]:
     """Arrow batches of exactly the records with offsets in ``[chunk.start, chunk.end)``."""
-    for _, batch in read_chunks(config, [chunk], schema, stall_timeout_s):
+    for _, batch in read_chunks(config, [chunk], schema, budget):
         yield batch
 
 
 def read_chunks(
-    config: ClientConfig, chunks: list[Chunk], schema: pa.Schema, stall_timeout_s: float
+    config: ClientConfig, chunks: list[Chunk], schema: pa.Schema, budget: ReadBudget
 ) -> Iterator[tuple[Chunk, pa.RecordBatch]]:
     """Arrow batches (in ``schema``, a subset-in-order of the Kafka columns) of several chunks, read
-    by ONE consumer; each batch holds records of one chunk only, and is yielded with it.
+    by ONE consumer; each batch holds records of one chunk only, and is yielded with it. ``budget``
+    bounds a record, a batch and a stall (``spark_jobs.read_budget``).
 
     Offsets may be missing inside a range (compaction, transaction markers); a record at or past a
     chunk's end is never emitted, and its partition is paused so the consumer stops fetching it.
@@ -181,7 +183,7 @@ def read_chunks(
 
     def flush(p: _Pending) -> tuple[Chunk, pa.RecordBatch]:
         batch = p.pieces[0] if len(p.pieces) == 1 else pa.concat_batches(p.pieces)
-        p.pieces, p.rows = [], 0
+        p.pieces, p.rows, p.bytes = [], 0, 0
         return p.chunk, batch.select(schema.names).cast(schema)
 
     with _collections_deferred():
@@ -190,16 +192,20 @@ def read_chunks(
             now = time.monotonic()
             for p in pending.values():
                 p.last_progress = now
+            sizing = ConsumeSizing(budget, _MAX_CONSUME)
             while pending:
                 if (refused := refusals.final()) is not None:
                     only = next(iter(pending)) if len(pending) == 1 else (None, None)
                     raise JobError(kafka_error_kind(refused), f"{only[0]}[{only[1]}]: {refused.str()}" if only[0] else refused.str(), *only)
                 # consume(n) waits for n messages or the timeout: never ask for more than the ranges hold.
-                messages = consumer.consume(min(_MAX_CONSUME, sum(p.chunk.end - p.position for p in pending.values())), timeout=1.0)
+                left = sum(p.chunk.end - p.position for p in pending.values())
+                messages = consumer.consume(min(sizing.records, left), timeout=1.0)
                 errors = [(m, error) for m in messages if (error := m.error()) is not None] if any(map(Message.error, messages)) else []
                 if errors:
                     messages = [m for m in messages if m.error() is None]
-                touched = _take(messages, pending, one_topic, with_headers, ts_type, headers_type) if messages else set()
+                touched, largest = (_take(messages, pending, one_topic, with_headers, ts_type, headers_type, budget)
+                                    if messages else (set(), 0))
+                sizing.consumed(largest)
                 for message, error in errors:
                     _note_error(message, error, pending, touched)
                 now = time.monotonic()
@@ -213,9 +219,9 @@ def read_chunks(
                         del pending[key]
                         if p.rows:
                             yield flush(p)
-                    elif p.rows >= _BATCH_ROWS:
+                    elif p.rows >= _BATCH_ROWS or p.bytes >= budget.flush_bytes:
                         yield flush(p)
-                _check_progress(pending, now, stall_timeout_s)
+                _check_progress(pending, now, budget.stall_timeout_s)
         finally:
             consumer.close()
 
@@ -273,31 +279,44 @@ def _take(
     with_headers: bool,
     ts_type: pa.DataType,
     headers_type: pa.DataType | None,
-) -> set[PartitionKey]:
+    budget: ReadBudget,
+) -> tuple[set[PartitionKey], int]:
     """Add a consumed batch of (error-free) messages to their chunks' pieces, column by column: one
     ``map`` of the field's method per field costs far less per record than a loop appending to lists
-    (and half what a comprehension calling it does), and numbers go straight into numpy arrays."""
+    (and half what a comprehension calling it does), and numbers go straight into numpy arrays. A
+    record past the budget's bound is refused before its value is copied out of the client. The
+    partitions touched, and the largest record's bytes."""
     from confluent_kafka import Message
 
     n = len(messages)
+    sizes = np.fromiter(map(len, messages), np.int64, n)  # the values' lengths, read without copying them
     partitions = np.fromiter(map(Message.partition, messages), np.int32, n)
     topics = None if one_topic else pa.array(list(map(Message.topic, messages)), pa.string())
     # Each timestamp is a (type, ms) pair: all of them in one array, type and time taking turns.
     stamps = np.fromiter(chain.from_iterable(map(Message.timestamp, messages)), np.int64, 2 * n)
     keys = list(map(Message.key, messages))
+    key_column = pa.nulls(n, pa.binary()) if keys.count(None) == n else pa.array(keys, pa.binary())
+    sizes += pc.binary_length(key_column).fill_null(0).to_numpy()
+    headers = None
+    if with_headers:
+        # A consumed message's headers are (key, value) pairs; the stub's type also has produce's dict form.
+        headers = pa.array(
+            [[{"key": k, "value": v} for k, v in cast(_Headers, h)] if (h := m.headers()) else None for m in messages], headers_type
+        )
+        sizes += header_bytes(headers)
+    if sizes.max() > budget.max_record_bytes:
+        budget.refuse_oversized(messages, sizes, lambda key, offset: (p := pending.get(key)) is not None
+                                and p.position <= offset < p.chunk.end)
     columns = {
-        "key": pa.nulls(n, pa.binary()) if keys.count(None) == n else pa.array(keys, pa.binary()),
+        "key": key_column,
         "value": pa.array(list(map(Message.value, messages)), pa.binary()),
         "offset": pa.array(np.fromiter(map(Message.offset, messages), np.int64, n)),
         "timestamp": pa.array(stamps[1::2], pa.timestamp("ms", tz="UTC")).cast(ts_type),
         # confluent-kafka counts timestamp types from 0 = unavailable; Java (Spark) from -1.
         "timestampType": pa.array(stamps[0::2] - 1, pa.int32()),
     }
-    if with_headers:
-        # A consumed message's headers are (key, value) pairs; the stub's type also has produce's dict form.
-        columns["headers"] = pa.array(
-            [[{"key": k, "value": v} for k, v in cast(_Headers, h)] if (h := m.headers()) else None for m in messages], headers_type
-        )
+    if headers is not None:
+        columns["headers"] = headers
     everything = pa.RecordBatch.from_pydict(columns)
     touched = set()
     for key, rows in _by_partition(everything, partitions, topics, next(iter(pending))[0] if one_topic else None):
@@ -315,9 +334,10 @@ def _take(
             )
             p.pieces.append(piece)
             p.rows += count
+            p.bytes += piece.nbytes
         p.position = p.chunk.end if beyond >= p.chunk.end - 1 else beyond + 1
         touched.add(key)
-    return touched
+    return touched, int(sizes.max())
 
 
 def _by_partition(rows: pa.RecordBatch, partitions: np.ndarray, topics: pa.Array | None,
@@ -365,7 +385,7 @@ class _Pending:
     def __init__(self, chunk: Chunk):
         self.chunk, self.position, self.last_progress = chunk, chunk.start, 0.0
         self.pieces: list[pa.RecordBatch] = []
-        self.rows = 0
+        self.rows = self.bytes = 0
 
 
 class InletKafkaDataSource(DataSource):
@@ -390,7 +410,7 @@ class _KafkaReader(DataSourceReader):
     def __init__(self, plan: ReadPlan, schema: StructType):
         self.config = plan.consumer_config
         self.chunks = plan.chunks
-        self.stall_timeout_s = plan.stall_timeout_s
+        self.budget = plan.budget
         self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
 
     def partitions(self) -> list[InputPartition]:
@@ -398,7 +418,7 @@ class _KafkaReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, Chunk)
-        return read_chunk(self.config, partition, self.arrow_schema, self.stall_timeout_s)
+        return read_chunk(self.config, partition, self.arrow_schema, self.budget)
 
 
 def read_records(spark: SparkSession, plan: ReadPlan, include_headers: bool, plan_path: str) -> DataFrame:

@@ -47,7 +47,7 @@ def run(spec: RunSpec, driver: Driver, scratch: str, tally: Tally) -> None:
         log.warning("data loss skipped: %s[%d] offsets [%d, %d) no longer exist", gap.topic, gap.partition, gap.start, gap.end)
     tally.check_cancelled("reading")
     chunks = chunk_ranges(readable, source.max_records_per_task)
-    plan = ReadPlan(consumer_config(source.kafka_config, group_id, egress), tuple(chunks), source.stall_timeout_s)
+    plan = ReadPlan(consumer_config(source.kafka_config, group_id, egress), tuple(chunks), source.budget)
     log.info("reading %d chunks of %d partitions", len(chunks), sum(len(p) for p in readable.values()))
 
     began = time.monotonic()

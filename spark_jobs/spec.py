@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from spark_jobs.egress import DEFAULT_DENY, EgressPolicy
 from spark_jobs.errors import JobErrorKind
+from spark_jobs.read_budget import ReadBudget
 from spark_jobs.registry import RegistryConfig
 from spark_jobs.storage import Store
 
@@ -36,6 +37,7 @@ ErrorKind = Literal[
     # Set by the launcher when the job left no result.
     "timeout",
     "crashed",
+    "resource_exhausted",  # its processes passed the run's memory bound (worker.launch.processes.MemoryWatch)
 ]
 
 # Names whose values are credentials: librdkafka's (sasl.password, ssl.key.pem, sasl.oauthbearer.client.secret,
@@ -120,6 +122,9 @@ class SourceSpec(_Model):
     max_records_per_task: int = Field(default=200_000, gt=0)
     # A partition that makes no progress for this long fails the run as kafka_unavailable.
     stall_timeout_s: float = Field(default=120.0, gt=0)
+    # A record's bytes and an Arrow batch's, once decompressed (spark_jobs.read_budget).
+    max_record_bytes: int = Field(default=ReadBudget.max_record_bytes, gt=0)
+    max_batch_bytes: int = Field(default=ReadBudget.max_batch_bytes, gt=0)
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -142,6 +147,10 @@ class SourceSpec(_Model):
             if fmt in REGISTRY_FORMATS and self.registry is None:
                 raise ValueError(f"{part}_format {fmt} needs the registry")
         return self
+
+    @property
+    def budget(self) -> ReadBudget:
+        return ReadBudget(self.stall_timeout_s, self.max_record_bytes, self.max_batch_bytes)
 
     @property
     def decodes_framed(self) -> bool:

@@ -35,8 +35,9 @@ def spark_settings(settings: Settings) -> SparkSubmitSettings:
     defaults = SparkSubmitSettings()
     return SparkSubmitSettings(
         spark_submit=settings.spark_submit or defaults.spark_submit, master=settings.spark_master,
-        conf=dict(settings.spark_conf), driver_memory=settings.spark_driver_memory,
+        conf={"spark.sql.execution.arrow.maxBytesPerBatch": str(settings.run_max_batch_bytes), **settings.spark_conf}, driver_memory=settings.spark_driver_memory,
         executor_memory=settings.spark_executor_memory, python=settings.spark_python or defaults.python,
+        run_memory_mb=settings.run_memory_mb,
     )
 
 

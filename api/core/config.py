@@ -156,6 +156,20 @@ class Settings(BaseSettings):
     engine_max_memory_mb: int = Field(
         default=2048, ge=256, description="A warm engine is replaced after a run that leaves its processes holding more"
     )
+    run_memory_mb: int | None = Field(
+        default=2560, ge=256, description="What a run's Spark processes (the warm engine's or the run's spark-submit: the "
+        "JVM, the driver's Python and its workers) may hold while it runs, sampled every 0.5 s; past it the run is "
+        "killed and fails as resource_exhausted (not retried), and the next run gets a new engine. With the worker's own "
+        "process, its tree stays under 3 GiB. Unset: no bound"
+    )
+    run_max_record_bytes: int = Field(
+        default=32 << 20, gt=0, description="A record's key, value and headers once decompressed; a larger one fails "
+        "its run as record_too_large, naming its partition and offset (spark_jobs/read_budget.py)"
+    )
+    run_max_batch_bytes: int = Field(
+        default=64 << 20, gt=0, description="An Arrow batch of records a task reads, once decompressed: what one task "
+        "holds of its records at a time"
+    )
     spark_merge_min_mb: int | None = Field(
         default=None, ge=0, description="A keyed table of this many MB or more, on a disk "
         "the Spark cluster shares, is merged by delta-spark on the run's Spark instead of delta-rs on the worker; "

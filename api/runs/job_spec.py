@@ -55,6 +55,8 @@ def build_spec(session: Session, run: Run, pipeline: Pipeline, *, settings: Sett
         key_format=source.key_format,
         key_subject=subjects.get("key"),
         on_data_loss=source.on_data_loss,
+        max_record_bytes=settings.run_max_record_bytes,
+        max_batch_bytes=settings.run_max_batch_bytes,
     )
     target: DeltaTargetSpec | KafkaTargetSpec
     if definition.target.type == "delta":

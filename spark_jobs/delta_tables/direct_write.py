@@ -39,6 +39,7 @@ from spark_jobs.delta_tables.files import FileSet, delete_run_files
 from spark_jobs.delta_tables.replace import RewriteFile, carried_rows
 from spark_jobs.kafka_source import Chunk, read_chunks
 from spark_jobs.plans import ClientConfig, PartitionStats, TaskReport
+from spark_jobs.read_budget import ReadBudget
 from spark_jobs.storage import Store
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ class DirectWritePlan:
     schema: pa.Schema  # of the table's rows, including columns of the table this run lacks
     read_schema: pa.Schema  # of the Kafka records read
     consumer_config: ClientConfig
-    stall_timeout_s: float
+    budget: ReadBudget
     value_format: ValueFormat
     run_id: str
     replace_ranges: Ranges  # empty outside replace mode
@@ -116,7 +117,7 @@ def pack_chunks(chunks: list[Chunk], max_records_per_task: int, slots: int) -> l
 
 def read_counted(plan: DirectWritePlan, chunks: tuple[Chunk, ...], report: TaskReport) -> Iterator[tuple[Chunk, pa.RecordBatch]]:
     """The records of ``chunks``, in batches, counted into ``report`` as they are read."""
-    for chunk, batch in read_chunks(plan.consumer_config, list(chunks), plan.read_schema, plan.stall_timeout_s):
+    for chunk, batch in read_chunks(plan.consumer_config, list(chunks), plan.read_schema, plan.budget):
         low, high = pc.min_max(batch.column("offset")).values()
         size = sum(pc.sum(pc.binary_length(batch.column(c))).as_py() or 0 for c in ("key", "value"))
         stats = report.partitions.setdefault((chunk.topic, chunk.partition), PartitionStats())

@@ -118,7 +118,7 @@ class DeltaAppend:
             schema=schema,
             read_schema=self.read_schema,
             consumer_config=reading.plan.consumer_config,
-            stall_timeout_s=reading.plan.stall_timeout_s,
+            budget=reading.plan.budget,
             value_format=self.spec.source.value_format,
             run_id=self.spec.run_id,
             replace_ranges=self.target.replace_ranges or {},

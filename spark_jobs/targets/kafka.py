@@ -36,6 +36,7 @@ from spark_jobs.plans import (
     write_plan,
     write_reports,
 )
+from spark_jobs.read_budget import ReadBudget
 from spark_jobs.targets import Committed, Reading
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ class KafkaTopic:
             topic=self.target.topic,
             run_id=self.spec.run_id,
             manifest=os.path.join(reading.scratch, "manifest.pickle"),
+            budget=reading.plan.budget,
         )
         records = reading.records
         assert records is not None  # uses_dataframes
@@ -89,10 +91,14 @@ class KafkaSinkPlan:
     topic: str
     run_id: str
     manifest: str  # the reports' file, for the driver program (``read_reports``)
+    budget: ReadBudget
 
 
-def producer_config(kafka_config: ClientConfig) -> ClientConfig:
-    return {**kafka_config, "acks": "all", "enable.idempotence": True, "linger.ms": 20}
+def producer_config(kafka_config: ClientConfig, budget: ReadBudget) -> ClientConfig:
+    """The target's producer: idempotent, every replica's ack, and its queue of records not yet
+    delivered bounded by the run's batch bytes (librdkafka's default: 1 GiB)."""
+    return {**kafka_config, "acks": "all", "enable.idempotence": True, "linger.ms": 20,
+            "queue.buffering.max.kbytes": max(1, budget.max_batch_bytes >> 10)}
 
 
 class InletKafkaSinkDataSource(DataSource):
@@ -121,7 +127,7 @@ class _ProduceWriter(DataSourceArrowWriter):
         # Refusals a bad password costs the whole flush timeout.
         refusals = Refusals()
 
-        producer = Producer({**producer_config(self.plan.kafka_config), **refusals.client_config()})
+        producer = Producer({**producer_config(self.plan.kafka_config, self.plan.budget), **refusals.client_config()})
         topic, run_id = self.plan.topic, self.plan.run_id.encode()
 
         def delivered(err: KafkaError | None, _msg: Message) -> None:

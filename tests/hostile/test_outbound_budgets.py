@@ -12,12 +12,11 @@ from __future__ import annotations
 import base64
 import json
 import socket
-import threading
 import time
 import tracemalloc
 import zlib
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import httpx
 import pytest
@@ -26,31 +25,10 @@ from spark_jobs.egress import EgressPolicy, http_client
 from spark_jobs.errors import JobError
 from spark_jobs.oauth import TokenRefused, TokenSource
 from spark_jobs.registry import RegistryClient, RegistryConfig, RegistryUnavailable
+from tests.fixtures.loopback_http import serve
 
 LOOPBACK = EgressPolicy.of(allow=["127.0.0.0/8"])
 SCHEMA = {"schema": json.dumps({"type": "record", "name": "Person", "fields": [{"name": "ssn", "type": "string"}]})}
-
-
-def _serve(answer: Callable[[BaseHTTPRequestHandler], None]) -> Iterator[str]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            answer(self)
-
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("content-length") or 0))
-            answer(self)
-
-        def log_message(self, *_: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def _trickle(handler: BaseHTTPRequestHandler) -> None:
@@ -68,7 +46,7 @@ def _trickle(handler: BaseHTTPRequestHandler) -> None:
 
 @pytest.fixture
 def trickling() -> Iterator[str]:
-    yield from _serve(_trickle)
+    yield from serve(_trickle)
 
 
 def test_a_registry_that_trickles_its_answer_fails_by_the_calls_total_deadline(trickling: str) -> None:
@@ -97,7 +75,7 @@ def test_a_clients_total_deadline_holds_for_every_request_and_none_leaks_into_th
         with pytest.raises(httpx.TimeoutException):
             bounded.get(trickling)
         assert time.monotonic() - began < 1.5
-    for url in _serve(_answer_after(0.7)):
+    for url in serve(_answer_after(0.7)):
         assert http_client(LOOPBACK, timeout=5).get(url).status_code == 200  # past the bounded one's deadline
 
 
@@ -135,7 +113,7 @@ BOMB = _gzip_of_spaces(256)
 
 
 def test_a_registry_answer_past_its_cap_is_refused_unheld() -> None:
-    for url in _serve(_bomb):
+    for url in serve(_bomb):
         client = RegistryClient(RegistryConfig(url=url, egress=LOOPBACK), timeout_s=10.0)
         tracemalloc.start()
         try:
@@ -161,7 +139,7 @@ def test_the_schema_cache_never_answers_one_tenants_credentials_with_anothers_sc
         handler.end_headers()
         handler.wfile.write(payload)
 
-    for url in _serve(registry):
+    for url in serve(registry):
         alice = RegistryClient(RegistryConfig(url=url, username="alice", password="a-pass", egress=LOOPBACK))
         bob = RegistryClient(RegistryConfig(url=url, username="bob", password="b-pass", egress=LOOPBACK))
         found = alice.by_id(1)

@@ -24,6 +24,7 @@ from spark_jobs.delta_tables.files import FileSet
 from spark_jobs.delta_tables.replace import RewriteFile
 from spark_jobs.errors import JobError
 from spark_jobs.kafka_source import Chunk, consumer_config, kafka_struct, read_chunks
+from spark_jobs.read_budget import ReadBudget
 from spark_jobs.spec import SourceSpec, Txn
 from spark_jobs.storage import Store
 from tests.factories import LOOPBACK_ALLOWED
@@ -57,7 +58,7 @@ def test_a_task_writes_its_chunks_as_delta_files_and_reports_what_it_read(sandbo
     plan = DirectWritePlan(
         uri=uri, partition_by=["partition"], token="tok1", schema=schema,
         read_schema=to_arrow_schema(kafka_struct(True), timezone="UTC"),
-        consumer_config=consumer_config(source.kafka_config, "g", LOOPBACK_ALLOWED), stall_timeout_s=10.0,
+        consumer_config=consumer_config(source.kafka_config, "g", LOOPBACK_ALLOWED), budget=ReadBudget(stall_timeout_s=10.0),
         value_format="string", run_id="run-1", replace_ranges={}, store=Store(),
     )
     # Partition 0 from offset 2, partition 1 up to 5 before its end, partition 2 not at all.
@@ -97,7 +98,7 @@ def test_one_consumer_reads_the_chunks_of_two_topics_each_exactly(sandbox_kafka,
     config = consumer_config({"bootstrap.servers": bootstrap}, "g", LOOPBACK_ALLOWED)
 
     read: dict[tuple[str, int], list[tuple[int, bytes]]] = {}
-    for chunk, batch in read_chunks(config, chunks, schema, 10.0):
+    for chunk, batch in read_chunks(config, chunks, schema, ReadBudget(stall_timeout_s=10.0)):
         assert set(batch.column("topic").to_pylist()) == {chunk.topic}
         assert set(batch.column("partition").to_pylist()) == {chunk.partition}
         read.setdefault((chunk.topic, chunk.partition), []).extend(
@@ -125,7 +126,7 @@ def test_a_consumed_batch_goes_to_its_chunks_in_offset_order_whatever_order_its_
     pending = {(c.topic, c.partition): kafka_source._Pending(c) for c in chunks}
     schema = to_arrow_schema(kafka_struct(False), timezone="UTC")
 
-    touched = kafka_source._take(batch, pending, one_topic, False, schema.field("timestamp").type, None)
+    touched, _ = kafka_source._take(batch, pending, one_topic, False, schema.field("timestamp").type, None, ReadBudget())
 
     assert touched == set(pending)
     taken = {key: pa.Table.from_batches(p.pieces).to_pylist() for key, p in pending.items()}
@@ -154,7 +155,7 @@ def test_a_consumed_batch_whose_partitions_come_in_runs_is_sliced_into_its_chunk
     pending = {(c.topic, c.partition): kafka_source._Pending(c) for c in chunks}
     schema = to_arrow_schema(kafka_struct(False), timezone="UTC")
 
-    kafka_source._take(batch, pending, False, False, schema.field("timestamp").type, None)
+    kafka_source._take(batch, pending, False, False, schema.field("timestamp").type, None, ReadBudget())
 
     taken = {key: pa.Table.from_batches(p.pieces) for key, p in pending.items()}
     assert all(t.column("key").null_count == t.num_rows for t in taken.values())
@@ -216,7 +217,7 @@ def test_a_task_that_finds_its_offsets_deleted_fails_as_data_loss_and_leaves_no_
     plan = DirectWritePlan(
         uri=str(tmp_path / "t"), partition_by=[], token="tok2", schema=to_arrow_schema(decoded_struct(source), timezone="UTC"),
         read_schema=to_arrow_schema(kafka_struct(False), timezone="UTC"),
-        consumer_config=consumer_config(source.kafka_config, "g", LOOPBACK_ALLOWED), stall_timeout_s=10.0,
+        consumer_config=consumer_config(source.kafka_config, "g", LOOPBACK_ALLOWED), budget=ReadBudget(stall_timeout_s=10.0),
         value_format="raw", run_id="run-2", replace_ranges={}, store=Store(),
     )
 
@@ -243,7 +244,7 @@ def test_rewrite_units_carry_the_rows_outside_the_replaced_ranges_of_either_tabl
                              "offset": [3, 4]}), tmp_path / "t" / "day=2026-01-02" / "part-old.parquet")
     plan = DirectWritePlan(
         uri=str(tmp_path / "t"), partition_by=["day"], token="tok3", schema=main_schema, read_schema=read_schema,
-        consumer_config={}, stall_timeout_s=10.0, value_format="json", run_id="run-3", replace_ranges={"t": {"0": (1, 4)}},
+        consumer_config={}, budget=ReadBudget(stall_timeout_s=10.0), value_format="json", run_id="run-3", replace_ranges={"t": {"0": (1, 4)}},
         store=Store(), quarantine_uri=str(tmp_path / "q"),
     )
 
@@ -328,7 +329,7 @@ def test_a_large_range_gets_a_file_of_its_own_and_small_ones_share_the_tasks(
     plan = DirectWritePlan(
         uri=str(tmp_path / "t"), partition_by=[], token="tok2", schema=to_arrow_schema(decoded_struct(source), timezone="UTC"),
         read_schema=to_arrow_schema(kafka_struct(False), timezone="UTC"),
-        consumer_config=consumer_config(source.kafka_config, "g", LOOPBACK_ALLOWED), stall_timeout_s=10.0,
+        consumer_config=consumer_config(source.kafka_config, "g", LOOPBACK_ALLOWED), budget=ReadBudget(stall_timeout_s=10.0),
         value_format="string", run_id="run-2", replace_ranges={}, store=Store(),
     )
     chunks = (Chunk(topic, 0, 0, 60), Chunk(topic, 1, 0, 20), Chunk(topic, 2, 5, 25))

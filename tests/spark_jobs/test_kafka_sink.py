@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 
 from spark_jobs import kafka_errors
+from spark_jobs.read_budget import ReadBudget
 from spark_jobs.targets.kafka import KafkaSinkPlan, _ProduceWriter
 
 _HOLD_S = 10.0  # how long the read may hold the task: far longer than a delivery to the sandbox takes
@@ -44,7 +45,7 @@ def test_deliveries_are_acknowledged_while_the_read_holds_the_task(
     monkeypatch.setattr(kafka_errors, "Refusals", _Recording)
     _Recording.acknowledged = threading.Event()
     plan = KafkaSinkPlan({"bootstrap.servers": sandbox_kafka.bootstrap_servers}, target, "run-1",
-                         str(tmp_path / "manifest.pickle"))
+                         str(tmp_path / "manifest.pickle"), ReadBudget())
     seen_while_held: list[bool] = []
 
     def read() -> Iterator[pa.RecordBatch]:

@@ -23,6 +23,7 @@ from spark_jobs.delta_tables.direct_write import DirectWritePlan, WriteUnit, wri
 from spark_jobs.errors import JobError, classify, storage_failure
 from spark_jobs.kafka_source import Chunk, consumer_config, kafka_struct
 from spark_jobs.plans import TaskReport
+from spark_jobs.read_budget import ReadBudget
 from spark_jobs.spec import SourceSpec, Txn
 from spark_jobs.storage import Store
 from tests.factories import LOOPBACK_ALLOWED
@@ -34,7 +35,7 @@ def _plan(bootstrap: str, uri: str, store: Store, token: str) -> DirectWritePlan
     return DirectWritePlan(
         uri=uri, partition_by=["partition"], token=token, schema=to_arrow_schema(decoded_struct(source), timezone="UTC"),
         read_schema=to_arrow_schema(kafka_struct(False), timezone="UTC"),
-        consumer_config=consumer_config(source.kafka_config, "g", LOOPBACK_ALLOWED), stall_timeout_s=10.0,
+        consumer_config=consumer_config(source.kafka_config, "g", LOOPBACK_ALLOWED), budget=ReadBudget(stall_timeout_s=10.0),
         value_format="string", run_id=f"run-{token}", replace_ranges={}, store=store,
     )
 

@@ -11,11 +11,12 @@ import pytest
 from spark_jobs.egress import EgressPolicy
 from spark_jobs.kafka_source import Chunk, ReadPlan, consumer_config
 from spark_jobs.plans import DataFile, PartitionStats, TaskReport, read_plan, read_reports, write_plan, write_reports
+from spark_jobs.read_budget import ReadBudget
 from spark_jobs.targets.kafka import KafkaSinkPlan
 
 
 def test_a_plan_file_is_private_and_reads_back_as_the_same_typed_plan(tmp_path: Path) -> None:
-    plan = ReadPlan(consumer_config({"bootstrap.servers": "b:9092", "sasl.password": "s3cr3t"}, "g", EgressPolicy()), (Chunk("t", 0, 5, 10),), 30.0)
+    plan = ReadPlan(consumer_config({"bootstrap.servers": "b:9092", "sasl.password": "s3cr3t"}, "g", EgressPolicy()), (Chunk("t", 0, 5, 10),), ReadBudget(30.0))
 
     path = write_plan(str(tmp_path / "read-plan.pickle"), plan)
 

@@ -175,6 +175,31 @@ def tree_memory_bytes(root: int) -> int:
     return total
 
 
+class MemoryWatch:
+    """A run's bound on what its processes hold (``tree_memory_bytes`` of the JVM's tree), sampled while
+    the run runs, at most every ``every_s``: a run past it is ended by its launcher, as
+    ``resource_exhausted``. ``bound_bytes`` None: no bound."""
+
+    def __init__(self, root: int, bound_bytes: int | None, every_s: float = 0.5) -> None:
+        self.root, self.bound_bytes, self.every_s = root, bound_bytes, every_s
+        self.peak_bytes = 0
+        self._next = 0.0
+
+    def exceeded(self, now: float) -> int | None:
+        """What the tree holds, once past the bound; None while under it (or between samples)."""
+        if self.bound_bytes is None or now < self._next:
+            return None
+        self._next = now + self.every_s
+        held = tree_memory_bytes(self.root)
+        self.peak_bytes = max(self.peak_bytes, held)
+        return held if held > self.bound_bytes else None
+
+    def message(self, held: int) -> str:
+        assert self.bound_bytes is not None
+        return (f"the run's Spark processes held {held / 2**20:,.0f} MiB, past the bound of "
+                f"{self.bound_bytes / 2**20:,.0f} MiB (INLET_RUN_MEMORY_MB): the run was stopped and its processes killed")
+
+
 def _proportional_bytes(proc: Path) -> int:
     try:
         rollup = (proc / "smaps_rollup").read_text()

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import spark_jobs
 from spark_jobs.public import JobFailure, RunResult, RunSpec, Timings, jars_conf, redact
-from worker.launch.processes import Output, start_process, terminate_group, write_private
+from worker.launch.processes import MemoryWatch, Output, kill_group, start_process, terminate_group, write_private
 
 # The job's entry point for one run, in spark_jobs/.
 RUN_SCRIPT = "ingest.py"
@@ -36,6 +36,9 @@ LEAN_CONF = {
     "spark.sql.shuffle.partitions": "4",
     "spark.python.worker.reuse": "true",
     "spark.sql.execution.arrow.maxRecordsPerBatch": "20000",
+    # And by bytes: a Kafka target's records come back from the JVM in batches of at most this much,
+    # as the reader's go into it (spark_jobs.read_budget); the worker sets INLET_RUN_MAX_BATCH_BYTES here.
+    "spark.sql.execution.arrow.maxBytesPerBatch": str(64 << 20),
     # Spark's default misses JAAS configs, which carry SASL passwords in the JVM Kafka connector.
     "spark.redaction.regex": r"(?i)secret|password|token|access[.]?key|jaas|credential|ssl\.key",
 }
@@ -62,6 +65,8 @@ class SparkSubmitSettings:
     # Executors need an interpreter with Inlet's dependencies: pyarrow, confluent-kafka, deltalake, the formats' decoders.
     python: str = sys.executable
     extra_env: dict[str, str] = field(default_factory=dict)
+    # What a run's processes (the JVM, the driver's Python and its workers) may hold while it runs.
+    run_memory_mb: int | None = None
 
 
 @dataclass(frozen=True)
@@ -168,7 +173,8 @@ def launch(
         cmd = build_command(settings, spec, spec_path, result_path, package_spark_jobs(workdir))
         process = start_process(cmd, env=job_env(settings, workdir), cwd=workdir)
         output = Output(process, name=f"spark-log-{spec.run_id}", secrets=spec.secret_values(), listener=on_log_line)
-        stopped_by = wait_for_exit(process, deadline=time.monotonic() + timeout_s, cancel=cancel)
+        watch = MemoryWatch(process.pid, settings.run_memory_mb << 20 if settings.run_memory_mb else None)
+        stopped_by = wait_for_exit(process, deadline=time.monotonic() + timeout_s, cancel=cancel, watch=watch)
         output.join(5)
     finally:
         spec_path.unlink(missing_ok=True)
@@ -180,16 +186,23 @@ def launch(
         return failed(spec, started_at, "timeout", f"spark-submit ran longer than {timeout_s:.0f}s and was killed")
     if stopped_by == "cancelled":
         return failed(spec, started_at, "cancelled", "the run was cancelled and spark-submit was killed")
+    if stopped_by == "resource_exhausted":
+        return failed(spec, started_at, "resource_exhausted", watch.message(watch.peak_bytes))
     return failed(spec, started_at, "crashed",
                   f"spark-submit exited {process.returncode} without a result: {output.last_lines()}")
 
 
-def wait_for_exit(process: subprocess.Popen[str], *, deadline: float, cancel: threading.Event | None) -> str | None:
-    """Until the job exits; None, or why it was killed (``cancelled``, ``timeout``)."""
+def wait_for_exit(process: subprocess.Popen[str], *, deadline: float, cancel: threading.Event | None,
+                  watch: MemoryWatch | None = None) -> str | None:
+    """Until the job exits; None, or why it was killed (``cancelled``, ``timeout``, ``resource_exhausted``:
+    past ``watch``'s bound, killed at once, without a grace period in which to grow)."""
     while process.poll() is None:
         stopped_by = "cancelled" if cancel is not None and cancel.is_set() else None
         if stopped_by is None and time.monotonic() > deadline:
             stopped_by = "timeout"
+        if stopped_by is None and watch is not None and watch.exceeded(time.monotonic()) is not None:
+            kill_group(process)
+            return "resource_exhausted"
         if stopped_by:
             terminate_group(process)
             return stopped_by

@@ -42,6 +42,7 @@ import spark_jobs
 from spark_jobs.public import RunResult, RunSpec, end_of_output
 from worker.launch.processes import (
     TERM_GRACE_S,
+    MemoryWatch,
     Output,
     kill_group,
     private_folder,
@@ -280,6 +281,8 @@ class WarmLauncher:
         stopped_by: str | None = None
         result: RunResult | None = None
         grace_until = 0.0
+        memory = self.settings.run_memory_mb
+        watch = MemoryWatch(engine.process.pid, memory << 20 if memory else None)
         try:
             engine.send({"op": "run", "spec": spec.to_json(), "launch": launch_id})
             answered = pinged = time.monotonic()
@@ -291,6 +294,11 @@ class WarmLauncher:
                     if message.get("event") == "result":
                         result = _parsed_result(message.get("result"))
                         break
+                if (held := watch.exceeded(now)) is not None:
+                    # Killed at once: a cancel's grace period would let it grow on. The next run gets a new engine.
+                    log.warning("run %s: %s", spec.run_id, watch.message(held))
+                    self._discard(graceful=False)
+                    return failed(spec, started_at, "resource_exhausted", watch.message(held))
                 if now - answered > self.limits.hung_after_s:
                     self._discard(graceful=False)
                     return failed(spec, started_at, "crashed", f"the warm engine answered nothing for "
