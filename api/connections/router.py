@@ -43,7 +43,8 @@ def create_connection(
     """Register a Kafka connection; its credentials go to the secret store, never the database."""
     return idem.respond(session, f"tenant:{ctx.tenant_id}", lambda: _read(
         service.create_connection(session=session, ctx=ctx, secrets=secrets, spec=body,
-                                  quotas=QuotaLimits.defaults(settings), egress=settings.egress_policy), secrets, response,
+                                  quotas=QuotaLimits.defaults(settings), egress=settings.egress_policy,
+                                  max_fetch_bytes=settings.kafka_max_fetch_bytes), secrets, response,
         created=True,
 
     ), response=response, status_code=201)
@@ -100,6 +101,7 @@ def replace_connection(
     return _read(service.replace_connection(
         session=session, ctx=ctx, secrets=secrets, connection_id=connection_id, spec=body, if_match=if_match,
         egress=settings.egress_policy,
+        max_fetch_bytes=settings.kafka_max_fetch_bytes,
     ), secrets, response)
 
 
@@ -112,6 +114,7 @@ def patch_connection(
     return _read(service.patch_connection(
         session=session, ctx=ctx, secrets=secrets, connection_id=connection_id, patch=body, if_match=if_match,
         egress=settings.egress_policy,
+        max_fetch_bytes=settings.kafka_max_fetch_bytes,
     ), secrets, response)
 
 

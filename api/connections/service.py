@@ -41,6 +41,7 @@ from api.core.pagination import PageParams, paginate
 from api.core.references import restricting_references
 from api.core.scoping import get_scoped, scoped_select
 from api.core.security import TenantContext
+from api.kafka.config import DEFAULT_MAX_FETCH_BYTES, KafkaConfigError, check_option_sizes
 from api.secrets.lifecycle import delete_with_secret
 from api.secrets.store import SecretNotFound, SecretStore
 from api.tenancy.quotas import QuotaLimits, enforce
@@ -108,6 +109,14 @@ def _ensure_name_free(session: Session, ctx: TenantContext, name: str, own_id: u
         raise Conflict(f"A connection named {name!r} already exists", conflicting_id=str(existing.id))
 
 
+def _check_sizes(spec: ConnectionSpec, max_fetch_bytes: int) -> None:
+    """The options' librdkafka size settings under the operator's ceilings (``api.kafka.config``)."""
+    try:
+        check_option_sizes(spec.options, max_fetch_bytes)
+    except KafkaConfigError as exc:
+        raise ValidationFailed.field("options", exc.message) from None
+
+
 def quota_used(session: Session, tenant_id: uuid.UUID) -> int:
     """The tenant's connections: what its ``connections`` quota counts."""
     return session.exec(select(func.count()).select_from(Connection).where(Connection.tenant_id == tenant_id)).one()
@@ -115,13 +124,14 @@ def quota_used(session: Session, tenant_id: uuid.UUID) -> int:
 
 def create_connection(
     *, session: Session, ctx: TenantContext, secrets: SecretStore, spec: ConnectionSpec, quotas: QuotaLimits,
-    egress: EgressPolicy,
+    egress: EgressPolicy, max_fetch_bytes: int = DEFAULT_MAX_FETCH_BYTES,
 ) -> Connection:
     enforce(session, ctx.tenant_id, "connections", defaults=quotas, count=lambda: quota_used(session, ctx.tenant_id))
     _ensure_name_free(session, ctx, spec.name)
     payload = secret_of(spec, {})
     check_secret_complete(spec, payload)
     check_addresses(spec, egress)
+    _check_sizes(spec, max_fetch_bytes)
     conn = Connection(tenant_id=ctx.tenant_id, name=spec.name, bootstrap_servers=spec.bootstrap_servers,
                       security_protocol=spec.security_protocol)
     _apply_public(conn, spec, payload)
@@ -148,7 +158,7 @@ def list_connections(
 
 def replace_connection(
     *, session: Session, ctx: TenantContext, secrets: SecretStore, connection_id: uuid.UUID,
-    spec: ConnectionSpec, if_match: str | None, egress: EgressPolicy,
+    spec: ConnectionSpec, if_match: str | None, egress: EgressPolicy, max_fetch_bytes: int = DEFAULT_MAX_FETCH_BYTES,
 ) -> Connection:
     conn = get_connection(session=session, ctx=ctx, connection_id=connection_id, lock=True)
     check_if_match(if_match, etag(conn))
@@ -169,6 +179,7 @@ def replace_connection(
         payload = known_shape(conn)
     check_secret_complete(spec, payload, lost=lost, stored_registry_auth=stored_registry_auth)
     check_addresses(spec, egress)
+    _check_sizes(spec, max_fetch_bytes)
     _apply_public(conn, spec, payload)
     rewritten = current is not None and (payload != current or bool(lost))
     if rewritten:
@@ -187,7 +198,7 @@ def replace_connection(
 
 def patch_connection(
     *, session: Session, ctx: TenantContext, secrets: SecretStore, connection_id: uuid.UUID,
-    patch: dict[str, Any], if_match: str | None, egress: EgressPolicy,
+    patch: dict[str, Any], if_match: str | None, egress: EgressPolicy, max_fetch_bytes: int = DEFAULT_MAX_FETCH_BYTES,
 ) -> Connection:
     conn = get_connection(session=session, ctx=ctx, connection_id=connection_id, lock=True)
     public = to_read(conn).model_dump(
@@ -211,7 +222,7 @@ def patch_connection(
     except ValidationError as exc:
         raise ValidationFailed.of(exc, "The patched connection is not valid") from None
     return replace_connection(session=session, ctx=ctx, secrets=secrets, connection_id=connection_id,
-                              spec=spec, if_match=if_match, egress=egress)
+                              spec=spec, if_match=if_match, egress=egress, max_fetch_bytes=max_fetch_bytes)
 
 
 def delete_connection(

@@ -162,6 +162,12 @@ class Settings(BaseSettings):
         "killed and fails as resource_exhausted (not retried), and the next run gets a new engine. With the worker's own "
         "process, its tree stays under 3 GiB. Unset: no bound"
     )
+    kafka_max_fetch_bytes: int = Field(
+        default=64 << 20, ge=1 << 20, description="The ceiling of the librdkafka size settings a connection's options "
+        "may set (fetch.max.bytes, max.partition.fetch.bytes, message.max.bytes and socket buffers; twice it for "
+        "receive.message.max.bytes; queued.max.messages.kbytes in kB): checked when a connection is written and "
+        "before each run (api/kafka/config.py)"
+    )
     run_max_record_bytes: int = Field(
         default=32 << 20, gt=0, description="A record's key, value and headers once decompressed; a larger one fails "
         "its run as record_too_large, naming its partition and offset (spark_jobs/read_budget.py)"

@@ -88,6 +88,41 @@ def _option_value(key: str, value: Any) -> str:
     raise KafkaConfigError(f"option {key!r} must be a string, number or boolean", field="options")
 
 
+# librdkafka's size settings a tenant may set, under the operator's ceiling (INLET_KAFKA_MAX_FETCH_BYTES,
+# default 64 MiB): librdkafka's defaults sit under it (fetch.max.bytes 50 MiB, receive.message.max.bytes
+# 100 MB, which must exceed fetch.max.bytes by 512, queued.max.messages.kbytes 64 MiB), its maxima near
+# 2 GB a setting. They bound compressed bytes: what a run holds decompressed is spark_jobs.read_budget's.
+DEFAULT_MAX_FETCH_BYTES = 64 << 20
+
+
+def size_ceilings(max_fetch_bytes: int) -> dict[str, int]:
+    """Each size setting's ceiling (in its own unit) under an operator's ``max_fetch_bytes``."""
+    return {
+        "fetch.max.bytes": max_fetch_bytes,
+        "max.partition.fetch.bytes": max_fetch_bytes,
+        "message.max.bytes": max_fetch_bytes,
+        "receive.message.max.bytes": 2 * max_fetch_bytes,
+        "queued.max.messages.kbytes": max_fetch_bytes >> 10,
+        "socket.receive.buffer.bytes": max_fetch_bytes,
+        "socket.send.buffer.bytes": max_fetch_bytes,
+    }
+
+
+def check_option_sizes(options: Mapping[str, Any], max_fetch_bytes: int) -> None:
+    """Refuse (``KafkaConfigError`` on ``options``) every size setting of ``options`` past its ceiling."""
+    refused = []
+    for key, ceiling in size_ceilings(max_fetch_bytes).items():
+        if key not in options:
+            continue
+        value = options[key]
+        if isinstance(value, bool) or not str(value).strip().isdigit():
+            refused.append(f"{key} must be a whole number")
+        elif int(value) > ceiling:
+            refused.append(f"{key} is {int(value):,}, past the ceiling of {ceiling:,} (INLET_KAFKA_MAX_FETCH_BYTES)")
+    if refused:
+        raise KafkaConfigError("; ".join(refused), field="options")
+
+
 def validate_client_options(options: Mapping[str, Any]) -> dict[str, str]:
     """Return ``options`` as librdkafka strings, or raise naming every key outside the allow-list
     (and what is wrong with ``sasl.oauthbearer.extensions``, see ``spark_jobs.oauth.parse_extensions``)."""

@@ -95,7 +95,8 @@ def create_connection(caller: Editor, form: Annotated[ConnectionForm, Form()]) -
     try:
         created = connections.create_connection(session=caller.session, ctx=caller.ctx, secrets=caller.secrets,
                                                 spec=form.spec(), quotas=QuotaLimits.defaults(caller.settings),
-                                                egress=caller.settings.egress_policy)
+                                                egress=caller.settings.egress_policy,
+                                                max_fetch_bytes=caller.settings.kafka_max_fetch_bytes)
     except (ValidationFailed, Conflict, QuotaExceeded) as exc:
         caller.start_over(exc)
         return _connections_page(caller, status=exc.status, form=form, errors=form.errors(exc))
@@ -144,7 +145,8 @@ def rotate_credentials(caller: Editor, connection_id: str, form: Annotated[Rotat
     try:
         connections.patch_connection(session=caller.session, ctx=caller.ctx, secrets=caller.secrets,
                                      connection_id=ident, patch=form.to_patch(read), if_match=form.etag or None,
-                                     egress=caller.settings.egress_policy)
+                                     egress=caller.settings.egress_policy,
+                                     max_fetch_bytes=caller.settings.kafka_max_fetch_bytes)
     except (ValidationFailed, PreconditionFailed) as exc:
         caller.start_over(exc)
         return _connection_page(caller, ident, status=exc.status, rotation=form, rotation_errors=form.errors(exc))
@@ -176,7 +178,8 @@ def edit_connection(caller: Editor, connection_id: str, form: Annotated[Connecti
         spec = form.spec(stored=read)
         saved = connections.replace_connection(session=caller.session, ctx=caller.ctx, secrets=caller.secrets,
                                                connection_id=ident, spec=spec, if_match=form.etag or None,
-                                               egress=caller.settings.egress_policy)
+                                               egress=caller.settings.egress_policy,
+                                               max_fetch_bytes=caller.settings.kafka_max_fetch_bytes)
     except (ValidationFailed, Conflict, PreconditionFailed) as exc:
         caller.start_over(exc)
         conn, read = _read(caller, ident)

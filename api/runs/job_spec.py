@@ -8,6 +8,7 @@ from sqlmodel import Session
 from api.connections.client_configs import RegistryMissing, client_config, registry_config
 from api.connections.service import referenced_connection
 from api.core.config import Settings
+from api.kafka.config import check_option_sizes
 from api.pipelines.definition import definition_of
 from api.pipelines.models import Pipeline
 from api.pipelines.schemas import registry_subject
@@ -37,6 +38,8 @@ def quarantine_uri(table_uri: str) -> str:
 def build_spec(session: Session, run: Run, pipeline: Pipeline, *, settings: Settings, secrets: SecretStore) -> RunSpec:
     plan = Plan.from_json(run.plan or {"partitions": []})
     source_conn = referenced_connection(session, pipeline.connection_id)
+    # A ceiling lowered since the connection was written holds from its next run (a kafka_config failure).
+    check_option_sizes(source_conn.options, settings.kafka_max_fetch_bytes)
     definition = definition_of(pipeline)
     source = definition.source
     subjects = {part: SubjectRef(subject=found[0], version=found[1])
@@ -75,6 +78,7 @@ def build_spec(session: Session, run: Run, pipeline: Pipeline, *, settings: Sett
                                  else settings.spark_merge_min_mb << 20)
     else:
         target_conn = referenced_connection(session, definition.target.connection_id)
+        check_option_sizes(target_conn.options, settings.kafka_max_fetch_bytes)
         target = KafkaTargetSpec(
             kafka_config=client_config(target_conn, secrets, version=run.target_credentials_version).librdkafka_config(),
             topic=definition.target.topic,
