@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -27,8 +28,16 @@ def test_the_import_contracts_hold() -> None:
     assert "0 broken" in done.stdout
 
 
+def _mypy_cache() -> Path:
+    """mypy's incremental cache outside the checkout, by mypy's version: a clean clone (CI's) checks again
+    only the modules whose contents changed (0.9 s instead of 33 s here), each module known by its hash."""
+    from importlib.metadata import version
+
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "inlet-mypy" / version("mypy")
+
+
 def test_the_type_check_passes() -> None:
-    done = _run("-m", "mypy")
+    done = _run("-m", "mypy", "--cache-dir", str(_mypy_cache()))
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith("Success: no issues found"), done.stdout
 

@@ -3,10 +3,11 @@
 
 A run's reading is bounded after decompression (``spark_jobs.read_budget``): a record past its bound
 fails the run as ``record_too_large`` at its offset, before its value is copied out of the Kafka
-client; a task's batches are bounded by bytes as well as rows. What a run's processes hold is bounded
-while it runs (``worker.launch.processes.MemoryWatch``): past it the run fails as
-``resource_exhausted``, not retried, and the next tenant's run gets a new engine at once. The bombs
-here are sized for a 2-core machine: 48 MiB of zeros a record (48 KB in Kafka)."""
+client; a task's batches are bounded by bytes as well as rows. What a run's processes hold while it
+runs is bounded too: tests/worker/test_warm_engine.py (a run of such records killed past its bound)
+and tests/worker/test_processes.py (the watch on a spark-submit's tree); the end-to-end figures are
+bench/tenant_budgets.py's. The bombs here are sized for a 2-core machine: 48 MiB of zeros a record
+(48 KB in Kafka)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import gzip
 from collections.abc import Callable
 
 import pytest
-from confluent_kafka import Message, Producer
+from confluent_kafka import Message
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from spark_jobs import kafka_source
@@ -22,22 +23,9 @@ from spark_jobs.errors import JobError
 from spark_jobs.kafka_source import Chunk, consumer_config, kafka_struct, read_chunks
 from spark_jobs.read_budget import MIB, ReadBudget
 from tests.factories import LOOPBACK_ALLOWED
-from tests.faults.helpers import runs_of, sandbox_pipeline, trigger
-from tests.fixtures.kafka import SandboxKafka, produce_keyed
-from tests.fixtures.stack import Stack
-from tests.runs.helpers import committed_offsets, wait_for_run
+from tests.fixtures.kafka import SandboxKafka, produce_gzip
 
 BOMB = 48 * MIB
-
-
-def _produce_gzip(bootstrap: str, topic: str, values: list[bytes]) -> None:
-    """Each value one record, gzip'd by the producer as a tenant's would be."""
-    producer = Producer({"bootstrap.servers": bootstrap, "compression.type": "gzip", "message.max.bytes": 200_000_000,
-                         "linger.ms": 0})
-    for value in values:
-        producer.produce(topic, value=value, partition=0)
-        producer.flush(60)
-    assert producer.flush(60) == 0
 
 
 def _message(offset: int, value: bytes, headers: list[tuple[str, bytes]] | None = None) -> Message:
@@ -73,8 +61,8 @@ def test_a_gzip_bomb_is_refused_at_its_offset_and_batches_are_bounded_by_bytes(
     small ones; and 200 records of 100 KiB, which the rows' bound alone would yield as one 20 MB batch."""
     bootstrap = sandbox_kafka.bootstrap_servers
     bombed, many = kafka_topic(partitions=1), kafka_topic(partitions=1)
-    _produce_gzip(bootstrap, bombed, [b"small-0", b"small-1", bytes(BOMB), bytes(BOMB)])
-    _produce_gzip(bootstrap, many, [bytes(100 << 10)] * 200)
+    produce_gzip(bootstrap, bombed, [b"small-0", b"small-1", bytes(BOMB), bytes(BOMB)])
+    produce_gzip(bootstrap, many, [bytes(100 << 10)] * 200)
     assert len(gzip.compress(bytes(BOMB))) < BOMB // 500  # what the broker holds of one
     config = consumer_config({"bootstrap.servers": bootstrap}, "g", LOOPBACK_ALLOWED)
     schema = to_arrow_schema(kafka_struct(False), timezone="UTC")
@@ -92,38 +80,3 @@ def test_a_gzip_bomb_is_refused_at_its_offset_and_batches_are_bounded_by_bytes(
     assert sum(b.num_rows for b in batches) == 200
     assert [o for b in batches for o in b.column("offset").to_pylist()] == list(range(200))
     assert len(batches) >= 19 and max(b.nbytes for b in batches) <= MIB, [b.nbytes for b in batches]
-
-
-@pytest.mark.slow
-def test_a_bomb_and_a_run_past_its_memory_fail_for_good_and_the_next_tenants_run_goes_at_once(
-        stack: Stack, sandbox_kafka: SandboxKafka, kafka_topic: Callable[..., str]) -> None:
-    """One worker with a warm engine, three tenants. A's record of 96 MiB of zeros fails its run as
-    record_too_large (one attempt, offsets untouched). H's run of 40 records of 48 MiB, with batches
-    allowed to hold them all, passes the run's memory bound: the engine is killed while the run runs, the
-    run fails as resource_exhausted (one attempt). B's one-record run, triggered then, succeeds at its first
-    attempt on a new engine (how soon: bench/tenant_budgets.py)."""
-    bootstrap = sandbox_kafka.bootstrap_servers
-    bombed, heavy, light = kafka_topic(partitions=1), kafka_topic(partitions=1), kafka_topic(partitions=1)
-    _produce_gzip(bootstrap, bombed, [b"before", bytes(2 * BOMB)])
-    _produce_gzip(bootstrap, heavy, [bytes(BOMB)] * 40)
-    produce_keyed(bootstrap, light, 1)
-    a, bomb_pipeline = sandbox_pipeline(stack, bootstrap, bombed, "budget/bomb")
-    heavy_tenant, heavy_pipeline = sandbox_pipeline(stack, bootstrap, heavy, "budget/heavy")
-    b, light_pipeline = sandbox_pipeline(stack, bootstrap, light, "budget/light")
-    stack.env.update({"INLET_RUN_MAX_RECORD_BYTES": str(64 * MIB), "INLET_RUN_MAX_BATCH_BYTES": str(4 << 30),
-                      "INLET_RUN_MEMORY_MB": "2048", "INLET_RUN_MAX_ATTEMPTS": "3"})
-    stack.start_worker(concurrency=1)
-
-    bomb = wait_for_run(stack, trigger(stack, a, bomb_pipeline), a.viewer)
-    assert bomb["state"] == "failed" and bomb["error"]["kind"] == "record_too_large", (bomb, stack.log_text())
-    assert f"{bombed}[0] at offset 1" in bomb["error"]["message"] and bomb["attempt"] == 1
-    assert committed_offsets(stack.settings.resolved_database_url, bomb_pipeline["id"]) == {}
-
-    over = wait_for_run(stack, trigger(stack, heavy_tenant, heavy_pipeline), heavy_tenant.viewer)
-    assert over["state"] == "failed" and over["error"]["kind"] == "resource_exhausted", (over, stack.log_text())
-    assert "past the bound of 2,048 MiB" in over["error"]["message"] and over["attempt"] == 1
-    assert len(runs_of(stack, heavy_tenant, heavy_pipeline)) == 1
-    assert committed_offsets(stack.settings.resolved_database_url, heavy_pipeline["id"]) == {}
-
-    light_run = wait_for_run(stack, trigger(stack, b, light_pipeline), b.viewer)
-    assert light_run["state"] == "succeeded" and light_run["attempt"] == 1, (light_run, stack.log_text())

@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from spark_jobs.spec import end_of_output
-from worker.launch.processes import Output, kill_group, tree_memory_bytes
+from worker.launch.processes import MemoryWatch, Output, kill_group, tree_memory_bytes
+from worker.launch.submit import wait_for_exit
 
 _WRITER = """
 import sys, time
@@ -164,3 +165,21 @@ def test_killing_an_engine_kills_the_python_daemon_that_left_its_process_group()
 
         assert parent.returncode == -signal.SIGKILL
         assert _gone(child), "the daemon outlived its engine"
+
+
+def test_a_child_past_its_memory_bound_is_killed_while_it_runs() -> None:
+    """The watch a spark-submit per run is waited with (``submit.wait_for_exit``): the child's tree, a
+    grandchild holding 400 MiB included, is past a 200 MiB bound and killed at once; under the bound it
+    runs to its end."""
+    holder = "import time; held = bytearray(400 << 20); time.sleep(60)"
+    child = subprocess.Popen([sys.executable, "-c", f"import subprocess, sys; subprocess.run([sys.executable, '-c', {holder!r}])"],
+                             start_new_session=True)
+    began = time.monotonic()
+    watch = MemoryWatch(child.pid, 200 << 20, every_s=0.1)
+    assert wait_for_exit(child, deadline=began + 60, cancel=None, watch=watch) == "resource_exhausted"
+    assert child.poll() is not None and time.monotonic() - began < 30
+    assert watch.peak_bytes > 200 << 20 and "past the bound of 200 MiB" in watch.message(watch.peak_bytes)
+
+    quiet = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+    assert wait_for_exit(quiet, deadline=time.monotonic() + 60, cancel=None, watch=MemoryWatch(quiet.pid, 200 << 20)) is None
+    assert quiet.returncode == 0

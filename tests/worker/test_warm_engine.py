@@ -1,7 +1,7 @@
 """The warm engine with real Spark (``local[2]``) and the sandbox Kafka: run after run on one
 resident driver, a cancel and a timeout while a Spark job runs, an engine killed or hung (stopped)
 mid-run or between runs, and the engine replaced after N runs, above its memory bound, when the code
-changes and when idle.
+changes and when idle; a run whose processes pass the run's memory bound while it runs is killed.
 
 A run is held inside its Spark job by the sandbox refusing every fetch (the watermarks still
 answer), so that a cancel, timeout or kill lands while Spark executes the run's tasks. The same
@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from spark_jobs.spec import RunResult, RunSpec
+from tests.fixtures.kafka import produce_gzip
 from tests.runs.helpers import spark_job_pgids
 from tests.spark_jobs.helpers import RUN_TIMEOUT_S, SETTINGS, coordinates, make_spec, read_table
 from worker.launch import EngineLimits, WarmLauncher
@@ -170,7 +171,7 @@ def test_a_timeout_stops_the_run_and_a_killed_engine_fails_its_run_as_crashed(sa
     assert coordinates(read_table(uri)) == sorted((p, o) for p, offsets in placed.items() for o in offsets)
 
 
-def test_an_engine_is_replaced_after_its_runs_above_its_memory_on_new_code_and_when_idle(
+def test_an_engine_is_replaced_after_its_runs_above_its_memory_on_new_code_past_its_run_bound_and_when_idle(
     sandbox_kafka, kafka_topic, produce_keyed, warm, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     topic = kafka_topic(partitions=1)
@@ -200,6 +201,21 @@ def test_an_engine_is_replaced_after_its_runs_above_its_memory_on_new_code_and_w
     monkeypatch.setattr(warm_module, "code_digest", lambda: "new code")
     replaced = run()
     assert kept and replaced and replaced != kept and _gone(kept)
+
+    # While a run runs (issue 52): 12 records of 48 MiB of zeros (48 KB each in Kafka), its batches allowed to
+    # hold them all, past a bound 300 MiB above what the engine holds: killed mid-run, resource_exhausted.
+    heavy = kafka_topic(partitions=1)
+    produce_gzip(sandbox_kafka.bootstrap_servers, heavy, [bytes(48 << 20)] * 12)
+    held = warm.engine_memory_bytes()
+    assert held is not None
+    warm.settings = replace(SETTINGS, run_memory_mb=(held >> 20) + 300)
+    spec = make_spec(sandbox_kafka.bootstrap_servers, {heavy: {"0": (0, 12)}}, {"type": "delta", "uri": str(tmp_path / "heavy")},
+                     max_record_bytes=64 << 20, max_batch_bytes=4 << 30)
+    result = _launch(warm, spec, tmp_path)
+    assert result.status == "failed" and result.error is not None and result.error.kind == "resource_exhausted", result.error
+    assert f"past the bound of {(held >> 20) + 300:,} MiB" in result.error.message
+    assert _gone(replaced) and warm.engine_pid is None
+    warm.settings = SETTINGS
 
     warm.limits = replace(warm.limits, idle_s=1.0)
     run()  # arms the idle timer with the new limit
