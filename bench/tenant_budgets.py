@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -32,6 +33,8 @@ from typing import Self
 import httpx
 from confluent_kafka import Producer
 from noisy_neighbour import BENCH_OPERATOR, pipeline, tenant_client, trigger  # bench/, beside this script
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.fixtures, as bench/fuzz_api.py
 
 from cli.local_stack import LocalStack, free_port, wait_until
 from tests.fixtures.loopback_http import serve
