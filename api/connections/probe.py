@@ -148,8 +148,11 @@ def probe_connection(
     egress: EgressPolicy,
 ) -> ConnectionTestResult:
     conn = service.get_connection(session=session, ctx=ctx, connection_id=connection_id)
-    result = _probe(client_configs.client_config(conn, secrets), timeout_s, egress)
-    return _with_registry(result, client_configs.registry_config(conn, secrets), timeout_s, egress)
+    config, registry = client_configs.client_config(conn, secrets), client_configs.registry_config(conn, secrets)
+    # Nothing of the database is held across the outbound calls, which go at the pace of a server the
+    # tenant names: the read's transaction ends here and its connection goes back to the pool.
+    session.commit()
+    return _with_registry(_probe(config, timeout_s, egress), registry, timeout_s, egress)
 
 
 def probe_spec(*, spec: ConnectionSpec, timeout_s: float, egress: EgressPolicy) -> ConnectionTestResult:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import uuid
+from contextlib import AbstractContextManager
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Query, Request, Response
@@ -13,10 +15,13 @@ from api.connections.clients import KafkaClientCache
 from api.connections.models import Connection
 from api.connections.schemas import ConnectionRead, ConnectionSpec, ConnectionTestResult
 from api.connections.secret_payloads import credentials_statuses
+from api.connections.test_slots import SLOTS
+from api.core.config import Settings
 from api.core.deps import Editor, IfMatch, SessionDep, SettingsDep, Viewer
 from api.core.http import resource_headers
 from api.core.idempotency import IdempotencyDep
 from api.core.pagination import Page, PageParams, page_params
+from api.core.security import TenantContext
 from api.secrets.deps import SecretsDep
 from api.secrets.store import SecretStore
 from api.tenancy.quotas import QuotaLimits
@@ -61,15 +66,19 @@ _TEST_RESPONSES: dict[int | str, dict[str, Any]] = {
                          "broker_denied or unknown), its OAuth token endpoint (oauth-<kind>: invalid_client, "
                          "unauthorized, token_endpoint_unreachable, ...) or its schema registry "
                          "(schema-registry-<kind>: auth, unreachable or error)"},
+    429: {"description": "The tenant already has INLET_CONNECTION_TESTS_PER_TENANT tests in flight (too-many-connection-tests, "
+                         "with Retry-After)"},
     503: {"description": "The secret backend is unavailable or refuses Inlet"},
     504: {"description": "The cluster or the schema registry did not answer within kafka_timeout_s (kind timeout)"},
 }
 
 
 @router.post(":test", operation_id="test_connection_spec", response_model=ConnectionTestResult, responses=_TEST_RESPONSES)
-def test_connection_spec(body: ConnectionSpec, ctx: Editor, settings: SettingsDep) -> ConnectionTestResult:
+def test_connection_spec(body: ConnectionSpec, ctx: Editor, session: SessionDep, settings: SettingsDep) -> ConnectionTestResult:
     """Test a connection before saving it (editor+: Inlet connects out); nothing is stored."""
-    return probe.probe_spec(spec=body, timeout_s=settings.kafka_timeout_s, egress=settings.egress_policy)
+    session.commit()  # the authentication's transaction: nothing of the database is held while Inlet waits
+    with _slot(ctx, settings):
+        return probe.probe_spec(spec=body, timeout_s=settings.kafka_timeout_s, egress=settings.egress_policy)
 
 
 @router.get("", operation_id="list_connections", response_model=Page[ConnectionRead])
@@ -124,8 +133,14 @@ def test_connection(
     connection_id: uuid.UUID, ctx: Editor, session: SessionDep, secrets: SecretsDep, settings: SettingsDep
 ) -> ConnectionTestResult:
     """Fetch the cluster's metadata, and its schema registry's subjects, with the stored credentials (editor+)."""
-    return probe.probe_connection(session=session, ctx=ctx, secrets=secrets, connection_id=connection_id,
-                                  timeout_s=settings.kafka_timeout_s, egress=settings.egress_policy)
+    with _slot(ctx, settings):
+        return probe.probe_connection(session=session, ctx=ctx, secrets=secrets, connection_id=connection_id,
+                                      timeout_s=settings.kafka_timeout_s, egress=settings.egress_policy)
+
+
+def _slot(ctx: TenantContext, settings: Settings) -> AbstractContextManager[None]:
+    """One of the tenant's connection-test slots (``api.connections.test_slots``)."""
+    return SLOTS.held(ctx.tenant_id, settings.connection_tests_per_tenant, retry_after_s=math.ceil(settings.kafka_timeout_s))
 
 
 @router.delete("/{connection_id}", operation_id="delete_connection", status_code=204)

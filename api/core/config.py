@@ -162,6 +162,10 @@ class Settings(BaseSettings):
         "killed and fails as resource_exhausted (not retried), and the next run gets a new engine. With the worker's own "
         "process, its tree stays under 3 GiB. Unset: no bound"
     )
+    connection_tests_per_tenant: int = Field(
+        default=2, ge=1, description="Connection tests one tenant may have in flight in an API process; past it a "
+        "429 with Retry-After (api/connections/test_slots.py)"
+    )
     kafka_max_fetch_bytes: int = Field(
         default=64 << 20, ge=1 << 20, description="The ceiling of the librdkafka size settings a connection's options "
         "may set (fetch.max.bytes, max.partition.fetch.bytes, message.max.bytes and socket buffers; twice it for "
