@@ -75,7 +75,7 @@ def walkthrough(api: httpx.Client, admin_token: str, bootstrap: str, storage_roo
     conn = api.post("/connections", json={"name": "sandbox", "bootstrap_servers": bootstrap}).json()
     test = api.post(f"/connections/{conn['id']}/test").json()
     say(f"  POST /connections → {conn['id']}; test: ok={test.get('ok')} brokers={len(test.get('brokers', []))} "
-        f"latency={test.get('latency_ms')}ms")
+        f"topics={test.get('topics_visible')}")
 
     say("\n== 3. A pipeline: orders (json) → Delta, every 15 s ==")
     pipeline = api.post("/pipelines", json={

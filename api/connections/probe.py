@@ -22,8 +22,12 @@ connection's addresses are checked first (``api.connections.egress``); at the co
 bootstrap server, token endpoint or registry whose address is denied is a 422 ``egress-denied``
 naming that field, and a cluster that advertises a broker at a denied address a 502
 ``kafka-broker-denied``. An OAUTHBEARER token endpoint is asked by Inlet itself; a refusal is a 502
-``oauth-<kind>`` (``invalid_client``, ``unauthorized``, ``token_endpoint_unreachable``, ...) with the
-endpoint's status. No upstream body reaches the caller: not the token endpoint's, not the registry's.
+``oauth-<kind>`` (``invalid_client``, ``unauthorized``, ``token_endpoint_unreachable``, ...).
+
+The report says only what a tenant needs: the cluster's own answer (its id, brokers and the count of
+topics the credentials see), that the registry answered as a registry does, or a kind of failure.
+No upstream status, latency, count or body reaches the caller (a test is not a port scanner of the
+networks Inlet reaches); the upstream's own message goes to the operator's log.
 """
 
 from __future__ import annotations
@@ -31,7 +35,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import ssl
-import time
 import uuid
 
 from sqlmodel import Session
@@ -98,15 +101,15 @@ _TOKEN_TITLES = {
 
 
 class TokenFetchFailed(DomainError):
-    """No OAUTHBEARER token from the connection's token endpoint: ``kind`` and ``status`` say why."""
+    """No OAUTHBEARER token from the connection's token endpoint: ``kind`` says why."""
 
     status, code, title = 502, "oauth-token-endpoint-error", "The token endpoint answered with an error"
 
     def __init__(self, error: KafkaTokenError) -> None:
-        super().__init__(f"Connection test failed ({error.kind}): {error.message}", kind=error.kind,
-                         upstream_status=error.status)
+        title = _TOKEN_TITLES.get(error.kind, self.title)
+        super().__init__(f"Connection test failed ({error.kind}): {_lower(title)}", kind=error.kind)
         self.code = f"oauth-{error.kind.replace('_', '-')}"
-        self.title = _TOKEN_TITLES.get(error.kind, self.title)
+        self.title = title
 
 
 _REGISTRY_TITLES = {
@@ -125,13 +128,38 @@ class SchemaRegistryTestFailed(DomainError):
 
     def __init__(self, error: JobError, config: RegistryConfig) -> None:
         kind, tls = _registry_kind(error)
-        detail = f"Schema registry test failed ({kind}): {error.message}"
-        for secret in config.secret_values():
-            detail = detail.replace(secret, "***")
-        super().__init__(detail, kind=kind)
+        title = _REGISTRY_TITLES["tls" if tls else kind]
+        reason = _registry_tls_reason(error.message) if tls else None
+        detail = f"Schema registry test failed ({kind}): {_lower(title)}"
+        if reason is None:
+            super().__init__(detail, kind=kind)
+        else:
+            super().__init__(f"{detail}: {_REGISTRY_TLS_REASONS[reason]}", kind=kind, reason=reason)
         self.status = 504 if kind == "timeout" else 502
         self.code = f"schema-registry-{kind}"
-        self.title = _REGISTRY_TITLES["tls" if tls else kind]
+        self.title = title
+
+
+_REGISTRY_TLS_REASONS = {
+    "hostname_mismatch": "its certificate does not match its host name",
+    "expired_certificate": "its certificate has expired",
+    "untrusted_certificate": "its certificate is not trusted",
+}
+
+
+def _registry_tls_reason(message: str) -> str | None:
+    """The handshake's failure in the vocabulary of ``api.kafka.tls``, where Python's ssl names it."""
+    if "Hostname mismatch" in message or "IP address mismatch" in message:
+        return "hostname_mismatch"
+    if "certificate has expired" in message:
+        return "expired_certificate"
+    if "not trusted" in message or "CERTIFICATE_VERIFY_FAILED" in message:
+        return "untrusted_certificate"
+    return None
+
+
+def _lower(title: str) -> str:
+    return title[0].lower() + title[1:]
 
 
 def _registry_kind(error: JobError) -> tuple[str, bool]:
@@ -180,17 +208,21 @@ def _probe_registry(config: RegistryConfig, timeout_s: float) -> SchemaRegistryT
         client = RegistryClient(config, timeout_s=timeout_s)
     except (ssl.SSLError, ValueError):
         raise ValidationFailed.field("schema_registry.ca_pem", "ca_pem is not a PEM CA certificate bundle") from None
-    started = time.perf_counter()
     try:
         with client:
-            subjects = client.subjects()
+            client.subjects()
     except JobError as exc:
-        log.info("schema registry test of %s failed: %s", config.host, exc.kind)
+        log.info("schema registry test of %s failed: %s", config.host, _scrubbed(exc.message, config))
         if isinstance(exc, RegistryUnavailable) and exc.how == "denied":
             raise EgressDenied("schema_registry.url", exc.message) from None
         raise SchemaRegistryTestFailed(exc, config) from None
-    return SchemaRegistryTestResult(url=config.url, subjects=len(subjects),
-                                    latency_ms=round((time.perf_counter() - started) * 1000, 3))
+    return SchemaRegistryTestResult(url=config.url)
+
+
+def _scrubbed(message: str, config: RegistryConfig) -> str:
+    for secret in config.secret_values():
+        message = message.replace(secret, "***")
+    return message
 
 
 def _unusable(exc: KafkaClientError) -> ValidationFailed:
@@ -212,7 +244,7 @@ def _probe(config: KafkaClientConfig, timeout_s: float, egress: EgressPolicy) ->
             raise EgressDenied(_EGRESS_FIELDS[exc.kind], exc.message) from None
         raise ConnectionTestFailed(exc) from None
     except KafkaTokenError as exc:
-        log.info("connection test: the token endpoint refused a token: %s (%s)", exc.kind, exc.status)
+        log.info("connection test: no token from the token endpoint: %s", exc.message)
         raise TokenFetchFailed(exc) from None
     except KafkaClientError as exc:
         if exc.kind == "config":  # librdkafka refused a setting
@@ -227,5 +259,5 @@ def _probe(config: KafkaClientConfig, timeout_s: float, egress: EgressPolicy) ->
     return ConnectionTestResult(
         ok=True, cluster_id=metadata.cluster_id,
         brokers=[BrokerRead(id=b.id, host=b.host, port=b.port) for b in metadata.brokers],
-        topics_visible=metadata.topic_count, latency_ms=metadata.latency_ms,
+        topics_visible=metadata.topic_count,
     )

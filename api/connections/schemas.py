@@ -235,9 +235,9 @@ class BrokerRead(BaseModel):
 
 
 class SchemaRegistryTestResult(BaseModel):
+    """The registry answered as a schema registry does (its subjects, to these credentials)."""
+
     url: str
-    subjects: int = Field(description="Subjects the registry lists to these credentials")
-    latency_ms: float = Field(description="Round trip of GET /subjects")
 
 
 class ConnectionTestResult(BaseModel):
@@ -247,6 +247,5 @@ class ConnectionTestResult(BaseModel):
     cluster_id: str | None
     brokers: list[BrokerRead]
     topics_visible: int = Field(description="Topics the credentials can see (Kafka's internal topics excluded)")
-    latency_ms: float = Field(description="Round trip of the metadata request")
     schema_registry: SchemaRegistryTestResult | None = Field(
         default=None, description="What the connection's schema registry answered; null without one")

@@ -220,6 +220,11 @@ class Settings(BaseSettings):
         default_factory=lambda: list(DEFAULT_DENY), description="CIDRs no tenant-supplied address may be in, "
         "comma-separated; defaults to loopback, link-local (cloud metadata), unspecified, multicast, broadcast and "
         "the cloud metadata addresses, IPv4-mapped forms included")
+    egress_private_ranges: Literal["allow", "deny"] = Field(
+        default="allow", description="Whether Kafka brokers, schema registries and token endpoints may be on the "
+        "private ranges (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7). allow: a deployment whose Kafka is on a "
+        "private network needs nothing; deny: they join INLET_EGRESS_DENY (INLET_EGRESS_ALLOW still opens a range). "
+        "Webhooks are denied them by INLET_WEBHOOK_EGRESS_DENY either way")
     egress_allow: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="CIDRs opened despite the deny lists (e.g. 127.0.0.0/8,::1/128 for a "
         "stack on one machine)")
@@ -324,9 +329,15 @@ class Settings(BaseSettings):
         return self
 
     @property
+    def tenant_egress_deny(self) -> list[str]:
+        """What every tenant-supplied address is denied: ``egress_deny``, and the private ranges where they are."""
+        private = list(PRIVATE_RANGES) if self.egress_private_ranges == "deny" else []
+        return [*self.egress_deny, *(net for net in private if net not in self.egress_deny)]
+
+    @property
     def egress_policy(self) -> EgressPolicy:
         """The policy of every tenant-supplied address but webhooks'."""
-        return EgressPolicy.of(self.egress_deny, self.egress_allow, definition_lookup_s=self.egress_lookup_s)
+        return EgressPolicy.of(self.tenant_egress_deny, self.egress_allow, definition_lookup_s=self.egress_lookup_s)
 
     @property
     def webhook_egress_policy(self) -> EgressPolicy:

@@ -86,5 +86,5 @@ def build_spec(session: Session, run: Run, pipeline: Pipeline, *, settings: Sett
     return RunSpec(
         run_id=str(run.id), pipeline_id=str(pipeline.id), txn=Txn(app_id=app_id(pipeline.id), version=run.seq),
         source=spec_source, target=target,
-        egress=Egress(deny=tuple(settings.egress_deny), allow=tuple(settings.egress_allow)),
+        egress=Egress(deny=tuple(settings.tenant_egress_deny), allow=tuple(settings.egress_allow)),
     )

@@ -49,9 +49,8 @@ def _expected_success(bootstrap_servers: str, body: dict[str, Any]) -> dict[str,
         topics = len(kafka.list_topics())
     brokers = [{"id": i + 1, "host": "127.0.0.1", "port": int(hp.rsplit(":", 1)[1])}
                for i, hp in enumerate(bootstrap_servers.split(","))]
-    assert isinstance(body["latency_ms"], float) and 0 <= body["latency_ms"] < TIMEOUT_S * 1000
     return {"ok": True, "cluster_id": body["cluster_id"], "brokers": brokers, "topics_visible": topics,
-            "latency_ms": body["latency_ms"], "schema_registry": None}
+            "schema_registry": None}
 
 
 def _failure(body: dict[str, Any], *, status: int, kind: str, title: str, instance: str) -> dict[str, Any]:

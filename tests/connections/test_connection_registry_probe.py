@@ -18,12 +18,11 @@ from api.core.config import Settings
 from tests.factories import Tenant, plaintext_connection_body
 from tests.fixtures.kafka import SandboxKafka
 from tests.fixtures.kafka_broker import RealKafka
-from tests.fixtures.schema_registry import AUTH_PASSWORD, AUTH_USER, RealRegistry, unique_subject
+from tests.fixtures.schema_registry import AUTH_PASSWORD, AUTH_USER, RealRegistry
 
 TIMEOUT_S = 2.0
 WRONG_PASSWORD = "not-the-registry-Pa55word-9d1f"
 TOKEN = "sr-bearer-T0ken-for-tests-3b9d"
-AVRO = '{"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]}'
 
 
 @pytest.fixture
@@ -61,22 +60,19 @@ def _registry_problem(response: Any, *, status: int, kind: str, title: str, inst
     assert response.status_code == status, response.text
     assert response.headers["content-type"] == "application/problem+json"
     body = response.json()
-    assert body["detail"].startswith(f"Schema registry test failed ({kind}): schema registry ")
+    assert body["detail"] == f"Schema registry test failed ({kind}): {title[0].lower()}{title[1:]}"
     return {"type": f"https://inlet.dev/problems/schema-registry-{kind}", "title": title, "status": status,
             "detail": body["detail"], "instance": instance, "kind": kind}
 
 
-def test_the_test_lists_a_real_registrys_subjects(client: TestClient, tenant: Tenant, real_kafka: RealKafka,
+def test_the_test_asks_a_real_registry_for_its_subjects(client: TestClient, tenant: Tenant, real_kafka: RealKafka,
                                                    real_registry: RealRegistry) -> None:
-    real_registry.register(unique_subject("probe"), AVRO)
-    subjects = len(real_registry.request("GET", "/subjects"))
     body = plaintext_connection_body(real_kafka.bootstrap_servers, schema_registry={"url": real_registry.url})
     for response, _ in _both_tests(client, tenant, body):
         assert response.status_code == 200, response.text
         result = response.json()
-        assert result["brokers"] and result["schema_registry"] == {
-            "url": real_registry.url, "subjects": subjects, "latency_ms": result["schema_registry"]["latency_ms"]}
-        assert 0 < result["schema_registry"]["latency_ms"] < TIMEOUT_S * 1000
+        # That it answered as a registry does, and nothing of what it answered: no count, no latency.
+        assert result["brokers"] and result["schema_registry"] == {"url": real_registry.url}
 
 
 def test_basic_auth_is_sent_and_a_refusal_is_a_502_that_echoes_nothing(
@@ -87,7 +83,7 @@ def test_basic_auth_is_sent_and_a_refusal_is_a_502_that_echoes_nothing(
     for response, _ in _both_tests(client, tenant, plaintext_connection_body(real_kafka.bootstrap_servers,
                                                                              schema_registry=good)):
         assert response.status_code == 200, response.text
-        assert response.json()["schema_registry"]["subjects"] == len(registry.request("GET", "/subjects"))
+        assert response.json()["schema_registry"] == {"url": registry.url}
 
     refusals = [{**good, "credentials": {"username": AUTH_USER, "password": WRONG_PASSWORD}},
                 {**good, "credentials": {"token": TOKEN}},
@@ -98,7 +94,6 @@ def test_basic_auth_is_sent_and_a_refusal_is_a_502_that_echoes_nothing(
             problem = _registry_problem(response, status=502, kind="auth", instance=instance,
                                         title="The schema registry refused the credentials")
             assert response.json() == problem
-            assert f"schema registry {registry.url} refused the credentials (401 on /subjects)" in problem["detail"]
             for secret in (WRONG_PASSWORD, TOKEN, AUTH_PASSWORD):
                 assert secret not in response.text
     for secret in (WRONG_PASSWORD, TOKEN, AUTH_PASSWORD):
@@ -131,13 +126,15 @@ def test_tls_trust_and_host_names_are_checked(client: TestClient, tenant: Tenant
     untrusted = test(f"https://127.0.0.1:{port}")
     assert (untrusted["type"], untrusted["title"]) == ("https://inlet.dev/problems/schema-registry-unreachable",
                                                        "The TLS handshake with the schema registry failed")
-    assert "certificate is not trusted" in untrusted["detail"]
+    assert untrusted["reason"] == "untrusted_certificate"
+    assert untrusted["detail"] == ("Schema registry test failed (unreachable): the TLS handshake with the schema "
+                                   "registry failed: its certificate is not trusted")
     trusted = test(f"https://127.0.0.1:{port}", ca_pem=ca)
     assert (trusted["type"], trusted["title"]) == ("https://inlet.dev/problems/schema-registry-unreachable",
                                                    "The schema registry cannot be reached")
     mismatch = test(f"https://localhost:{port}", ca_pem=ca)
     assert mismatch["title"] == "The TLS handshake with the schema registry failed"
-    assert "Hostname mismatch" in mismatch["detail"]
+    assert mismatch["reason"] == "hostname_mismatch" and mismatch["detail"].endswith("does not match its host name")
     unchecked = test(f"https://localhost:{port}", ca_pem=ca, endpoint_identification="none")
     assert unchecked["title"] == "The schema registry cannot be reached"
 
@@ -150,7 +147,6 @@ def test_a_closed_port_is_unreachable_and_a_silent_one_a_504(client: TestClient,
         problem = _registry_problem(response, status=502, kind="unreachable", instance=instance,
                                     title="The schema registry cannot be reached")
         assert response.json() == problem
-        assert f"http://127.0.0.1:{closed_port} cannot be reached" in problem["detail"]
         assert TOKEN not in response.text
 
     silent = plaintext_connection_body(sandbox_kafka.bootstrap_servers,
@@ -159,7 +155,6 @@ def test_a_closed_port_is_unreachable_and_a_silent_one_a_504(client: TestClient,
         problem = _registry_problem(response, status=504, kind="timeout", instance=instance,
                                     title="The schema registry did not answer in time")
         assert response.json() == problem
-        assert "did not answer /subjects in time" in problem["detail"]
 
 
 def test_the_cluster_is_tested_first(client: TestClient, tenant: Tenant, closed_port: int, silent_port: int) -> None:

@@ -44,17 +44,17 @@ def test_an_oauthbearer_connection_test_passes(client: TestClient, tenant: Any, 
 
     for answer, _ in _test_both_ways(client, tenant, oauth_connection_body(oauth_kafka, real_idp)):
         assert answer.status_code == 200, answer.text
-        assert {**answer.json(), "latency_ms": None} == {
+        assert answer.json() == {
             "ok": True, "cluster_id": cluster_id, "brokers": [{"id": 1, "host": "127.0.0.1", "port": oauth_kafka.ports["OAUTH"]}],
-            "topics_visible": visible, "latency_ms": None, "schema_registry": None}
+            "topics_visible": visible, "schema_registry": None}
     # Inlet asked the token server itself (once per test), never librdkafka on its own.
     assert real_idp.requests()[asked:] == [TokenRequest(CLIENT_ID, 200)] * 2
 
 
 _REFUSED_BY_THE_TOKEN_SERVER = {
     "type": "https://inlet.dev/problems/oauth-invalid-client", "title": "The token endpoint refused the client credentials",
-    "status": 502, "detail": "Connection test failed (invalid_client): the token endpoint refused the request: "
-                             "invalid_client (401)", "kind": "invalid_client", "upstream_status": 401}
+    "status": 502, "detail": "Connection test failed (invalid_client): the token endpoint refused the client credentials",
+    "kind": "invalid_client"}
 
 
 @pytest.mark.parametrize(("client_id", "secret"), [(CLIENT_ID, "not-the-secret"), ("no-such-client", "whatever")],

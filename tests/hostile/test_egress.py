@@ -14,6 +14,7 @@ test_egress_policy.py.
 
 from __future__ import annotations
 
+import ipaddress
 import types
 import uuid
 from collections.abc import Iterator
@@ -127,6 +128,40 @@ def test_an_ipv4_address_in_an_odd_spelling_is_refused_even_where_its_address_is
              "write the IPv4 address as a.b.c.d (192.0.2.10), not 3221225994")
 
 
+@pytest.mark.parametrize("setting", ["allow", "deny"])
+def test_the_operator_decides_whether_connections_may_reach_the_private_ranges(
+    denied_settings: Settings, setting: str
+) -> None:
+    """INLET_EGRESS_PRIVATE_RANGES: allowed by default (Kafka on a private network needs nothing);
+    denied, every address of a connection in them is refused when written, and the runs' policy
+    denies them too; INLET_EGRESS_ALLOW still opens one range. Webhooks are denied them either way."""
+    settings = denied_settings.model_copy(update={"egress_private_ranges": setting, "egress_allow": ["10.1.0.0/16"]})
+    app = create_app(settings, dispatcher=RecordingDispatcher())
+    try:
+        with TestClient(app, raise_server_exceptions=False) as client:
+            tenant = make_tenant(client)
+            private = [plaintext_connection_body("10.0.0.5:9092"),
+                       plaintext_connection_body(f"{PUBLIC}:9092", schema_registry={"url": "http://192.168.1.9:8081"}),
+                       _oauth_body("http://[fd12:3456::1]/oauth2/token")]
+            opened = plaintext_connection_body("10.1.2.3:9092")
+            answers = [client.post("/connections", json=body, headers=tenant.editor) for body in private]
+            if setting == "allow":
+                assert [a.status_code for a in answers] == [201, 201, 201], [a.text for a in answers]
+            else:
+                _refused(answers[0], "bootstrap_servers", "entry 1: the host is 10.0.0.5, which is in a denied range (private)")
+                _refused(answers[1], "schema_registry.url", "the host is 192.168.1.9, which is in a denied range (private)")
+                _refused(answers[2], "credentials.token_endpoint_url",
+                         "the host is fd12:3456::1, which is in a denied range (private)")
+            assert client.post("/connections", json=opened, headers=tenant.editor).status_code == 201
+            _refused(client.post("/webhooks", json={"url": "https://10.0.0.5/hook"}, headers=tenant.editor), "url",
+                     "the host is 10.0.0.5, which is in a denied range (private)")
+    finally:
+        truncate_all(app.state.engine)
+        app.state.engine.dispose()
+    assert ("10.0.0.0/8" in settings.tenant_egress_deny) == (setting == "deny")
+    assert settings.egress_policy.denied_kind(ipaddress.ip_address("10.1.2.3")) is None  # allow wins over deny
+
+
 # The internal service receives nothing.
 
 def test_a_token_endpoint_on_an_internal_address_gets_nothing(
@@ -238,26 +273,26 @@ def test_a_cluster_advertising_a_broker_at_a_denied_address_is_refused_before_it
 @pytest.mark.parametrize(("status", "answer", "problem"), [
     (401, None, {"type": "https://inlet.dev/problems/oauth-invalid-client",
                  "title": "The token endpoint refused the client credentials", "status": 502,
-                 "detail": "Connection test failed (invalid_client): the token endpoint refused the request: "
-                           "invalid_client (401)", "kind": "invalid_client", "upstream_status": 401}),
+                 "detail": "Connection test failed (invalid_client): the token endpoint refused the client "
+                           "credentials", "kind": "invalid_client"}),
     (403, {"detail": INTERNAL_SECRET}, {
         "type": "https://inlet.dev/problems/oauth-unauthorized", "title": "The token endpoint refused the client "
         "credentials", "status": 502, "detail": "Connection test failed (unauthorized): the token endpoint refused the "
-        "client credentials (403)", "kind": "unauthorized", "upstream_status": 403}),
+        "client credentials", "kind": "unauthorized"}),
     (500, {"error": INTERNAL_SECRET}, {
         "type": "https://inlet.dev/problems/oauth-token-endpoint-error", "title": "The token endpoint answered with "
         "an error", "status": 502, "detail": "Connection test failed (token_endpoint_error): the token endpoint "
-        "answered 500", "kind": "token_endpoint_error", "upstream_status": 500}),
+        "answered with an error", "kind": "token_endpoint_error"}),
     (302, {"location": INTERNAL_SECRET}, {
         "type": "https://inlet.dev/problems/oauth-token-endpoint-error", "title": "The token endpoint answered with "
         "an error", "status": 502, "detail": "Connection test failed (token_endpoint_error): the token endpoint "
-        "answered 302 (redirects are not followed)", "kind": "token_endpoint_error", "upstream_status": 302}),
+        "answered with an error", "kind": "token_endpoint_error"}),
     (200, {"token": INTERNAL_SECRET}, {
         "type": "https://inlet.dev/problems/oauth-invalid-token", "title": "The token endpoint gave no usable token",
-        "status": 502, "detail": "Connection test failed (invalid_token): the token endpoint answered 200 without an "
-        "access token", "kind": "invalid_token", "upstream_status": 200}),
+        "status": 502, "detail": "Connection test failed (invalid_token): the token endpoint gave no usable "
+        "token", "kind": "invalid_token"}),
 ])
-def test_a_token_endpoints_refusal_is_named_by_kind_and_status_never_by_its_body(
+def test_a_token_endpoints_refusal_is_named_by_its_kind_never_by_its_status_or_body(
     client: TestClient, tenant: Tenant, internal: InternalService, status: int, answer: dict[str, Any] | None,
     problem: dict[str, Any],
 ) -> None:
@@ -278,7 +313,7 @@ def test_a_token_endpoints_refusal_is_named_by_kind_and_status_never_by_its_body
         ("POST", "/oauth2/token", "Basic dGVuYW50LWNsaWVudDp0ZW5hbnQtc2VjcmV0", b"grant_type=client_credentials")] * 2
 
 
-def test_a_registrys_error_is_named_by_status_never_by_its_body(
+def test_a_registrys_error_is_named_by_its_kind_never_by_its_status_or_body(
     client: TestClient, tenant: Tenant, internal: InternalService, sandbox_kafka: Any
 ) -> None:
     internal.status = 500
@@ -290,7 +325,6 @@ def test_a_registrys_error_is_named_by_status_never_by_its_body(
     assert tested.json() == {
         "type": "https://inlet.dev/problems/schema-registry-error", "title": "The schema registry answered with an error",
         "status": 502, "instance": "/connections:test", "kind": "error",
-        "detail": f"Schema registry test failed (error): schema registry {internal.url} answered 500, error code 40101 "
-                  "on /subjects"}
-    assert INTERNAL_SECRET not in tested.text
+        "detail": "Schema registry test failed (error): the schema registry answered with an error"}
+    assert INTERNAL_SECRET not in tested.text and "500" not in tested.text
     assert [(r.method, r.path) for r in internal.requests] == [("GET", "/subjects")]
