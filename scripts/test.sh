@@ -20,11 +20,6 @@ export JDK_JAVA_OPTIONS="-XX:TieredStopAtLevel=1"
 source scripts/services.sh
 trap stop_started EXIT
 
-start_postgres
-start_redis
-start_s3
-start_spark_cluster
-
 # Every Spark driver the suite starts (the warm engines, each spark-submit run, the tests' own
 # sessions) maps the classes a Spark start loads from one archive (the JDK's AppCDS, made afresh for
 # this JDK and these jars by a small job, scripts/spark_class_archive.py) instead of reading and
@@ -32,26 +27,31 @@ start_spark_cluster
 # and a warm engine's two runs (tests/spark_jobs/test_ingest_kafka.py[local], one warm engine test)
 # 51 -> 43 CPU-s; making the archive costs 36 s. spark-submit passes SPARK_SUBMIT_OPTS to the driver's
 # JVM only; a JVM that cannot map the archive says so in one line and starts as before. The product's
-# JVMs are left as they are.
-archive_spark_classes() {
-    local dir="$INLET_RUN_DIR/spark-classes"
-    rm -rf "$dir" && mkdir -p "$dir"
-    if SPARK_SUBMIT_OPTS="-XX:ArchiveClassesAtExit=$dir/classes.jsa" PATH="$(pwd)/.venv/bin:$PATH" \
-        spark-submit --master "local[2]" scripts/spark_class_archive.py "$dir/out" >"$dir/log" 2>&1 \
-        && [[ -s $dir/classes.jsa ]]; then
-        export SPARK_SUBMIT_OPTS="-XX:SharedArchiveFile=$dir/classes.jsa${SPARK_SUBMIT_OPTS:+ $SPARK_SUBMIT_OPTS}"
-        echo "services: Spark's classes archived for the suite's drivers ($dir/classes.jsa)"
-    else
-        echo "services: no class archive (the suite's Spark drivers load their classes as usual): see $dir/log"
-    fi
-}
-archive_spark_classes
+# JVMs are left as they are. The archive is made while the services start (they mostly wait).
+classes="$INLET_RUN_DIR/spark-classes"
+rm -rf "$classes" && mkdir -p "$classes"
+SPARK_SUBMIT_OPTS="-XX:ArchiveClassesAtExit=$classes/classes.jsa" PATH="$(pwd)/.venv/bin:$PATH" \
+    spark-submit --master "local[2]" scripts/spark_class_archive.py "$classes/out" >"$classes/log" 2>&1 &
+archiving=$!
+
+start_postgres
+start_redis
+start_s3
+start_spark_cluster
+
+if wait "$archiving" && [[ -s $classes/classes.jsa ]]; then
+    export SPARK_SUBMIT_OPTS="-XX:SharedArchiveFile=$classes/classes.jsa${SPARK_SUBMIT_OPTS:+ $SPARK_SUBMIT_OPTS}"
+    echo "services: Spark's classes archived for the suite's drivers ($classes/classes.jsa)"
+else
+    echo "services: no class archive (the suite's Spark drivers load their classes as usual): see $classes/log"
+fi
+echo "services: ready after ${SECONDS} s"
 
 PYTEST=(.venv/bin/python -m pytest -p no:cacheprovider -n 2 --durations=15)
 # Extra pytest arguments for a local loop, shell-quoted: PYTEST_ARGS='-k offsets'
 eval "EXTRA=(${PYTEST_ARGS:-})"
 
-echo "== full suite on PostgreSQL =="
+echo "== full suite on PostgreSQL (at ${SECONDS} s) =="
 "${PYTEST[@]}" "${EXTRA[@]}"
 
 # SQLite (make demo's and the quick loop's database) again runs every fast test whose SQL is the
@@ -62,10 +62,11 @@ echo "== full suite on PostgreSQL =="
 # timeouts; the delivery queue's SQL is tests/webhooks/test_delivery.py's), the egress policy, and the
 # secret backends and connection probes.
 # `make test-fast` still runs them on SQLite.
-echo "== database suite on SQLite =="
+echo "== database suite on SQLite (at ${SECONDS} s) =="
 INLET_TEST_DATABASE_URL= "${PYTEST[@]}" -m "db and not slow and not real_kafka" -q \
     --ignore=tests/portal --ignore=tests/fuzz --ignore=tests/pipelines/test_validation.py \
     --ignore=tests/webhooks/test_delivery_stack.py --ignore=tests/hostile/test_egress.py \
     --ignore=tests/connections/test_vault_connections.py --ignore=tests/connections/test_secret_orphans.py \
     --ignore=tests/connections/test_connection_probe.py --ignore=tests/connections/test_connection_registry_probe.py \
     "${EXTRA[@]}"
+echo "make test: done in ${SECONDS} s"
