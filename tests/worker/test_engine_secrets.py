@@ -2,8 +2,8 @@
 of its UI, both switched on here as an operator would. Real Kafka (tests/fixtures/kafka_broker.py)
 over SASL_SSL/SCRAM-SHA-512 (no password) and over OAUTHBEARER with a real OIDC token server
 (tests/fixtures/oidc.py: no client secret, no token): a direct Delta run, a json run (decoded in its
-tasks) and a Kafka-target run through the SQL session (whose plans the UI and event log print), all
-on one engine."""
+tasks) and a Kafka-target run through the SQL session (whose plans the UI and event log print) of
+each cluster, all six on one engine."""
 
 from __future__ import annotations
 
@@ -93,36 +93,33 @@ def _produce(bootstrap: str, topic: str) -> None:
     assert producer.flush(30) == 0
 
 
-def test_no_password_in_the_engines_log_event_log_or_ui(real_kafka, real_topic, tmp_path: Path) -> None:
+def test_no_password_oauth_client_secret_or_token_in_the_engines_log_event_log_or_ui(
+    real_kafka: RealKafka, real_topic: Any, oauth_kafka: RealKafka, real_idp: RealIdp, oauth_topic: Any, tmp_path: Path
+) -> None:
+    """Both clusters' runs on one engine: what it shows after the six is searched for every secret."""
     topic, out = real_topic(partitions=2), real_topic(partitions=1)
     _produce(real_kafka.bootstrap_servers, topic)
     sasl = {"bootstrap.servers": real_kafka.bootstrap("SASL_SSL"), "security.protocol": "SASL_SSL",
             "sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": USER, "sasl.password": PASSWORD,
             "ssl.ca.pem": real_kafka.ca.pem}
-
-    shown = _everything_the_engine_shows(_specs(sasl["bootstrap.servers"], sasl, topic, out, tmp_path), tmp_path)
-
-    for where, text in shown.items():
-        assert PASSWORD not in text, f"the password is in {where}"
-
-
-def test_no_oauth_client_secret_or_token_in_the_engines_log_event_log_or_ui(
-    oauth_kafka: RealKafka, real_idp: RealIdp, oauth_topic: Any, tmp_path: Path
-) -> None:
-    topic, out = oauth_topic(partitions=2), oauth_topic(partitions=1)
-    _produce(oauth_kafka.bootstrap_servers, topic)
+    oauth_in, oauth_out = oauth_topic(partitions=2), oauth_topic(partitions=1)
+    _produce(oauth_kafka.bootstrap_servers, oauth_in)
     oauth = {"bootstrap.servers": oauth_kafka.bootstrap("OAUTH"), "security.protocol": "SASL_PLAINTEXT",
              "sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc",
              "sasl.oauthbearer.client.id": CLIENT_ID, "sasl.oauthbearer.client.secret": CLIENT_SECRET,
              "sasl.oauthbearer.token.endpoint.url": real_idp.token_url}
     loopback = Egress(allow=("127.0.0.0/8",))  # the token server is on loopback, denied by default
-    specs = [spec.model_copy(update={"egress": loopback})
-             for spec in _specs(oauth["bootstrap.servers"], oauth, topic, out, tmp_path)]
+    (tmp_path / "scram").mkdir()
+    (tmp_path / "oauth").mkdir()
+    specs = _specs(sasl["bootstrap.servers"], sasl, topic, out, tmp_path / "scram") + [
+        spec.model_copy(update={"egress": loopback})
+        for spec in _specs(oauth["bootstrap.servers"], oauth, oauth_in, oauth_out, tmp_path / "oauth")]
     asked = len(real_idp.requests())
 
     shown = _everything_the_engine_shows(specs, tmp_path)
 
     assert real_idp.requests()[asked:], "the runs fetched their tokens"
     for where, text in shown.items():
+        assert PASSWORD not in text, f"the password is in {where}"
         assert CLIENT_SECRET not in text, f"the OAuth client secret is in {where}"
         assert not JWT.search(text), f"a bearer token is in {where}"
