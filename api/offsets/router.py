@@ -35,7 +35,8 @@ def _kafka(request: Request) -> service.ClientFactory:
 KafkaDep = Annotated[service.ClientFactory, Depends(_kafka)]
 
 _CHANGE_RESPONSES: dict[int | str, dict[str, str]] = {
-    409: {"description": "The pipeline is not paused, or it has a queued or running run"},
+    409: {"description": "The pipeline is not paused, or it has a queued or running run (pipeline-not-stopped); or "
+                         "the pipeline or its offsets changed while the cluster was asked (offsets-changed-meanwhile)"},
     412: {"description": "If-Match does not match the offsets' current ETag (dry runs too)"},
     422: {"description": "Unknown topic or partition, a target out of range (without clamp), a timestamp the "
                          "cluster cannot resolve, or replace mode on a Kafka target"},

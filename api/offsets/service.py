@@ -78,6 +78,10 @@ class PipelineNotStopped(Conflict):
     code, title = "pipeline-not-stopped", "Offsets change only while the pipeline is stopped"
 
 
+class OffsetsChangedMeanwhile(Conflict):
+    code, title = "offsets-changed-meanwhile", "The offsets changed while the cluster was asked"
+
+
 class OffsetsOutOfRange(ValidationFailed):
     code, title = "offsets-out-of-range", "Offsets outside the partitions' range"
 
@@ -106,8 +110,13 @@ def offsets_etag(stored: Iterable[PartitionOffset]) -> str:
     return etag_for("offsets", *sorted(f"{r.topic}/{r.partition}={r.committed}" for r in stored))
 
 
-def _open(session: Session, pipeline: Pipeline, factory: ClientFactory) -> OffsetsClient:
-    return factory(referenced_connection(session, pipeline.connection_id))
+def _connection_released(session: Session, pipeline: Pipeline) -> Connection:
+    """The pipeline's connection, and the transaction ended: its cluster answers at the pace of a server
+    the tenant names, and nothing of the database (a pooled connection, a row lock, SQLite's write
+    lock) is held while it does."""
+    connection = referenced_connection(session, pipeline.connection_id)
+    session.commit()
+    return connection
 
 
 def read_offsets(
@@ -123,7 +132,7 @@ def read_offsets(
     starts: dict[Partition, int] = {}
     cluster = ClusterStatus(status="ok")
     try:
-        client = _open(session, pipeline, client_factory)
+        client = client_factory(_connection_released(session, pipeline))
         partitions, missing = select_partitions(client.list_topics(), source)
         watermarks = client.watermarks(partitions)
         try:
@@ -280,6 +289,20 @@ def check_ranges(targets: list[WantedOffset], *, clamp: bool) -> list[OffsetChan
 
 # Changing.
 
+def _changeable(
+    session: Session, ctx: TenantContext, pipeline_id: uuid.UUID, replay_mode: str, if_match: str | None
+) -> tuple[Pipeline, dict[Partition, PartitionOffset]]:
+    """The pipeline, locked, and its offsets, when they may be changed; the problem saying why not."""
+    pipeline = get_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id, lock=True)
+    if replay_mode == "replace" and definition_of(pipeline).target.type != "delta":
+        raise ValidationFailed.field("replay_mode", "replace needs a Delta target: a Kafka target cannot take "
+                                     "back records it has written; use append")
+    stored = ledger.positions(session, pipeline)
+    check_if_match(if_match, offsets_etag(stored.values()))
+    _require_stopped(session, pipeline)
+    return pipeline, stored
+
+
 def _require_stopped(session: Session, pipeline: Pipeline) -> None:
     active = active_run(session, pipeline.id)
     reasons = []
@@ -327,19 +350,14 @@ def change_offsets(
 
     The same checks run for a dry run, so that its answer is the answer the real call would get.
     A change raises ``offsets.changed`` for the tenant's webhooks; after the commit, the pipeline's
-    consumer group (if any) gets the new offsets."""
-    pipeline = get_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id, lock=True)
+    consumer group (if any) gets the new offsets. The cluster is asked with no transaction open, and
+    what was checked before is checked again, the pipeline locked, before anything is written."""
     replay_mode = body.replay_mode if body else "append"
     dry = body.dry_run if body else bool(dry_run)
+    pipeline, stored = _changeable(session, ctx, pipeline_id, replay_mode, if_match)
     definition = definition_of(pipeline)
-    if replay_mode == "replace" and definition.target.type != "delta":
-        raise ValidationFailed.field("replay_mode", "replace needs a Delta target: a Kafka target cannot take "
-                                     "back records it has written; use append")
-    stored = ledger.positions(session, pipeline)
-    check_if_match(if_match, offsets_etag(stored.values()))
-    _require_stopped(session, pipeline)
     try:
-        client = _open(session, pipeline, client_factory)
+        client = client_factory(_connection_released(session, pipeline))
         partitions, _ = select_partitions(client.list_topics(), definition.source)
         watermarks = client.watermarks(partitions)
         targets = resolve_targets(body, source=definition.source, watermarks=watermarks,
@@ -350,6 +368,13 @@ def change_offsets(
     mode = body.mode if body else "starting_offsets"
     changed = [r for r in rows if r.after != r.before]
     if not dry and changed:
+        checked = offsets_etag(stored.values())
+        session.expire_all()  # read afresh, not from what the first transaction loaded
+        pipeline, stored = _changeable(session, ctx, pipeline_id, replay_mode, if_match)
+        if definition_of(pipeline) != definition or offsets_etag(stored.values()) != checked:
+            raise OffsetsChangedMeanwhile(
+                "The pipeline or its offsets changed while the cluster was asked: read the offsets again and "
+                "send the change again")
         moves = [ledger.OffsetMove(topic=r.topic, partition=r.partition, before=r.before, after=r.after)
                  for r in changed]
         stored = ledger.move(session, pipeline, moves, replace=replay_mode == "replace")

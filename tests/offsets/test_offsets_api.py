@@ -384,3 +384,38 @@ def test_a_capped_run_consumes_only_the_part_of_a_window_it_read(client: TestCli
     run = run_without_spark(client, tenant, pipe["id"])
     assert run["replace_ranges"] == {topic: {"0": [4, 8]}}
     assert replay_windows(client, pipe["id"]) == {(topic, 0): (8, 10)}
+
+
+def test_offsets_moved_while_the_cluster_is_asked_refuse_the_change_that_read_them_before(
+        client: TestClient, app: Any, tenant: Tenant, pipe: dict[str, Any], topic: str) -> None:
+    """The cluster is asked with no transaction open (on SQLite the write lock was held across it):
+    another change lands meanwhile, and the first, checked again before it writes, is a 409 that
+    changes nothing."""
+    clients = app.state.kafka_clients
+    real = clients.client
+
+    class Meanwhile:
+        """The cluster's client, through which another editor's change lands during the first's lookup."""
+
+        def __init__(self, inner: Any) -> None:
+            self.inner, self.moved = inner, None
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+        def watermarks(self, partitions: Any) -> Any:
+            clients.client = real
+            self.moved = _patch(client, tenant, pipe, {"offsets": [{"topic": topic, "partition": 1, "offset": 2}]})
+            return self.inner.watermarks(partitions)
+
+    meanwhile: list[Meanwhile] = []
+    clients.client = lambda conn: meanwhile.append(Meanwhile(real(conn))) or meanwhile[-1]
+    try:
+        first = _patch(client, tenant, pipe, {"offsets": [{"topic": topic, "partition": 0, "offset": 5}]})
+    finally:
+        clients.client = real
+
+    assert meanwhile[0].moved is not None and meanwhile[0].moved.status_code == 200, meanwhile[0].moved
+    problem = assert_problem(first, 409)
+    assert problem["type"].endswith("/offsets-changed-meanwhile") and "read the offsets again" in problem["detail"]
+    assert _committed(client, tenant, pipe) == {0: None, 1: 2, 2: None}

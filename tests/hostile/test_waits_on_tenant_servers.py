@@ -1,12 +1,14 @@
-"""A connection test cannot stall other tenants (issue 52: on SQLite, every other tenant's `GET /me`
-and `POST /connections` waited 30 s behind a test whose registry sent a byte every 2 s; on PostgreSQL
-35 such tests took the pool). The test's request holds no transaction while Inlet waits on the
-tenant's server, and a tenant has ``INLET_CONNECTION_TESTS_PER_TENANT`` tests in flight at most (a
-429 with ``Retry-After`` past them). The registry is a stand-in on loopback that trickles a byte
-every 0.5 s: what it does is the point, and no real registry does it."""
+"""Waiting on a server a tenant names holds nothing other tenants need (issue 52: on SQLite, every
+other tenant's `GET /me` and `POST /connections` waited 30 s behind a connection test whose registry
+sent a byte every 2 s; on PostgreSQL 35 such tests took the pool). A connection test, and an offsets
+read or change, hold no transaction while Inlet waits on the tenant's servers, and a tenant has
+``INLET_CONNECTION_TESTS_PER_TENANT`` tests in flight at most (a 429 with ``Retry-After`` past them).
+The registry is a stand-in on loopback that trickles a byte every 0.5 s, the cluster a port that
+accepts connections and never answers: what they do is the point, and no real server does it."""
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -19,7 +21,7 @@ from fastapi.testclient import TestClient
 
 from api.core.config import Settings
 from api.main import create_app
-from tests.factories import Tenant, make_tenant, plaintext_connection_body
+from tests.factories import Tenant, create_sandbox_pipeline, make_tenant, plaintext_connection_body
 from tests.fixtures.database import truncate_all
 from tests.fixtures.kafka import SandboxKafka
 from tests.fixtures.loopback_http import serve
@@ -41,6 +43,15 @@ def _trickle(handler: BaseHTTPRequestHandler) -> None:
 @pytest.fixture
 def trickling() -> Iterator[str]:
     yield from serve(_trickle)
+
+
+@pytest.fixture
+def silent_cluster() -> Iterator[str]:
+    """A port that accepts TCP connections (the kernel's backlog) and never answers a Kafka request."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        yield f"127.0.0.1:{sock.getsockname()[1]}"
 
 
 @pytest.fixture
@@ -96,3 +107,28 @@ def test_other_tenants_are_answered_while_a_tenants_tests_wait_on_its_server(
     assert [r.status_code for r in answers] == [504, 504], [r.text for r in answers]
     # A's slots are free again.
     assert client.post("/connections:test", json=plaintext_connection_body(bootstrap), headers=a.editor).status_code == 200
+
+
+def test_other_tenants_write_while_a_tenants_offsets_wait_on_its_cluster(
+        client: TestClient, sandbox_kafka: SandboxKafka, silent_cluster: str) -> None:
+    """A's offsets read and change ask a cluster that never answers (for kafka_timeout_s each);
+    meanwhile B writes a connection and moves its own pipeline's offsets."""
+    a, b = make_tenant(client), make_tenant(client)
+    silent = create_sandbox_pipeline(client, a, silent_cluster, ["orders"])
+    b_pipe = create_sandbox_pipeline(client, b, sandbox_kafka.bootstrap_servers, ["orders"])
+    offsets = f"/pipelines/{silent['id']}/offsets"
+    with ThreadPoolExecutor(2) as pool:
+        waiting = _started(pool, [lambda: client.get(offsets, headers=a.viewer),
+                                  lambda: client.delete(offsets, headers=a.editor)])
+        assert not any(f.done() for f in waiting)
+
+        written = client.post("/connections", json=plaintext_connection_body(sandbox_kafka.bootstrap_servers),
+                              headers=b.editor)
+        assert written.status_code == 201, written.text
+        reset = client.delete(f"/pipelines/{b_pipe['id']}/offsets", headers=b.editor)
+        assert reset.status_code == 200, reset.text
+        assert not any(f.done() for f in waiting)  # B was answered while A's cluster was still asked
+
+        read, changed = (f.result(timeout=60) for f in waiting)
+    assert read.status_code == 200 and read.json()["cluster"]["kind"] == "timeout", read.text
+    assert changed.status_code == 504, changed.text
