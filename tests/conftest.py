@@ -41,9 +41,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if "database_url" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.db)
     # The slow tests (a Spark job, an engine, a stack: up to three minutes each) first, the fast ones
-    # after: xdist hands tests out in this order, so its workers end together on fast tests instead of
-    # one waiting on the other's last long one (tests/worker, the slowest folder, came last by name).
-    # A stable sort: each file's tests stay together and in order.
+    # after: a worker that steals from the other (make test's --dist worksteal) takes from the end of
+    # its queue, so the last tests run are fast ones and the two workers end together (tests/worker,
+    # the slowest folder, came last by name). A stable sort: each file's tests stay together, in order.
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
