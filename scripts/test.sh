@@ -47,10 +47,7 @@ else
 fi
 echo "services: ready after ${SECONDS} s"
 
-# worksteal: a worker whose tests are done takes half of what the other has not started yet, so the two
-# end within one test of each other (load, xdist's default, deals the first quarter out by count, and a
-# worker dealt more engine tests ran them alone for minutes at the end).
-PYTEST=(.venv/bin/python -m pytest -p no:cacheprovider -n 2 --dist worksteal --durations=15)
+PYTEST=(.venv/bin/python -m pytest -p no:cacheprovider -n 2 --durations=15)
 # Extra pytest arguments for a local loop, shell-quoted: PYTEST_ARGS='-k offsets'
 eval "EXTRA=(${PYTEST_ARGS:-})"
 

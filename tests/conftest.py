@@ -40,11 +40,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "database_url" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.db)
-    # The slow tests (a Spark job, an engine, a stack: up to three minutes each) first, the fast ones
-    # after: a worker that steals from the other (make test's --dist worksteal) takes from the end of
-    # its queue, so the last tests run are fast ones and the two workers end together (tests/worker,
-    # the slowest folder, came last by name). A stable sort: each file's tests stay together, in order.
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 def _worker_suffix() -> str:
