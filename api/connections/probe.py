@@ -50,7 +50,7 @@ from api.kafka.errors import KafkaEgressDenied, KafkaTokenError
 from api.kafka.problems import KafkaProblem
 from api.kafka.tls import TlsDiagnosis, diagnose
 from api.secrets.store import SecretStore
-from spark_jobs.public import EgressPolicy, JobError, RegistryClient, RegistryConfig, RegistryUnavailable
+from spark_jobs.public import EgressPolicy, JobError, RegistryClient, RegistryConfig, RegistryUnavailable, redact
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +126,7 @@ class SchemaRegistryTestFailed(DomainError):
 
     status, code, title = 502, "schema-registry-error", _REGISTRY_TITLES["error"]
 
-    def __init__(self, error: JobError, config: RegistryConfig) -> None:
+    def __init__(self, error: JobError) -> None:
         kind, tls = _registry_kind(error)
         title = _REGISTRY_TITLES["tls" if tls else kind]
         reason = _registry_tls_reason(error.message) if tls else None
@@ -212,17 +212,11 @@ def _probe_registry(config: RegistryConfig, timeout_s: float) -> SchemaRegistryT
         with client:
             client.subjects()
     except JobError as exc:
-        log.info("schema registry test of %s failed: %s", config.host, _scrubbed(exc.message, config))
+        log.info("schema registry test of %s failed: %s", config.host, redact(exc.message, config.secret_values()))
         if isinstance(exc, RegistryUnavailable) and exc.how == "denied":
             raise EgressDenied("schema_registry.url", exc.message) from None
-        raise SchemaRegistryTestFailed(exc, config) from None
+        raise SchemaRegistryTestFailed(exc) from None
     return SchemaRegistryTestResult(url=config.url)
-
-
-def _scrubbed(message: str, config: RegistryConfig) -> str:
-    for secret in config.secret_values():
-        message = message.replace(secret, "***")
-    return message
 
 
 def _unusable(exc: KafkaClientError) -> ValidationFailed:

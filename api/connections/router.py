@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import math
 import uuid
-from contextlib import AbstractContextManager
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Query, Request, Response
@@ -15,13 +13,11 @@ from api.connections.clients import KafkaClientCache
 from api.connections.models import Connection
 from api.connections.schemas import ConnectionRead, ConnectionSpec, ConnectionTestResult
 from api.connections.secret_payloads import credentials_statuses
-from api.connections.test_slots import SLOTS
-from api.core.config import Settings
+from api.connections.test_slots import connection_test_slot
 from api.core.deps import Editor, IfMatch, SessionDep, SettingsDep, Viewer
 from api.core.http import resource_headers
 from api.core.idempotency import IdempotencyDep
 from api.core.pagination import Page, PageParams, page_params
-from api.core.security import TenantContext
 from api.secrets.deps import SecretsDep
 from api.secrets.store import SecretStore
 from api.tenancy.quotas import QuotaLimits
@@ -77,7 +73,7 @@ _TEST_RESPONSES: dict[int | str, dict[str, Any]] = {
 def test_connection_spec(body: ConnectionSpec, ctx: Editor, session: SessionDep, settings: SettingsDep) -> ConnectionTestResult:
     """Test a connection before saving it (editor+: Inlet connects out); nothing is stored."""
     session.commit()  # the authentication's transaction: nothing of the database is held while Inlet waits
-    with _slot(ctx, settings):
+    with connection_test_slot(ctx, settings):
         return probe.probe_spec(spec=body, timeout_s=settings.kafka_timeout_s, egress=settings.egress_policy)
 
 
@@ -133,15 +129,9 @@ def test_connection(
     connection_id: uuid.UUID, ctx: Editor, session: SessionDep, secrets: SecretsDep, settings: SettingsDep
 ) -> ConnectionTestResult:
     """Fetch the cluster's metadata, and its schema registry's subjects, with the stored credentials (editor+)."""
-    with _slot(ctx, settings):
+    with connection_test_slot(ctx, settings):
         return probe.probe_connection(session=session, ctx=ctx, secrets=secrets, connection_id=connection_id,
                                       timeout_s=settings.kafka_timeout_s, egress=settings.egress_policy)
-
-
-def _slot(ctx: TenantContext, settings: Settings) -> AbstractContextManager[None]:
-    """One of the tenant's connection-test slots (``api.connections.test_slots``)."""
-    return SLOTS.held(ctx.tenant_id, settings.connection_tests_per_tenant, retry_after_s=math.ceil(settings.kafka_timeout_s))
-
 
 @router.delete("/{connection_id}", operation_id="delete_connection", status_code=204)
 def delete_connection(

@@ -8,13 +8,16 @@ with N API processes a tenant has at most N times the slots.
 
 from __future__ import annotations
 
+import math
 import threading
 import uuid
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
+from api.core.config import Settings
 from api.core.errors import DomainError
+from api.core.security import TenantContext
 
 
 class TooManyConnectionTests(DomainError):
@@ -50,3 +53,8 @@ class TestSlots:
 
 
 SLOTS = TestSlots()
+
+
+def connection_test_slot(ctx: TenantContext, settings: Settings) -> AbstractContextManager[None]:
+    """One of the caller's tenant's slots while a test runs (the API's routes and the portal's)."""
+    return SLOTS.held(ctx.tenant_id, settings.connection_tests_per_tenant, retry_after_s=math.ceil(settings.kafka_timeout_s))

@@ -4,7 +4,6 @@ its credentials), the edit form, and the delete confirmation."""
 
 from __future__ import annotations
 
-import math
 import uuid
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -17,7 +16,7 @@ from api.connections import service as connections
 from api.connections.models import Connection
 from api.connections.schemas import ConnectionRead, ConnectionSpec, ConnectionTestResult
 from api.connections.secret_payloads import credentials_statuses
-from api.connections.test_slots import SLOTS
+from api.connections.test_slots import connection_test_slot
 from api.core.errors import (
     Conflict,
     DomainError,
@@ -127,8 +126,7 @@ def test_connection(caller: Editor, connection_id: str) -> Response:
     """Test a connection against its cluster (and schema registry) and show what it saw."""
     ident = pages.parse_id(connection_id, "Connection")
     try:
-        with SLOTS.held(caller.ctx.tenant_id, caller.settings.connection_tests_per_tenant,
-                        retry_after_s=math.ceil(caller.settings.kafka_timeout_s)):
+        with connection_test_slot(caller.ctx, caller.settings):
             result = probe.probe_connection(session=caller.session, ctx=caller.ctx, secrets=caller.secrets,
                                             connection_id=ident, timeout_s=caller.settings.kafka_timeout_s,
                                             egress=caller.settings.egress_policy)
