@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The lint, run by make test (scripts/test.sh) before the suite: ruff's checks as configured in
-# pyproject.toml ([tool.ruff.lint]). Any finding fails the command, and with it make test.
+# pyproject.toml ([tool.ruff.lint]), and gofmt and go vet on the Terraform provider (terraform/).
+# Any finding fails the command, and with it make test.
 # Fix what ruff can fix safely: .venv/bin/ruff check --fix PATH
 # (The type check and the import contracts run in the suite: tests/core/test_layering.py.)
 set -euo pipefail
@@ -9,3 +10,11 @@ cd "$(dirname "$0")/.."
 # The whole repository (ruff skips what .gitignore names, .venv included).
 echo "== ruff check"
 .venv/bin/ruff check --output-format concise .
+
+echo "== gofmt, go vet (terraform/)"
+unformatted=$(cd terraform && gofmt -l .)
+if [[ -n $unformatted ]]; then
+    echo "not gofmt'd (gofmt -w them): $unformatted" >&2
+    exit 1
+fi
+(cd terraform && go vet ./...)

@@ -1,5 +1,5 @@
 """Terraform tests: Inlet served over HTTP with its secrets in a real OpenBao server, a tenant with
-an admin key, and the real terraform binary (tests/fixtures/terraform.py)."""
+an admin key, and the real OpenTofu CLI with the provider from its mirror (tests/fixtures/terraform.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The provider end to end, through the real terraform binary against a running Inlet whose secrets
+"""The provider end to end, through the real OpenTofu CLI (the provider from make setup's filesystem mirror) against a running Inlet whose secrets
 live in a real OpenBao server, reading a topic of the sandbox Kafka.
 
 One configuration walks the lifecycle a platform team lives through: init offline, plan, apply, a
@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 
 from tests.factories import Tenant
 from tests.fixtures.kafka import SandboxKafka
-from tests.fixtures.terraform import Terraform
+from tests.fixtures.terraform import Terraform, vault_paths
 from tests.fixtures.vault import TestVault
 
 pytestmark = [pytest.mark.slow]
@@ -50,13 +50,13 @@ resource "inlet_connection" "secure" {{
 
 resource "inlet_pipeline" "orders" {{
   name   = "orders"
-  source = jsonencode({{
+  source = {{
     connection_id = inlet_connection.sandbox.id
     topics        = ["{topic}"]
     value_format  = "string"
-  }})
-  target   = jsonencode({{ type = "delta", path = "bronze/orders" }})
-  schedule = jsonencode({schedule})
+  }}
+  target   = {{ delta = {{ path = "bronze/orders" }} }}
+  schedule = {schedule}
   state    = "{state}"
 }}
 
@@ -84,7 +84,7 @@ data "inlet_pipeline" "orders" {{
 }}
 
 output "orders_target" {{
-  value = jsondecode(data.inlet_pipeline.orders.target).path
+  value = data.inlet_pipeline.orders.target.delta.path
 }}
 {extra}"""
 
@@ -109,18 +109,6 @@ output "lag" {{
 
 def _only(client: TestClient, tenant: Tenant, collection: str) -> list[dict[str, Any]]:
     return client.get(f"/{collection}", headers=tenant.admin).json()["items"]
-
-
-def _vault_paths(vault: TestVault, tenant: Tenant) -> list[str]:
-    client = vault.server.client()
-    try:
-        listed = client.secrets.kv.v2.list_secrets(path=vault.full(f"tenants/{tenant.id}/connections"),
-                                                   mount_point=vault.mount)
-    except Exception as exc:  # hvac raises InvalidPath for an empty folder
-        if type(exc).__name__ == "InvalidPath":
-            return []
-        raise
-    return list(listed["data"]["keys"])
 
 
 def test_terraform_lifecycle(
@@ -248,29 +236,30 @@ def test_terraform_lifecycle(
     key_id = terraform.resource("inlet_api_key.reader")["id"]
     terraform.run("destroy", "-auto-approve")
     assert _only(client, tenant, "pipelines") == [] and _only(client, tenant, "connections") == []
-    assert _vault_paths(vault, tenant) == []
+    assert vault_paths(vault, tenant) == []
     assert client.get(f"/api-keys/{key_id}", headers=tenant.admin).json()["revoked_at"] is not None
 
 
 KEYED = """
 resource "inlet_pipeline" "customers" {{
   name   = "customers"
-  source = jsonencode({{
+  source = {{
     connection_id = inlet_connection.sandbox.id
     topics        = ["{topic}"]
     value_format  = "json"
     schema        = "id BIGINT, name STRING, tier INT"
-  }})
-  target = jsonencode({{
-    type        = "delta"
-    path        = "silver/customers"
-    mode        = "upsert"
-    key         = ["id"]
-    sequence_by = "source.lsn"
-    changes     = "debezium"
-    deletes     = "soft"
-  }})
-  schedule = jsonencode({{ interval_seconds = 300 }})
+  }}
+  target = {{
+    delta = {{
+      path        = "silver/customers"
+      mode        = "upsert"
+      key         = ["id"]
+      sequence_by = "source.lsn"
+      changes     = "debezium"
+      deletes     = "soft"
+    }}
+  }}
+  schedule = {{ interval_seconds = 300 }}
   state    = "paused"
 }}
 """

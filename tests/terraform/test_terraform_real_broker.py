@@ -28,8 +28,8 @@ resource "inlet_connection" "real" {{
 
 resource "inlet_pipeline" "events" {{
   name   = "events"
-  source = jsonencode({{ connection_id = inlet_connection.real.id, topics = ["{topic}"] }})
-  target = jsonencode({{ type = "delta", path = "bronze/events" }})
+  source = {{ connection_id = inlet_connection.real.id, topics = ["{topic}"] }}
+  target = {{ delta = {{ path = "bronze/events" }} }}
   state  = "paused"
 }}
 

@@ -1,5 +1,5 @@
 """The ``schema_registry_*`` attributes of ``inlet_connection`` and a pipeline reading Avro values through it,
-through the real terraform binary against a running Inlet whose secrets live in a real OpenBao server:
+through the real OpenTofu CLI against a running Inlet whose secrets live in a real OpenBao server:
 apply, a clean second plan, rotation, a switch from basic auth to a token, drift made through the API,
 an import with the registry's credentials, the registry's removal, and a destroy."""
 
@@ -45,12 +45,12 @@ resource "inlet_connection" "events" {{
 
 resource "inlet_pipeline" "orders" {{
   name   = "orders"
-  source = jsonencode({{
+  source = {{
     connection_id = inlet_connection.events.id
     topics        = ["orders"]
     {value}
-  }})
-  target = jsonencode({{ type = "delta", path = "bronze/orders" }})
+  }}
+  target = {{ delta = {{ path = "bronze/orders" }} }}
   state  = "paused"
 }}
 """

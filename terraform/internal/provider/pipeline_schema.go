@@ -1,0 +1,209 @@
+package provider
+
+import (
+	"regexp"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/objectvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+)
+
+// A pipeline's source, target and schedule as typed nested attributes, with the API's rules
+// (openapi.yaml's KafkaSource, DeltaTarget, KafkaTarget, CronSchedule, IntervalSchedule) as
+// validators: a bad value is an error at plan that names the attribute. Every attribute is optional
+// unless the API requires it; one left out is left out of the request too, and Inlet's default applies.
+
+var (
+	topicName  = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
+	columnName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+	fieldPath  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
+	groupName  = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+	schemaVer  = regexp.MustCompile(`^(latest|[1-9][0-9]*)$`)
+)
+
+func optString(description string, validators ...validator.String) schema.StringAttribute {
+	return schema.StringAttribute{Optional: true, Description: description, Validators: validators}
+}
+
+func optInt(description string, min, max int64) schema.Int64Attribute {
+	return schema.Int64Attribute{Optional: true, Description: description,
+		Validators: []validator.Int64{int64validator.Between(min, max)}}
+}
+
+func optBool(description string) schema.BoolAttribute {
+	return schema.BoolAttribute{Optional: true, Description: description}
+}
+
+func columns(description string, max int) schema.ListAttribute {
+	return schema.ListAttribute{Optional: true, ElementType: types.StringType, Description: description,
+		Validators: []validator.List{listvalidator.SizeAtMost(max), listvalidator.ValueStringsAre(
+			stringvalidator.RegexMatches(columnName, "must be a column name"))}}
+}
+
+func oneOf(description string, values ...string) schema.StringAttribute {
+	return optString(description, stringvalidator.OneOf(values...))
+}
+
+func registrySchema(part string) schema.SingleNestedAttribute {
+	return schema.SingleNestedAttribute{
+		Optional:    true,
+		Description: "The " + part + "'s schema from the connection's schema registry.",
+		Attributes: map[string]schema.Attribute{
+			"subject": optString("Subject (default: TOPIC-"+part+", the topic name strategy).",
+				stringvalidator.LengthBetween(1, 255)),
+			"version": optString(`A version number ("3") or "latest" (the default): the schema a run reads with.`,
+				stringvalidator.RegexMatches(schemaVer, `must be a version number or "latest"`)),
+		},
+	}
+}
+
+func sourceAttribute() schema.SingleNestedAttribute {
+	sibling := func(name string) path.Expression { return path.MatchRelative().AtParent().AtName(name) }
+	return schema.SingleNestedAttribute{
+		Required:    true,
+		Description: "The Kafka source: which topics, from where, and how values and keys are read.",
+		Attributes: map[string]schema.Attribute{
+			"connection_id": schema.StringAttribute{Required: true, Description: "The inlet_connection to read from."},
+			"topics": schema.ListAttribute{Optional: true, ElementType: types.StringType,
+				Description: "Topics to read (or topic_pattern).",
+				Validators: []validator.List{
+					listvalidator.SizeBetween(1, 100),
+					listvalidator.ValueStringsAre(stringvalidator.RegexMatches(topicName, "must be a Kafka topic name")),
+					listvalidator.ExactlyOneOf(sibling("topic_pattern")),
+				}},
+			"topic_pattern": optString("A regular expression: every topic it matches, new ones included.",
+				stringvalidator.LengthBetween(1, 1000)),
+			"starting_offsets": oneOf("Where a partition never read starts: earliest (the default) or latest.",
+				"earliest", "latest"),
+			"starting_partition_offsets": schema.MapAttribute{Optional: true,
+				ElementType: types.MapType{ElemType: types.Int64Type},
+				Description: `Exact starting offsets: { topic = { "0" = 42, … } }; instead of starting_offsets.`,
+				Validators: []validator.Map{
+					mapvalidator.KeysAre(stringvalidator.RegexMatches(topicName, "must be a Kafka topic name")),
+					mapvalidator.ConflictsWith(sibling("starting_offsets"), sibling("starting_timestamp")),
+				}},
+			"starting_timestamp": optString("RFC 3339 time: a partition never read starts at its first record at "+
+				"or after it.", rfc3339Time(), stringvalidator.ConflictsWith(sibling("starting_offsets"))),
+			"starting_timestamp_strategy": oneOf("A partition with no record at or after starting_timestamp: "+
+				"error (the default) or latest.", "error", "latest"),
+			"max_offsets_per_run": optInt("At most this many records per partition in one run.", 1, 1_000_000_000_000),
+			"commit_to_group": optString("Also commit offsets to this Kafka consumer group (for lag tools).",
+				stringvalidator.LengthBetween(1, 249), stringvalidator.RegexMatches(groupName, "must be a group id")),
+			"value_format": oneOf("raw (the default), string, json, avro, protobuf or json_schema.",
+				"raw", "string", "json", "avro", "protobuf", "json_schema"),
+			"schema": optString("A Spark DDL schema for json values (e.g. \"id BIGINT, name STRING\").",
+				stringvalidator.LengthAtMost(65536)),
+			"value_schema": registrySchema("value"),
+			"key_format": oneOf("How keys are read: raw, string, avro, protobuf or json_schema.",
+				"raw", "string", "avro", "protobuf", "json_schema"),
+			"key_schema":      registrySchema("key"),
+			"include_headers": optBool("Keep each record's headers in a headers column."),
+			"on_data_loss": oneOf("Records gone before they were read (retention): fail (the default) or skip.",
+				"fail", "skip"),
+		},
+	}
+}
+
+func maintenanceAttribute() schema.SingleNestedAttribute {
+	return schema.SingleNestedAttribute{
+		Optional:    true,
+		Description: "Table maintenance: compaction, vacuum and checkpoints (docs/maintenance.md).",
+		Attributes: map[string]schema.Attribute{
+			"enabled": optBool("Maintenance at all (default true)."),
+			"compaction": schema.SingleNestedAttribute{Optional: true, Attributes: map[string]schema.Attribute{
+				"enabled":         optBool("Default true."),
+				"target_file_mb":  optInt("Size compacted files aim at (default 128).", 1, 1024),
+				"min_small_files": optInt("Compact a partition once it holds this many small files (default 50).", 2, 1_000_000),
+				"max_commits":     optInt("Or once this many commits passed (default 100).", 1, 1_000_000),
+				"z_order_by":      columns("Z-order compacted files by these columns.", 4),
+			}},
+			"vacuum": schema.SingleNestedAttribute{Optional: true, Attributes: map[string]schema.Attribute{
+				"enabled":         optBool("Default true."),
+				"retention_hours": optInt("Keep files no longer referenced this long (default 168).", 0, 87600),
+				"interval_hours":  optInt("Vacuum at most this often (default 24).", 1, 8760),
+			}},
+			"checkpoints": schema.SingleNestedAttribute{Optional: true, Attributes: map[string]schema.Attribute{
+				"interval":           optInt("A checkpoint every this many commits (default 10).", 1, 10000),
+				"log_retention_days": optInt("Keep the log this long (default 30).", 1, 3650),
+			}},
+		},
+	}
+}
+
+func targetAttribute() schema.SingleNestedAttribute {
+	other := func(name string) path.Expression { return path.MatchRelative().AtParent().AtName(name) }
+	return schema.SingleNestedAttribute{
+		Required:    true,
+		Description: "Where records land: exactly one of delta or kafka.",
+		Attributes: map[string]schema.Attribute{
+			"delta": schema.SingleNestedAttribute{
+				Optional:    true,
+				Description: "A Delta table: appended to, or upserted by key (SCD type 1 or 2).",
+				Validators:  []validator.Object{objectvalidator.ExactlyOneOf(other("kafka"))},
+				Attributes: map[string]schema.Attribute{
+					"path": schema.StringAttribute{Required: true, Description: "The table's path under the tenant's storage.",
+						Validators: []validator.String{stringvalidator.LengthBetween(1, 512)}},
+					"partition_by": columns("Partition the table by these columns.", 8),
+					"mode":         oneOf("append (the default) or upsert (needs key).", "append", "upsert"),
+					"key": schema.ListAttribute{Optional: true, ElementType: types.StringType,
+						Description: "The key columns of an upsert.",
+						Validators: []validator.List{listvalidator.SizeBetween(1, 16), listvalidator.ValueStringsAre(
+							stringvalidator.RegexMatches(columnName, "must be a column name"))}},
+					"key_from": oneOf("Where the key is read: value (the default) or kafka_key.", "value", "kafka_key"),
+					"sequence_by": optString("A field ordering changes to one key (e.g. source.lsn).",
+						stringvalidator.LengthAtMost(512), stringvalidator.RegexMatches(fieldPath, "must be a field path")),
+					"changes": oneOf("rows (the default) or debezium change events.", "rows", "debezium"),
+					"scd_type": schema.Int64Attribute{Optional: true, Description: "1 (the default): latest row per key; 2: history.",
+						Validators: []validator.Int64{int64validator.OneOf(1, 2)}},
+					"deletes":     oneOf("A delete event: mark (the default) or soft.", "mark", "soft"),
+					"maintenance": maintenanceAttribute(),
+					"table_features": schema.SingleNestedAttribute{Optional: true,
+						Description: "Delta features the table is created with.",
+						Attributes: map[string]schema.Attribute{
+							"deletion_vectors": optBool("Default false."),
+							"cluster_by":       columns("Liquid clustering columns.", 4),
+						}},
+				},
+			},
+			"kafka": schema.SingleNestedAttribute{
+				Optional:    true,
+				Description: "A Kafka topic, exactly once with transactions.",
+				Attributes: map[string]schema.Attribute{
+					"connection_id": schema.StringAttribute{Required: true, Description: "The inlet_connection to write to."},
+					"topic": schema.StringAttribute{Required: true, Validators: []validator.String{
+						stringvalidator.RegexMatches(topicName, "must be a Kafka topic name")}},
+					"create_topic": schema.SingleNestedAttribute{Optional: true,
+						Description: "Create the topic if it does not exist.",
+						Attributes: map[string]schema.Attribute{
+							"partitions": schema.Int64Attribute{Required: true,
+								Validators: []validator.Int64{int64validator.Between(1, 10000)}},
+							"replication_factor": optInt("Default -1: the broker's default.", -1, 32),
+							"config": schema.MapAttribute{Optional: true, ElementType: types.StringType,
+								Description: "Topic configs, e.g. { \"retention.ms\" = \"86400000\" }."},
+						}},
+				},
+			},
+		},
+	}
+}
+
+func scheduleAttribute() schema.SingleNestedAttribute {
+	other := func(name string) path.Expression { return path.MatchRelative().AtParent().AtName(name) }
+	return schema.SingleNestedAttribute{
+		Optional:    true,
+		Description: "When runs start: cron (with timezone) or interval_seconds; none: only when triggered.",
+		Attributes: map[string]schema.Attribute{
+			"cron": optString("A cron expression, e.g. \"*/10 * * * *\".", stringvalidator.LengthBetween(9, 200),
+				stringvalidator.ExactlyOneOf(other("interval_seconds"))),
+			"timezone": optString("The cron's IANA time zone (default UTC).", stringvalidator.LengthAtMost(64),
+				stringvalidator.AlsoRequires(other("cron"))),
+			"interval_seconds": optInt("A run every this many seconds.", 10, 2_678_400),
+		},
+	}
+}

@@ -1,1 +1,0 @@
-"""Terraform provider for Inlet, written with PyPI's ``tf`` (plugin protocol 6)."""

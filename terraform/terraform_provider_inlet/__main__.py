@@ -1,3 +1,0 @@
-from terraform_provider_inlet.main import main
-
-raise SystemExit(main())
