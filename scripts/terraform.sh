@@ -11,7 +11,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# 1.10: the current release line the acceptance tests run on; 1.12: write-only arguments (1.11+).
+# The acceptance tests run on both: 1.10, the oldest the docs promise (no write-only arguments, no
+# resource identities), and 1.12, the newest the module proxy serves here.
 OPENTOFU_VERSIONS=(1.10.10 1.12.6)
 PROVIDER_VERSION=$(sed -n 's/^const Version = "\(.*\)"$/\1/p' terraform/internal/provider/version.go)
 
@@ -33,7 +34,7 @@ zip_name=terraform-provider-inlet_${PROVIDER_VERSION}_${os}_${arch}.zip
 if [[ $(cat "$out/.provider-sha256" 2>/dev/null) != "$want" || ! -f $mirror/$zip_name ]]; then
     echo "setup: building the Terraform provider $PROVIDER_VERSION into $mirror"
     build=$(mktemp -d)
-    (cd terraform && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$PROVIDER_VERSION" \
+    (cd terraform && CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w -X main.version=$PROVIDER_VERSION" \
         -o "$build/terraform-provider-inlet_v$PROVIDER_VERSION" .)
     rm -rf "$mirror" && mkdir -p "$mirror"
     (cd "$build" && python3 - "$PWD/terraform-provider-inlet_v$PROVIDER_VERSION" "$OLDPWD/$mirror/$zip_name" <<'PY'

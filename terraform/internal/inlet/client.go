@@ -84,7 +84,8 @@ type request struct {
 	body    any
 	etag    string
 	idemKey string
-	// Only where sending it twice is harmless: reads, keyed creates, If-Match writes, deletes.
+	// Only where sending it twice is harmless: reads, keyed creates, deletes. Not a write under
+	// If-Match: were its answer lost, the retry would meet the moved ETag and be refused.
 	retry bool
 }
 
@@ -131,7 +132,7 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, []byte, e
 		switch {
 		case err != nil && last:
 			return nil, nil, &Error{Title: "Inlet could not be reached at " + c.endpoint, Detail: err.Error()}
-		case err == nil && (!retryable[resp.StatusCode] || last):
+		case err == nil && (!again(r, resp.StatusCode) || last):
 			return resp, body, nil
 		}
 		wait := c.backoff << (attempt - 1)
@@ -144,6 +145,12 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, []byte, e
 		case <-time.After(wait):
 		}
 	}
+}
+
+// again says whether a request may be sent again after this status: a gateway's, or Inlet's 409 for
+// a keyed create whose first attempt is still in progress (a timeout's usual aftermath).
+func again(r request, status int) bool {
+	return retryable[status] || (r.idemKey != "" && status == http.StatusConflict)
 }
 
 func (c *Client) answer(ctx context.Context, r request) (*Answer, error) {
@@ -216,7 +223,7 @@ func (c *Client) Create(ctx context.Context, path string, body any) (*Answer, er
 
 // Put replaces path under If-Match.
 func (c *Client) Put(ctx context.Context, path string, body any, etag string) (*Answer, error) {
-	return c.answer(ctx, request{method: http.MethodPut, path: path, body: body, etag: etag, retry: true})
+	return c.answer(ctx, request{method: http.MethodPut, path: path, body: body, etag: etag})
 }
 
 // Patch changes path under If-Match. Not retried: a lost answer would be retried against a moved ETag and refused.
@@ -226,7 +233,7 @@ func (c *Client) Patch(ctx context.Context, path string, body any, etag string) 
 
 // Post sends an action without a body (rotate-secret), under If-Match when etag is given.
 func (c *Client) Post(ctx context.Context, path string, etag string) (*Answer, error) {
-	return c.answer(ctx, request{method: http.MethodPost, path: path, etag: etag, retry: true})
+	return c.answer(ctx, request{method: http.MethodPost, path: path, etag: etag})
 }
 
 // Delete removes path; an object already gone is no error.
@@ -240,7 +247,7 @@ func (c *Client) Delete(ctx context.Context, path string, etag string) error {
 
 // DeleteAnswer removes path and returns Inlet's answer (the offsets' reset answers with the rows it moved).
 func (c *Client) DeleteAnswer(ctx context.Context, path string, etag string) (*Answer, error) {
-	return c.answer(ctx, request{method: http.MethodDelete, path: path, etag: etag, retry: etag != ""})
+	return c.answer(ctx, request{method: http.MethodDelete, path: path, etag: etag, retry: true})
 }
 
 func token() string {

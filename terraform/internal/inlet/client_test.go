@@ -63,6 +63,26 @@ func TestCreateRetriesWithTheSameIdempotencyKey(t *testing.T) {
 	}
 }
 
+func TestACreateStillInProgressIsAskedAgain(t *testing.T) {
+	c, s := start(t, []int{409, 201}, []string{`{"title": "Conflict", "detail": "in progress"}`, `{"id": "k1"}`})
+	if _, err := c.Create(context.Background(), "/api-keys", map[string]any{}); err != nil || len(s.seen) != 2 {
+		t.Fatalf("err %v after %d requests", err, len(s.seen))
+	}
+}
+
+func TestWritesUnderIfMatchAreNotRetried(t *testing.T) {
+	c, s := start(t, []int{502, 502, 200}, []string{"", "", `{}`})
+	if _, err := c.Put(context.Background(), "/pipelines/p1", map[string]any{}, `"v0"`); err == nil {
+		t.Fatal("a 502 PUT succeeded")
+	}
+	if _, err := c.Post(context.Background(), "/webhooks/w1/rotate-secret", `"v0"`); err == nil {
+		t.Fatal("a 502 rotation succeeded")
+	}
+	if len(s.seen) != 2 {
+		t.Fatalf("%d requests, want one each", len(s.seen))
+	}
+}
+
 func TestTwoCreatesHaveTwoKeys(t *testing.T) {
 	c, s := start(t, []int{201, 201}, []string{`{}`, `{}`})
 	for range 2 {

@@ -63,6 +63,8 @@ func (r *apiKeyResource) Metadata(_ context.Context, req resource.MetadataReques
 func (r *apiKeyResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	keep := []planmodifier.String{stringplanmodifier.UseStateForUnknown()}
 	resp.Schema = schema.Schema{
+		// 1, as the Python provider 0.1 wrote its states: they read as they are.
+		Version: 1,
 		Description: "An API key of the provider's tenant. The key is known only to the apply that issued it; " +
 			"revoking it outside Terraform makes the next apply issue a new one.",
 		Attributes: map[string]schema.Attribute{
@@ -162,9 +164,7 @@ func (r *apiKeyResource) Read(ctx context.Context, req resource.ReadRequest, res
 		}
 	}
 	if answer == nil || read.RevokedAt != nil {
-		// the framework wants an identity even for an object gone (a CLI without identities sends none)
-		setIDIdentity(ctx, resp.Identity, state.ID.ValueString(), &resp.Diagnostics)
-		resp.State.RemoveResource(ctx)
+		removeGone(ctx, &resp.State, resp.Identity, state.ID.ValueString(), &resp.Diagnostics)
 		return
 	}
 	next := apiKeyState(read, state.Key)

@@ -11,7 +11,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	"github.com/hashicorp/terraform-plugin-go/tftypes"
 )
 
 // connectionResource is inlet_connection: a Kafka cluster, its schema registry (the schema_registry_*
@@ -33,7 +32,6 @@ var (
 	_ resource.ResourceWithConfigure      = (*connectionResource)(nil)
 	_ resource.ResourceWithImportState    = (*connectionResource)(nil)
 	_ resource.ResourceWithIdentity       = (*connectionResource)(nil)
-	_ resource.ResourceWithModifyPlan     = (*connectionResource)(nil)
 	_ resource.ResourceWithValidateConfig = (*connectionResource)(nil)
 	_ resource.ResourceWithUpgradeState   = (*connectionResource)(nil)
 )
@@ -154,41 +152,6 @@ func (r *connectionResource) Schema(_ context.Context, _ resource.SchemaRequest,
 	resp.Schema = connectionSchema()
 }
 
-// connMovedByUpdate are the computed values an update moves: unknown in a plan that changes anything.
-var connMovedByUpdate = map[string]attr.Value{
-	"etag": types.StringUnknown(), "credentials_version": types.Int64Unknown(), "credentials_status": types.StringUnknown(),
-}
-
-// ModifyPlan keeps etag, credentials_version and credentials_status known when nothing changes, and
-// makes them unknown when something does.
-func (r *connectionResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
-	if req.State.Raw.IsNull() || req.Plan.Raw.IsNull() {
-		return
-	}
-	var planned, prior map[string]tftypes.Value
-	if err := req.Plan.Raw.As(&planned); err != nil {
-		resp.Diagnostics.AddError("Reading the plan", err.Error())
-		return
-	}
-	if err := req.State.Raw.As(&prior); err != nil {
-		resp.Diagnostics.AddError("Reading the state", err.Error())
-		return
-	}
-	changed := false
-	for name, v := range planned {
-		if _, moved := connMovedByUpdate[name]; !moved && !v.Equal(prior[name]) {
-			changed = true
-		}
-	}
-	for name, unknown := range connMovedByUpdate {
-		value := unknown
-		if !changed {
-			resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root(name), &value)...)
-		}
-		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(name), value)...)
-	}
-}
-
 func connectionPath(id string) string { return "/connections/" + id }
 
 func (r *connectionResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
@@ -233,7 +196,7 @@ func (r *connectionResource) Read(ctx context.Context, req resource.ReadRequest,
 		return
 	}
 	if answer == nil {
-		resp.State.RemoveResource(ctx)
+		removeGone(ctx, &resp.State, resp.Identity, state.ID.ValueString(), &resp.Diagnostics)
 		return
 	}
 	a, err := decodeConnection(answer.Body)

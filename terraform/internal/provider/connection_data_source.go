@@ -2,8 +2,6 @@ package provider
 
 import (
 	"context"
-	"encoding/json"
-	"net/url"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/datasourcevalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -83,38 +81,9 @@ func (d *connectionDataSource) Read(ctx context.Context, req datasource.ReadRequ
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	var body []byte
-	if !config.ID.IsNull() {
-		answer, err := d.client.Find(ctx, connectionPath(config.ID.ValueString()))
-		if err != nil {
-			reportAPIError(&resp.Diagnostics, action, err)
-			return
-		}
-		if answer == nil {
-			resp.Diagnostics.AddError("No connection "+config.ID.ValueString(),
-				"The API key's tenant has no connection with this id.")
-			return
-		}
-		body = answer.Body
-	} else {
-		name := config.Name.ValueString()
-		answer, err := d.client.Get(ctx, "/connections", url.Values{"name": {name}, "limit": {"2"}})
-		if err != nil {
-			reportAPIError(&resp.Diagnostics, action, err)
-			return
-		}
-		var page struct {
-			Items []json.RawMessage `json:"items"`
-		}
-		if err := answer.Decode(&page); err != nil {
-			reportAPIError(&resp.Diagnostics, action, err)
-			return
-		}
-		if len(page.Items) != 1 {
-			resp.Diagnostics.AddError("No connection named "+name, "The API key's tenant has no connection with this name.")
-			return
-		}
-		body = page.Items[0]
+	body, ok := findByIDOrName(ctx, d.client, "connection", "/connections", config.ID, config.Name, &resp.Diagnostics)
+	if !ok {
+		return
 	}
 	a, err := decodeConnection(body)
 	if err != nil {

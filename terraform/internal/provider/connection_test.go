@@ -316,6 +316,18 @@ func TestAccConnection(t *testing.T) {
 				ImportState:       true,
 				ImportStateVerify: true,
 			},
+			{ // deleted through the API: planned for creation, and created again
+				PreConfig: func() {
+					if err := accClient(t).Delete(context.Background(), "/connections/"+id, ""); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config: connectionSASLConfig(name, second, "terraform-2"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(address, plancheck.ResourceActionCreate)},
+				},
+				Check: connectionID(&id),
+			},
 		},
 	})
 }

@@ -9,9 +9,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 )
 
-// TestAccConnectionUpgradeState: the Python provider's states (versions 1 and 2) read as version 3,
+// TestConnectionUpgradeState: the Python provider's states (versions 1 and 2) read as version 3,
 // every attribute they did not have null.
-func TestAccConnectionUpgradeState(t *testing.T) {
+func TestConnectionUpgradeState(t *testing.T) {
 	ctx := context.Background()
 	server, err := testProviders["inlet"]()
 	if err != nil {

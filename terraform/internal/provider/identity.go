@@ -18,7 +18,7 @@ func identityByID() identityschema.Schema {
 	}}
 }
 
-// setIDIdentity records id as the resource's identity (a CLI without identities passes none).
+// setIDIdentity records id as the resource's identity (nil only where the framework passes none).
 func setIDIdentity(ctx context.Context, identity *tfsdk.ResourceIdentity, id string, diags *diag.Diagnostics) {
 	if identity == nil {
 		return
@@ -28,8 +28,9 @@ func setIDIdentity(ctx context.Context, identity *tfsdk.ResourceIdentity, id str
 
 var pathID = path.Root("id")
 
-// removeGone drops an object Inlet no longer has from state. The framework wants an identity even
-// then, so the prior id stays as it.
+// removeGone drops an object Inlet no longer has from state. The framework refuses a Read that
+// answers without an identity, even one that removes the resource (it fills in a null identity for a
+// CLI that stores none, OpenTofu 1.10), so the prior id stays as the identity.
 func removeGone(ctx context.Context, state *tfsdk.State, identity *tfsdk.ResourceIdentity, id string, diags *diag.Diagnostics) {
 	setIDIdentity(ctx, identity, id, diags)
 	state.RemoveResource(ctx)

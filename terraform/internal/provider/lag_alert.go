@@ -187,9 +187,7 @@ func (r *lagAlertResource) Read(ctx context.Context, req resource.ReadRequest, r
 		return
 	}
 	if answer == nil { // the alert, or its pipeline, is gone
-		// the framework wants an identity even for an object gone (a CLI without identities sends none)
-		setIDIdentity(ctx, resp.Identity, state.ID.ValueString(), &resp.Diagnostics)
-		resp.State.RemoveResource(ctx)
+		removeGone(ctx, &resp.State, resp.Identity, state.ID.ValueString(), &resp.Diagnostics)
 		return
 	}
 	next, err := lagAlertState(answer)

@@ -235,14 +235,17 @@ func documentValue(ctx context.Context, raw json.RawMessage, t attr.Type,
 	return value.(types.Object), nil
 }
 
-// pipelineBody is the pipeline as Inlet takes it (the plan is whole at apply: nothing is unknown).
+// pipelineBody is the pipeline as Inlet takes it. At apply the plan is whole (nothing unknown), and
+// source and target, being required, are objects.
 func pipelineBody(m pipelineModel) map[string]any {
 	source, _ := toJSON(m.Source)
 	target, _ := toJSON(m.Target)
 	schedule, _ := toJSON(m.Schedule)
+	sourceFields, _ := source.(map[string]any)
+	targetFields, _ := target.(map[string]any)
 	body := map[string]any{
-		"name": m.Name.ValueString(), "source": sourceToAPI(source.(map[string]any)),
-		"target": targetToAPI(target.(map[string]any)), "schedule": schedule,
+		"name": m.Name.ValueString(), "source": sourceToAPI(sourceFields),
+		"target": targetToAPI(targetFields), "schedule": schedule,
 	}
 	if !m.State.IsNull() && !m.State.IsUnknown() {
 		body["state"] = m.State.ValueString()

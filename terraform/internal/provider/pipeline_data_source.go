@@ -4,16 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
-	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
-
-	"inlet.dev/terraform-provider-inlet/internal/inlet"
 )
 
 // data "inlet_pipeline": a pipeline by id or by name, its source, target and schedule typed as the
@@ -101,42 +97,4 @@ func (d *pipelineDataSource) Read(ctx context.Context, req datasource.ReadReques
 		ID: model.ID, Name: model.Name, Source: model.Source, Target: model.Target, Schedule: model.Schedule,
 		State: model.State, TargetURI: model.TargetURI, NextRunAt: types.StringPointerValue(status.Status.NextRunAt),
 	})...)
-}
-
-// findByIDOrName is one object's body by id, or by exact name (the list endpoints filter by it).
-func findByIDOrName(ctx context.Context, client *inlet.Client, kind, collection string, id, name types.String,
-	diags *diag.Diagnostics) ([]byte, bool) {
-	if id.IsNull() == name.IsNull() {
-		diags.AddError("Give the "+kind+"'s id or its name", "One of them, not both.")
-		return nil, false
-	}
-	if !id.IsNull() {
-		answer, err := client.Find(ctx, collection+"/"+id.ValueString())
-		if err != nil {
-			reportAPIError(diags, "Reading the "+kind, err)
-			return nil, false
-		}
-		if answer == nil {
-			notFound(diags, kind, id.ValueString())
-			return nil, false
-		}
-		return answer.Body, true
-	}
-	answer, err := client.Get(ctx, collection, url.Values{"name": {name.ValueString()}, "limit": {"2"}})
-	if err != nil {
-		reportAPIError(diags, "Reading the "+kind, err)
-		return nil, false
-	}
-	var page struct {
-		Items []json.RawMessage `json:"items"`
-	}
-	if err := answer.Decode(&page); err != nil {
-		reportAPIError(diags, "Reading the "+kind, err)
-		return nil, false
-	}
-	if len(page.Items) != 1 {
-		diags.AddError("No "+kind+" named "+name.String(), "The API key's tenant has no "+kind+" with this name.")
-		return nil, false
-	}
-	return page.Items[0], true
 }

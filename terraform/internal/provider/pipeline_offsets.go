@@ -115,6 +115,8 @@ func (r *pipelineOffsetsResource) Metadata(_ context.Context, req resource.Metad
 
 func (r *pipelineOffsetsResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
+		// 1, as the Python provider 0.1 wrote its states: they read as they are.
+		Version: 1,
 		Description: "Moves a paused pipeline's offsets (a replay or a skip), once per change. Give exactly one of " +
 			"offsets, reset or to_timestamp. Runs moving the offsets afterwards are not drift; destroying the " +
 			"resource leaves the offsets where they are.",

@@ -269,9 +269,7 @@ func (r *webhookResource) Read(ctx context.Context, req resource.ReadRequest, re
 		return
 	}
 	if answer == nil {
-		// the framework wants an identity even for an object gone (a CLI without identities sends none)
-		setIDIdentity(ctx, resp.Identity, state.ID.ValueString(), &resp.Diagnostics)
-		resp.State.RemoveResource(ctx)
+		removeGone(ctx, &resp.State, resp.Identity, state.ID.ValueString(), &resp.Diagnostics)
 		return
 	}
 	read, err := decodeWebhook(answer)
