@@ -12,7 +12,8 @@ echo "== ruff check"
 .venv/bin/ruff check --output-format concise .
 
 echo "== gofmt, go vet (terraform/)"
-unformatted=$(cd terraform && gofmt -l .)
+command -v go >/dev/null || export PATH="$PWD/.venv/bin:$PATH"  # as scripts/terraform.sh
+unformatted=$(cd terraform && "$(go env GOROOT)/bin/gofmt" -l .)
 if [[ -n $unformatted ]]; then
     echo "not gofmt'd (gofmt -w them): $unformatted" >&2
     exit 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -25,13 +26,15 @@ from tests.fixtures.vault import TestVault
 
 pytestmark = [pytest.mark.slow]
 
+# The machine's Go, else the one make setup put in .venv (as scripts/terraform.sh chooses).
+GO = shutil.which("go") or str(GO_PROVIDER.parent / ".venv" / "bin" / "go")
 # A Go test filter for a local loop: INLET_ACC_RUN=TestAccWebhook pytest tests/terraform/test_acceptance.py
 RUN = os.environ.get("INLET_ACC_RUN", ".")
 
 
 def _go_test(tmp_path: Path, env: dict[str, str], run: str) -> str:
     done = subprocess.run(
-        ["go", "test", "-count=1", "-v", "-timeout=20m", "-run", run, "./..."], cwd=GO_PROVIDER,
+        [GO, "test", "-count=1", "-v", "-timeout=20m", "-run", run, "./..."], cwd=GO_PROVIDER,
         env={**os.environ, **env}, capture_output=True, text=True, timeout=1500, check=False)
     output = done.stdout + done.stderr
     (tmp_path / "go-test.log").write_text(output)
