@@ -22,7 +22,7 @@ from sqlalchemy import Engine
 from api.core.config import Settings
 from api.core.db import unit_of_work
 from api.offsets import group_mirror
-from api.runs import execution, lifecycle
+from api.runs import continuous, execution, lifecycle
 from api.runs.execution import Outcome
 from api.secrets.store import SecretStore
 from spark_jobs.public import RunResult, RunSpec
@@ -89,6 +89,7 @@ class RunExecutor:
             run_id, needs_plan = run.id, run.plan is None
         outcome = self._run(run_id, needs_plan=needs_plan)
         if outcome.verdict != "lost-lease":  # this worker is free again
+            self._continue(outcome.verdict, run_id=run_id)
             self._pass_token()
         return outcome
 
@@ -111,10 +112,16 @@ class RunExecutor:
             return execution.record_result(session=session, run_id=run_id, worker=self.worker, result=result,
                                            retry=self.services.retry)
 
-    def fire_schedule(self, pipeline_id: uuid.UUID, slot: datetime) -> Outcome:
+    def fire_schedule(self, pipeline_id: uuid.UUID, slot: datetime, *, claim: bool = False) -> Outcome:
+        """A schedule slot sent by the scheduler, or with ``claim`` a continuous pipeline's next look
+        (``api.runs.continuous``); a slot that makes no run continues a continuous pipeline's chain."""
         with unit_of_work(self.db) as session:
-            fired = execution.fire_schedule(session=session, pipeline_id=pipeline_id, slot=slot, services=self.services)
-        return fired if isinstance(fired, Outcome) else self.execute(fired)
+            fired = execution.fire_schedule(session=session, pipeline_id=pipeline_id, slot=slot, services=self.services,
+                                            claim=claim)
+        if isinstance(fired, Outcome):
+            self._continue(fired.verdict, pipeline_id=pipeline_id)
+            return fired
+        return self.execute(fired)
 
     def mirror_group(self, pipeline_id: uuid.UUID) -> str:
         """Copy the committed offsets to the pipeline's consumer group: ``ok``, ``failed`` or ``off``."""
@@ -128,6 +135,13 @@ class RunExecutor:
             return group_mirror.delete_mirrored_group(session=session, secrets=self.secrets, connection_id=connection_id,
                                                       group=group, timeout_s=self.settings.kafka_timeout_s,
                                                       egress=self.settings.egress_policy)
+
+    def _continue(self, verdict: str, *, run_id: uuid.UUID | None = None, pipeline_id: uuid.UUID | None = None) -> None:
+        try:
+            with unit_of_work(self.db) as session:
+                continuous.continue_after(session, verdict=verdict, run_id=run_id, pipeline_id=pipeline_id)
+        except Exception:  # the database is restarting: the scheduler takes the held slot over
+            log.exception("could not set a continuous pipeline's next look")
 
     def _pass_token(self) -> None:
         try:

@@ -45,6 +45,14 @@ def fire_schedule(pipeline_id: str, slot: str) -> str:
     return outcome.verdict
 
 
+@app.task(name="inlet.continue_pipeline")
+def continue_pipeline(pipeline_id: str, slot: str) -> str:
+    # A continuous pipeline's next look: fires only if its slot is still the one named (api.runs.continuous).
+    outcome = executor().fire_schedule(uuid.UUID(pipeline_id), datetime.fromisoformat(slot), claim=True)
+    _follow_up(outcome)
+    return outcome.verdict
+
+
 @app.task(name="inlet.mirror_group_offsets", bind=True, max_retries=GROUP_RETRIES)
 def mirror_group_offsets(self: Any, pipeline_id: str) -> str:
     state = executor().mirror_group(uuid.UUID(pipeline_id))

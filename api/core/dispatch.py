@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 
 EXECUTE_RUN = "inlet.execute_run"
 FIRE_SCHEDULE = "inlet.fire_schedule"
+CONTINUE_PIPELINE = "inlet.continue_pipeline"
 MIRROR_GROUP = "inlet.mirror_group_offsets"
 DELETE_GROUP = "inlet.delete_group"
 DELIVER_WEBHOOK = "inlet.deliver_webhook"
@@ -43,6 +44,9 @@ class Dispatcher(Protocol):
     def send_schedules(self, slots: Sequence[tuple[uuid.UUID, datetime]]) -> int | None:
         """Send ``fire_schedule`` for each (pipeline, slot); how many the broker took."""
 
+    def send_continuation(self, pipeline_id: uuid.UUID, slot: datetime, delay_s: float) -> bool | None:
+        """A continuous pipeline's next look, due ``delay_s`` from now."""
+
     def send_group_mirror(self, pipeline_id: uuid.UUID) -> bool | None: ...
 
     def send_group_delete(self, connection_id: uuid.UUID, group: str) -> bool | None: ...
@@ -60,9 +64,9 @@ class CeleryDispatcher:
         self._celery.conf.update(broker_connection_retry=False, broker_connection_max_retries=0,
                                  broker_transport_options={"max_retries": 1})
 
-    def _send(self, name: str, args: list[str], queue: str = QUEUE) -> bool:
+    def _send(self, name: str, args: list[str], queue: str = QUEUE, delay_s: float | None = None) -> bool:
         try:
-            self._celery.send_task(name, args=args, queue=queue)
+            self._celery.send_task(name, args=args, queue=queue, countdown=delay_s or None)
         except Exception as exc:  # noqa: BLE001 (the broker being down must not fail the request; redispatch covers it)
             log.warning("could not send %s%s to the broker (%s); it will be sent again", name, args, type(exc).__name__)
             return False
@@ -86,6 +90,9 @@ class CeleryDispatcher:
     def send_schedules(self, slots: Sequence[tuple[uuid.UUID, datetime]]) -> int:
         return self._send_batch(FIRE_SCHEDULE, [[str(pipeline_id), slot.isoformat()] for pipeline_id, slot in slots],
                                 QUEUE)
+
+    def send_continuation(self, pipeline_id: uuid.UUID, slot: datetime, delay_s: float) -> bool:
+        return self._send(CONTINUE_PIPELINE, [str(pipeline_id), slot.isoformat()], QUEUE, delay_s)
 
     def send_group_mirror(self, pipeline_id: uuid.UUID) -> bool:
         return self._send(MIRROR_GROUP, [str(pipeline_id)])

@@ -17,6 +17,7 @@ import uuid
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from sqlalchemy import Engine
 from sqlmodel import Session
@@ -38,6 +39,11 @@ def bind(db: Engine, dispatcher: Dispatcher) -> None:
 def enqueue_run(session: Session, run_id: uuid.UUID) -> None:
     """``execute_run``: a worker takes the run (or the fairest claimable one) once this commits."""
     _jobs(session).runs.append(run_id)
+
+
+def enqueue_continuation(session: Session, pipeline_id: uuid.UUID, slot: datetime, delay_s: float) -> None:
+    """A continuous pipeline's next look at ``slot`` (``delay_s`` from now) once this commits."""
+    _jobs(session).continuations.append((pipeline_id, slot, delay_s))
 
 
 def enqueue_group_mirror(session: Session, pipeline_id: uuid.UUID) -> None:
@@ -65,6 +71,7 @@ class _Jobs:
     """What one unit of work enqueued, in order within each kind."""
 
     runs: list[uuid.UUID] = field(default_factory=list)
+    continuations: list[tuple[uuid.UUID, datetime, float]] = field(default_factory=list)
     group_mirrors: list[uuid.UUID] = field(default_factory=list)
     group_deletes: list[tuple[uuid.UUID, str]] = field(default_factory=list)
     webhook_deliveries: list[uuid.UUID] = field(default_factory=list)
@@ -73,6 +80,8 @@ class _Jobs:
     def send(self, dispatcher: Dispatcher) -> None:
         for run_id in self.runs:
             dispatcher.send_run(run_id)
+        for pipeline_id, slot, delay_s in self.continuations:
+            dispatcher.send_continuation(pipeline_id, slot, delay_s)
         for pipeline_id in self.group_mirrors:
             dispatcher.send_group_mirror(pipeline_id)
         for connection_id, group in self.group_deletes:

@@ -18,6 +18,7 @@ from pydantic import TypeAdapter
 
 from api.pipelines.models import Pipeline
 from api.pipelines.schemas import (
+    ContinuousSchedule,
     CronSchedule,
     DeltaTarget,
     IntervalSchedule,
@@ -58,6 +59,8 @@ def schedule_of(written: Mapping[str, Any] | None) -> Schedule | None:
         return None
     if "interval_seconds" in written:
         return IntervalSchedule.model_construct(**written)
+    if "continuous" in written:
+        return ContinuousSchedule.model_construct(**written)
     return CronSchedule.model_construct(**written)
 
 

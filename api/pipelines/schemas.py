@@ -336,7 +336,22 @@ class IntervalSchedule(AsWritten):
     interval_seconds: int = Field(ge=10, le=31 * 86_400)
 
 
-Schedule = CronSchedule | IntervalSchedule
+class ContinuousSchedule(AsWritten):
+    """The next run is planned as soon as the previous one commits (docs/runs.md, "Continuous pipelines")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    continuous: Literal[True] = Field(description="Run back to back: each run starts as the previous one commits")
+    idle_wait_ms: int = Field(
+        default=500, ge=50, le=60_000,
+        description="How long to wait before looking again when the topic had nothing new (no run is recorded)")
+    max_offsets_per_run: int = Field(
+        default=100_000, ge=1, le=10**12,
+        description="At most this many offsets per run (with source.max_offsets_per_run, the smaller), so a "
+                    "backlog drains in several commits")
+
+
+Schedule = CronSchedule | IntervalSchedule | ContinuousSchedule
 
 
 class PipelineSpec(BaseModel):

@@ -22,8 +22,16 @@ from api.core.security import TenantContext
 from api.pipelines.definition import as_written, definition_of, spec_of
 from api.pipelines.maintenance_policy import NO_OPERATOR_FLOOR, RetentionFloor
 from api.pipelines.models import Pipeline
-from api.pipelines.scheduling import next_fire
-from api.pipelines.schemas import DeltaTarget, KafkaTarget, PipelineRead, PipelineSpec, PipelineStatus, registry_subject
+from api.pipelines.scheduling import look_again, next_fire
+from api.pipelines.schemas import (
+    ContinuousSchedule,
+    DeltaTarget,
+    KafkaTarget,
+    PipelineRead,
+    PipelineSpec,
+    PipelineStatus,
+    registry_subject,
+)
 from api.pipelines.states import PIPELINE_STATES
 from api.pipelines.storage import resolve_delta_uri
 from api.pipelines.table_health import TableHealthRecord, TableHealthSnapshot, snapshot_of
@@ -123,12 +131,16 @@ def _apply(pipeline: Pipeline, spec: PipelineSpec) -> None:
     pipeline.target_connection_id = spec.target.connection_id if isinstance(spec.target, KafkaTarget) else None
 
 
-def _set_state(pipeline: Pipeline, state: str) -> None:
+def _set_state(session: Session, pipeline: Pipeline, state: str) -> None:
+    """The state, and the schedule's next slot; an active continuous pipeline looks at once."""
     if state != pipeline.state:
         PIPELINE_STATES.check(pipeline.state, state)
         pipeline.state = state
-    active = pipeline.state == "active"
-    pipeline.next_run_at = next_fire(definition_of(pipeline).schedule, utcnow()) if active else None
+    schedule = definition_of(pipeline).schedule
+    if pipeline.state == "active" and isinstance(schedule, ContinuousSchedule):
+        look_again(session, pipeline)
+        return
+    pipeline.next_run_at = next_fire(schedule, utcnow()) if pipeline.state == "active" else None
 
 
 def _audit_view(pipeline: Pipeline) -> dict[str, Any]:
@@ -150,7 +162,7 @@ def create_pipeline(
     pipeline = Pipeline(tenant_id=ctx.tenant_id, name=spec.name, connection_id=spec.source.connection_id,
                         source_as_written={}, target_as_written={}, state=spec.state)
     _apply(pipeline, spec)
-    _set_state(pipeline, spec.state)
+    _set_state(session, pipeline, spec.state)
     session.add(pipeline)
     session.flush()
     record_by(session, ctx, resource_type="pipeline", resource_id=pipeline.id, action="create", after=_audit_view(pipeline))
@@ -203,7 +215,7 @@ def replace_pipeline(
         pipeline.table_health = None  # another table: nothing recorded of it yet
     _apply(pipeline, spec)
     if spec.state != pipeline.state or schedule_changed:
-        _set_state(pipeline, spec.state)
+        _set_state(session, pipeline, spec.state)
     _touch(session, ctx, pipeline, "update", before)
     return pipeline
 
@@ -264,7 +276,7 @@ def set_state(
     if pipeline.state == state:
         return pipeline
     before = _audit_view(pipeline)
-    _set_state(pipeline, state)
+    _set_state(session, pipeline, state)
     _touch(session, ctx, pipeline, "pause" if state == "paused" else "resume", before)
     return pipeline
 

@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 
 from api.core.db import utcnow
 from api.pipelines.scheduling import next_fire
-from api.pipelines.schemas import CronSchedule, Schedule
+from api.pipelines.schemas import ContinuousSchedule, CronSchedule, Schedule
 
 NEXT_FIRES_SHOWN = 5
 
@@ -75,6 +75,8 @@ def schedule_text(schedule: Schedule | None) -> str:
         return "manual only"
     if isinstance(schedule, CronSchedule):
         return f"cron {schedule.cron} ({schedule.timezone})"
+    if isinstance(schedule, ContinuousSchedule):
+        return f"continuously (looks again after {schedule.idle_wait_ms} ms when idle)"
     return f"every {schedule.interval_seconds} s"
 
 
@@ -90,8 +92,8 @@ def next_fires(schedule: Schedule | None, *, first: datetime | None = None, coun
                now: datetime | None = None) -> list[Firing]:
     """The next ``count`` firings of ``schedule``: from ``first`` (an active pipeline's next slot, which
     the scheduler keeps) or, without it, from ``now`` as a resume would."""
-    if schedule is None:
-        return []
+    if schedule is None or isinstance(schedule, ContinuousSchedule):
+        return []  # no slots to show: it runs back to back
     zone = schedule.timezone if isinstance(schedule, CronSchedule) else "UTC"
     moment = first or next_fire(schedule, now or utcnow())
     out: list[Firing] = []

@@ -21,10 +21,13 @@ from sqlmodel import Session, select
 
 from api.connections.client_configs import kafka_client
 from api.core.config import Settings
+from api.core.db import utcnow
 from api.core.enqueue import enqueue_run
 from api.kafka.errors import KafkaClientError
 from api.pipelines.definition import definition_of
 from api.pipelines.models import Pipeline
+from api.pipelines.scheduling import claim_slot
+from api.pipelines.schemas import ContinuousSchedule
 from api.pipelines.service import target_uri
 from api.runs import fairness, lifecycle, repository
 from api.runs.delta_state import committed_txn_version
@@ -45,9 +48,10 @@ log = logging.getLogger(__name__)
 # What a step or a schedule slot came to: the state a run ended its attempt in (``queued``: to be
 # retried), or why nothing ran: the run was not this worker's to take (``not-claimable``) or to finish
 # (``lost-lease``); the slot's pipeline was paused, or busy with a run, its plan failed, there was
-# nothing new to read, or the tenant was over its runs_per_hour quota.
+# nothing new to read, or the tenant was over its runs_per_hour quota; or a continuous pipeline's
+# message found its slot moved on (``superseded``: another message, or the scheduler, has it).
 Verdict = RunState | Literal["not-claimable", "lost-lease", "paused", "busy", "plan-failed", "nothing-new",
-                             "over-quota"]
+                             "over-quota", "superseded"]
 
 
 @dataclass(frozen=True)
@@ -172,18 +176,26 @@ def record_result(*, session: Session, run_id: uuid.UUID, worker: str, result: R
     return _failed(session, run, failure, retry, result=result.model_dump(mode="json"))
 
 
-def fire_schedule(*, session: Session, pipeline_id: uuid.UUID, slot: datetime, services: Services) -> uuid.UUID | Outcome:
+def fire_schedule(*, session: Session, pipeline_id: uuid.UUID, slot: datetime, services: Services,
+                  claim: bool = False) -> uuid.UUID | Outcome:
     """A schedule slot: plan first, and create a run (returned, planned) only when there is
     something to read. A failed plan is not a run, nor a slot over the tenant's runs_per_hour quota
-    (logged): the next slot tries again."""
+    (logged): the next slot tries again. ``claim``: a continuous pipeline's own message, which takes
+    its slot first (``superseded`` when the slot moved on meanwhile); the scheduler's took it already.
+
+    A continuous pipeline's runs are not counted by runs_per_hour (a run a second would spend it in
+    an hour): it has one run at a time, and its tenant's share of the workers is ``concurrent_runs``."""
 
     pipeline = session.exec(select(Pipeline).where(Pipeline.id == pipeline_id).with_for_update()).first()
     if pipeline is None or pipeline.state != "active":
         return Outcome("paused")
+    if claim and not claim_slot(session, pipeline, slot, now=utcnow()):
+        return Outcome("superseded")
     if repository.active_run(session, pipeline_id) is not None:
         return Outcome("busy")
+    continuous = isinstance(definition_of(pipeline).schedule, ContinuousSchedule)
     quotas = QuotaLimits.defaults(services.settings)
-    if (over := _over_rate(session, pipeline, slot, quotas, lock=False)) is not None:
+    if not continuous and (over := _over_rate(session, pipeline, slot, quotas, lock=False)) is not None:
         return over  # known before asking Kafka anything
     try:
         planned = services.plan_now(session, pipeline)
@@ -193,10 +205,11 @@ def fire_schedule(*, session: Session, pipeline_id: uuid.UUID, slot: datetime, s
     if planned.total == 0:
         lifecycle.initialize_positions(session, pipeline, planned)
         return Outcome("nothing-new")
-    if (over := _over_rate(session, pipeline, slot, quotas, lock=True)) is not None:
+    if not continuous and (over := _over_rate(session, pipeline, slot, quotas, lock=True)) is not None:
         lifecycle.initialize_positions(session, pipeline, planned)  # a start at `latest` stays where it was seen
         return over  # the tenant's lock is taken only now: never held while Kafka is asked
-    run = lifecycle.create_run(session, pipeline, trigger="schedule", scheduled_for=slot)
+    run = lifecycle.create_run(session, pipeline, trigger="continuous" if continuous else "schedule",
+                               scheduled_for=slot)
     lifecycle.store_plan(session, run, pipeline, planned)
     return run.id
 

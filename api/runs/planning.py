@@ -21,7 +21,7 @@ from api.ledger.positions import partitions_to_read, starting_offset, starting_p
 from api.ledger.service import RangesByTopic
 from api.pipelines.definition import definition_of
 from api.pipelines.models import Pipeline
-from api.pipelines.schemas import KafkaSource
+from api.pipelines.schemas import ContinuousSchedule, KafkaSource, Schedule
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,8 @@ def compute_plan(
 
 def plan_next_run(session: Session, pipeline: Pipeline, client: KafkaClient) -> Plan:
     """The next run's ranges: from the ledger's committed offsets to the cluster's watermarks now."""
-    source = definition_of(pipeline).source
+    definition = definition_of(pipeline)
+    source = definition.source
     partitions = partitions_to_read(client.list_topics(), source)
     committed = ledger.committed(session, pipeline.id)
     watermarks = client.watermarks(partitions)
@@ -114,6 +115,13 @@ def plan_next_run(session: Session, pipeline: Pipeline, client: KafkaClient) -> 
         source=source,
         committed=committed,
         watermarks=watermarks,
-        max_offsets=source.max_offsets_per_run,
+        max_offsets=_max_offsets(source.max_offsets_per_run, definition.schedule),
         positions=starting_positions(client, source, never_read, watermarks),
     )
+
+
+def _max_offsets(source_cap: int | None, schedule: Schedule | None) -> int | None:
+    """A run's cap: the source's ``max_offsets_per_run``, and a continuous schedule's (the smaller)."""
+    if not isinstance(schedule, ContinuousSchedule):
+        return source_cap
+    return min(schedule.max_offsets_per_run, source_cap or schedule.max_offsets_per_run)

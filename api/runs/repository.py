@@ -99,9 +99,10 @@ def running_count(session: Session, tenant_id: uuid.UUID) -> int:
 
 
 def started_since(session: Session, tenant_id: uuid.UUID, since: datetime) -> tuple[int, datetime | None]:
-    """How many runs the tenant started (created) since ``since``, and when the oldest of them was."""
+    """How many runs the tenant started (created) since ``since``, and when the oldest of them was;
+    a continuous pipeline's runs are not counted (``api.runs.execution.fire_schedule``)."""
     count, oldest = session.exec(select(func.count(), func.min(Run.created_at)).where(
-        Run.tenant_id == tenant_id, col(Run.created_at) > since)).one()
+        Run.tenant_id == tenant_id, col(Run.created_at) > since, Run.trigger != "continuous")).one()
     return count, oldest
 
 

@@ -81,6 +81,9 @@ class NullDispatcher:
     def send_schedules(self, slots: object) -> None:
         pass
 
+    def send_continuation(self, pipeline_id: object, slot: object, delay_s: object) -> None:
+        pass
+
     def send_webhook_deliveries(self, delivery_ids: object) -> None:
         pass
 

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from api.core.errors import DomainError
 from api.pipelines.schemas import (
     REGISTRY_FORMATS,
+    ContinuousSchedule,
     CronSchedule,
     DeltaTarget,
     IntervalSchedule,
@@ -20,6 +21,7 @@ from api.pipelines.schemas import (
     PipelineRead,
     PipelineSpec,
     RegistrySchema,
+    Schedule,
 )
 from api.portal.forms.base import Parts, PortalForm, options_text, settings_lines, utc_input, utc_moment
 from api.portal.views import FormErrors
@@ -134,6 +136,8 @@ class PipelineForm(PortalForm):
     create_config: str = ""
     schedule_kind: str = "none"
     interval_seconds: str = ""
+    idle_wait_ms: str = ""
+    continuous_max_offsets: str = ""
     cron: str = ""
     timezone: str = ""
     state: str = ""
@@ -169,6 +173,7 @@ class PipelineForm(PortalForm):
         "target.create_topic.replication_factor": "create_replication_factor",
         "target.create_topic.config": "create_config",
         "schedule": "schedule", "schedule.cron": "cron", "schedule.timezone": "timezone",
+        "schedule.idle_wait_ms": "idle_wait_ms", "schedule.max_offsets_per_run": "continuous_max_offsets",
         "schedule.interval_seconds": "interval_seconds",
     }
     CONFLICT_FIELD = "name"
@@ -204,11 +209,14 @@ class PipelineForm(PortalForm):
             "commit_to_group": source.commit_to_group or "",
             "include_headers": "on" if source.include_headers else "", "on_data_loss": source.on_data_loss,
             "target_type": target.type, "etag": etag,
-            "schedule_kind": ("none" if schedule is None
-                              else "cron" if isinstance(schedule, CronSchedule) else "interval"),
+            "schedule_kind": ("none" if schedule is None else "cron" if isinstance(schedule, CronSchedule)
+                              else "continuous" if isinstance(schedule, ContinuousSchedule) else "interval"),
             "cron": schedule.cron if isinstance(schedule, CronSchedule) else "",
             "timezone": schedule.timezone if isinstance(schedule, CronSchedule) else "UTC",
             "interval_seconds": str(schedule.interval_seconds) if isinstance(schedule, IntervalSchedule) else "",
+            "idle_wait_ms": str(schedule.idle_wait_ms) if isinstance(schedule, ContinuousSchedule) else "",
+            "continuous_max_offsets": (str(schedule.max_offsets_per_run) if isinstance(schedule, ContinuousSchedule)
+                                       else ""),
         }
         if isinstance(target, KafkaTarget):
             creation = target.create_topic
@@ -364,8 +372,13 @@ class PipelineForm(PortalForm):
                 policy[part] = chosen
         return policy
 
-    def _schedule(self, parts: Parts, written: Mapping[str, Any]) -> CronSchedule | IntervalSchedule | None:
+    def _schedule(self, parts: Parts, written: Mapping[str, Any]) -> Schedule | None:
         kind = self.schedule_kind.strip()
+        if kind == "continuous":
+            continuous: dict[str, Any] = {"continuous": True}
+            _put(continuous, "idle_wait_ms", self.idle_wait_ms.strip() or "500", "500", written)
+            _put(continuous, "max_offsets_per_run", self.continuous_max_offsets.strip() or "100000", "100000", written)
+            return parts.check(ContinuousSchedule, continuous, "schedule")
         if kind == "interval":
             return parts.check(IntervalSchedule, {"interval_seconds": self.interval_seconds.strip()}, "schedule")
         if kind == "cron":

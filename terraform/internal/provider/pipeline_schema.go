@@ -3,6 +3,7 @@ package provider
 import (
 	"regexp"
 
+	"github.com/hashicorp/terraform-plugin-framework-validators/boolvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
@@ -197,13 +198,24 @@ func scheduleAttribute() schema.SingleNestedAttribute {
 	other := func(name string) path.Expression { return path.MatchRelative().AtParent().AtName(name) }
 	return schema.SingleNestedAttribute{
 		Optional:    true,
-		Description: "When runs start: cron (with timezone) or interval_seconds; none: only when triggered.",
+		Description: "When runs start: cron (with timezone), interval_seconds, or continuous; none: only when triggered.",
 		Attributes: map[string]schema.Attribute{
 			"cron": optString("A cron expression, e.g. \"*/10 * * * *\".", stringvalidator.LengthBetween(9, 200),
-				stringvalidator.ExactlyOneOf(other("interval_seconds"))),
+				stringvalidator.ExactlyOneOf(other("interval_seconds"), other("continuous"))),
 			"timezone": optString("The cron's IANA time zone (default UTC).", stringvalidator.LengthAtMost(64),
 				stringvalidator.AlsoRequires(other("cron"))),
 			"interval_seconds": optInt("A run every this many seconds.", 10, 2_678_400),
+			"continuous": schema.BoolAttribute{Optional: true,
+				Description: "true: each run starts as the previous one commits.",
+				Validators:  []validator.Bool{boolvalidator.Equals(true)}},
+			"idle_wait_ms": schema.Int64Attribute{Optional: true,
+				Description: "Continuous: how long to wait before looking again when the topics had nothing new (default 500).",
+				Validators: []validator.Int64{int64validator.Between(50, 60_000),
+					int64validator.AlsoRequires(other("continuous"))}},
+			"max_offsets_per_run": schema.Int64Attribute{Optional: true,
+				Description: "Continuous: at most this many offsets a run (default 100000), so a backlog drains in several commits.",
+				Validators: []validator.Int64{int64validator.Between(1, 1_000_000_000_000),
+					int64validator.AlsoRequires(other("continuous"))}},
 		},
 	}
 }

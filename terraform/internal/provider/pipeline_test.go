@@ -163,6 +163,12 @@ func TestAccPipelineLifecycle(t *testing.T) {
 					return map[string]any{"cron": "*/10 * * * *", "timezone": "Europe/Paris"}
 				}),
 			},
+			{ // a continuous schedule, its wait written and its cap left to the default
+				Config: pipelineConfig(name, bootstrap, topic, `{ continuous = true, idle_wait_ms = 250 }`, ""),
+				Check: expectDocument(t, "inlet_pipeline.orders", "schedule", func(*terraform.State) any {
+					return map[string]any{"continuous": true, "idle_wait_ms": float64(250)}
+				}),
+			},
 			{ // drift made through the API shows, and apply puts the configuration back
 				PreConfig: func() {
 					patchThroughAPI(t, "/pipelines/"+pipelineID, `{"source": {"max_offsets_per_run": 5}, "state": "paused"}`)
@@ -284,6 +290,9 @@ resource "inlet_pipeline" "p" {
 		{with(good, `{ delta = { path = "b", mode = "merge" } }`, "null"), `target.delta.mode`},
 		{with(good, delta, `{ interval_seconds = 5 }`), `schedule.interval_seconds[\s\S]*between 10`},
 		{with(good, delta, `{ cron = "*/5 * * * *", interval_seconds = 60 }`), `cron[\s\S]*interval_seconds`},
+		{with(good, delta, `{ interval_seconds = 60, continuous = true }`), `interval_seconds[\s\S]*continuous`},
+		{with(good, delta, `{ continuous = false }`), `schedule.continuous[\s\S]*true`},
+		{with(good, delta, `{ interval_seconds = 60, idle_wait_ms = 100 }`), `schedule.continuous[\s\S]*schedule.idle_wait_ms`},
 		{with(`{ connection_id = inlet_connection.c.id, topics = ["t"], value_schema = { version = "v3" } }`, delta, "null"),
 			`source.value_schema.version[\s\S]*version number or "latest"`},
 		{with(`{ connection_id = inlet_connection.c.id, topics = ["t"], starting_timestamp = "yesterday" }`, delta, "null"),
