@@ -133,6 +133,42 @@ def load_ratio(uri: str, scratch: Path) -> tuple[int, float, float]:
     return len(table.file_uris()), load(uri), load(str(copy))
 
 
+def where_the_time_goes(data_dir: Path, pipeline_id: str) -> str:
+    """The medians of a continuous pipeline's runs, step by step: from the look being due (its slot) to
+    the run recorded with a plan, to its claim, the job's own steps (Spark session, read and write,
+    Delta commit; the job's timings), and from the job's end to the offsets committed."""
+    import uuid
+    from datetime import datetime
+
+    from sqlmodel import Session, create_engine, select
+
+    import api.models  # noqa: F401  (every table registered)
+    from api.runs.models import Run
+
+    engine = create_engine(f"sqlite:///{data_dir / 'inlet.db'}")
+    with Session(engine) as session:
+        runs = session.exec(select(Run).where(Run.pipeline_id == uuid.UUID(pipeline_id),
+                                              Run.state == "succeeded")).all()
+    steps: dict[str, list[float]] = {k: [] for k in ("look → planned run", "→ claimed", "job: session",
+                                                    "job: read + write", "job: Delta commit", "job → offsets committed",
+                                                    "total")}
+    for run in runs:
+        timings = (run.result or {}).get("timings")
+        if not timings or run.scheduled_for is None or run.started_at is None or run.finished_at is None:
+            continue
+        job_end = datetime.fromisoformat(timings["finished_at"])
+        steps["look → planned run"].append((run.created_at - run.scheduled_for).total_seconds())
+        steps["→ claimed"].append((run.started_at - run.created_at).total_seconds())
+        steps["job: session"].append(timings["session_start_s"])
+        steps["job: read + write"].append(timings["process_s"])
+        steps["job: Delta commit"].append(timings["commit_s"])
+        steps["job → offsets committed"].append((run.finished_at - job_end).total_seconds())
+        steps["total"].append((run.finished_at - run.scheduled_for).total_seconds())
+    engine.dispose()
+    return f"{len(steps['total'])} runs, medians: " + ", ".join(
+        f"{name} {statistics.median(values) * 1000:.0f} ms" for name, values in steps.items() if values)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kafka-home", required=True, help="an Apache Kafka distribution (../shared/kafka)")
@@ -163,7 +199,7 @@ def main() -> None:
         key = api.post(f"/tenants/{tenant['id']}/api-keys", json={"name": "k", "role": "editor"}, headers=OPERATOR)
         client = httpx.Client(base_url=api.base_url, timeout=30, headers={"Authorization": f"Bearer {key.json()['key']}"})
         conn = client.post("/connections", json={"name": "broker", "bootstrap_servers": bootstrap}).json()["id"]
-        uris = {}
+        uris, ids = {}, {}
         for name, schedule in (("continuous", {"continuous": True}), ("interval-10s", {"interval_seconds": 10})):
             created = client.post("/pipelines", json={
                 "name": name, "source": {"connection_id": conn, "topics": ["events"], "value_format": "string",
@@ -171,6 +207,7 @@ def main() -> None:
                 "target": {"type": "delta", "path": f"bench/{name}"}, "schedule": schedule})
             assert created.status_code == 201, created.text
             uris[name] = created.json()["status"]["target_uri"].removeprefix("file://")
+            ids[name] = created.json()["id"]
 
         # The engine's first run starts it: a warm-up record (counted among the records, not timed).
         timed = producer(bootstrap)
@@ -196,6 +233,7 @@ def main() -> None:
             print(f"  {name:>13}: produce → visible {percentiles(latency)}")
             print(f"  {'':>13}  {exactly_once(uri, produced, args.partitions)}; {files} live files; "
                   f"load {loaded:.3f} s vs {compacted:.3f} s compacted ({loaded / compacted:.2f}x)")
+        print(f"  where a continuous run's time goes: {where_the_time_goes(stack.data_dir, ids['continuous'])}")
     finally:
         stack.stop()
         broker.stop()

@@ -15,6 +15,7 @@ import os
 import pickle
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal, TypeVar
 
 import pyarrow as pa
@@ -49,12 +50,16 @@ class PartitionStats:
     first_offset: int | None = None
     last_offset: int | None = None
     bytes: int = 0
+    newest: datetime | None = None  # the latest Kafka timestamp read (a pipeline's freshness)
 
-    def merge(self, records: int, first_offset: int | None, last_offset: int | None, size: int) -> None:
+    def merge(self, records: int, first_offset: int | None, last_offset: int | None, size: int,
+              newest: datetime | None = None) -> None:
         # Offsets are None only where no record was read; those leave the bounds alone.
         if records and first_offset is not None and last_offset is not None:
             self.first_offset = first_offset if self.first_offset is None else min(self.first_offset, first_offset)
             self.last_offset = last_offset if self.last_offset is None else max(self.last_offset, last_offset)
+        if newest is not None:
+            self.newest = newest if self.newest is None else max(self.newest, newest)
         self.records += records
         self.bytes += size
 
@@ -80,13 +85,14 @@ def collect_read_stats(batch: pa.RecordBatch, into: dict[PartitionKey, Partition
         pc.fill_null(pc.binary_length(batch.column("key")), 0),
         pc.fill_null(pc.binary_length(batch.column("value")), 0),
     )
-    table = pa.table({"topic": batch.column("topic"), "partition": batch.column("partition"), "offset": batch.column("offset"), "bytes": sizes})
+    table = pa.table({"topic": batch.column("topic"), "partition": batch.column("partition"),
+                      "offset": batch.column("offset"), "bytes": sizes, "timestamp": batch.column("timestamp")})
     grouped = table.group_by(["topic", "partition"]).aggregate(
-        [("offset", "count"), ("offset", "min"), ("offset", "max"), ("bytes", "sum")]
+        [("offset", "count"), ("offset", "min"), ("offset", "max"), ("bytes", "sum"), ("timestamp", "max")]
     )
     for row in grouped.to_pylist():
         stats = into.setdefault((row["topic"], row["partition"]), PartitionStats())
-        stats.merge(row["offset_count"], row["offset_min"], row["offset_max"], row["bytes_sum"])
+        stats.merge(row["offset_count"], row["offset_min"], row["offset_max"], row["bytes_sum"], row["timestamp_max"])
 
 
 def write_plan(path: str, plan: object) -> str:

@@ -324,6 +324,7 @@ class PartitionResult(_Model):
     records_read: int = 0
     first_offset: int | None = None
     last_offset: int | None = None
+    newest_timestamp: datetime | None = None  # the latest Kafka timestamp among the records read
     # Offsets lost before they could be read (on_data_loss=skip): [from, to).
     gap: OffsetRange | None = None
 

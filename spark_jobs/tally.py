@@ -48,7 +48,7 @@ class Tally:
         for report in reports:
             for key, stats in report.partitions.items():
                 total = self.stats.setdefault(key, PartitionStats())
-                total.merge(stats.records, stats.first_offset, stats.last_offset, stats.bytes)
+                total.merge(stats.records, stats.first_offset, stats.last_offset, stats.bytes, stats.newest)
 
     def committed(self, outcome: Committed) -> None:
         if outcome.already_committed:
@@ -73,6 +73,7 @@ class Tally:
                         records_read=stats.records if stats else 0,
                         first_offset=stats.first_offset if stats else None,
                         last_offset=stats.last_offset if stats else None,
+                        newest_timestamp=stats.newest if stats else None,
                         gap=self.gaps.get((topic, int(key))),
                     )
                 )

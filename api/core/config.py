@@ -22,7 +22,8 @@ from spark_jobs.public import DEFAULT_DENY, OBJECT_STORE_SCHEMES, PRIVATE_RANGES
 
 # The retention settings, in days: 0 keeps forever; anything shorter than a day is refused, since runs
 # younger than that still count against a tenant's hourly quota and a client's retries still use its keys.
-RETENTIONS = ("retention_runs_days", "retention_run_logs_days", "retention_audit_days", "retention_webhooks_days",
+RETENTIONS = ("retention_runs_days", "retention_continuous_runs_days", "retention_run_logs_days",
+              "retention_audit_days", "retention_webhooks_days",
               "retention_idempotency_days")
 MIN_RETENTION_DAYS = 1.0
 
@@ -241,6 +242,9 @@ class Settings(BaseSettings):
     retention_runs_days: float = Field(
         default=90.0, description="Ended runs finished longer ago are deleted with their ranges and logs, except each "
         "pipeline's newest run and the runs its offsets still point to (docs/retention.md); 0: kept forever")
+    retention_continuous_runs_days: float = Field(
+        default=2.0, description="A continuous pipeline's ended runs (a run a second is 86,400 a day) are deleted this "
+        "long after they finished, under the same exceptions as other runs; 0: as long as other runs")
     retention_run_logs_days: float = Field(
         default=14.0, description="Logs of ended runs are deleted this long after the run finished (the run stays); "
         "0: kept as long as the run")

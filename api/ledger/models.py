@@ -25,6 +25,9 @@ class PartitionOffset(SQLModel, table=True):
     committed: int = Field(sa_column=Column(BigInteger, nullable=False))
     last_run_id: uuid.UUID | None = Field(default=None)
     updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+    # The Kafka timestamp of the newest record a run committed here (the pipeline's freshness); null
+    # until a run read one.
+    newest_record_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
 
 
 class OffsetReplay(SQLModel, table=True):

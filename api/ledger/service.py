@@ -14,13 +14,14 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 
-from sqlalchemy import update
+from sqlalchemy import case, update
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col, func, select
 
 from api.core.db import rows_changed, utcnow
 from api.core.scoping import scoped_select
@@ -124,13 +125,15 @@ def record_starts(session: Session, pipeline: Pipeline, planned: Iterable[Planne
 def commit_run(
     session: Session, *, run_id: uuid.UUID, pipeline_id: uuid.UUID, tenant_id: uuid.UUID,
     planned: Sequence[PlannedRange], replaced: RangesByTopic | None,
+    newest: Mapping[tuple[str, int], datetime] | None = None,
 ) -> None:
     """Advance each partition from its planned start to its end (compare-and-set), index the ranges
-    written, and consume the replay windows ``replaced`` covered. ``OffsetConflict`` (nothing
-    written) when a partition's offset moved since the plan."""
+    written, and consume the replay windows ``replaced`` covered; ``newest``: the Kafka timestamp of
+    the newest record the run read per partition (a partition keeps the latest it has seen).
+    ``OffsetConflict`` (nothing written) when a partition's offset moved since the plan."""
     try:
         with session.begin_nested():
-            _advance(session, run_id, pipeline_id, tenant_id, planned)
+            _advance(session, run_id, pipeline_id, tenant_id, planned, newest or {})
     except IntegrityError:  # a never-read partition was recorded meanwhile
         raise OffsetConflict("?", -1, None, None) from None
     for p in planned:
@@ -141,21 +144,32 @@ def commit_run(
     session.flush()
 
 
+def newest_committed(session: Session, pipeline_id: uuid.UUID) -> datetime | None:
+    """The pipeline's freshness at its worst partition: the oldest of the partitions' newest committed
+    records' Kafka timestamps (None until a run read one)."""
+    return session.exec(select(func.min(PartitionOffset.newest_record_at))
+                        .where(PartitionOffset.pipeline_id == pipeline_id)).one()
+
+
 def _advance(session: Session, run_id: uuid.UUID, pipeline_id: uuid.UUID, tenant_id: uuid.UUID,
-             planned: Sequence[PlannedRange]) -> None:
+             planned: Sequence[PlannedRange], newest: Mapping[tuple[str, int], datetime]) -> None:
     now = utcnow()
     for p in planned:
+        read = newest.get((p.topic, p.partition))
         if p.committed is None:
             exists = session.get(PartitionOffset, (pipeline_id, p.topic, p.partition))
             if exists is not None:
                 raise OffsetConflict(p.topic, p.partition, None, exists.committed)
             session.add(PartitionOffset(pipeline_id=pipeline_id, topic=p.topic, partition=p.partition,
-                                        tenant_id=tenant_id, committed=p.end, last_run_id=run_id, updated_at=now))
+                                        tenant_id=tenant_id, committed=p.end, last_run_id=run_id, updated_at=now,
+                                        newest_record_at=read))
             continue
+        kept = col(PartitionOffset.newest_record_at)
         changed = rows_changed(session, update(PartitionOffset).where(
             col(PartitionOffset.pipeline_id) == pipeline_id, col(PartitionOffset.topic) == p.topic,
             col(PartitionOffset.partition) == p.partition, col(PartitionOffset.committed) == p.committed,
-        ).values(committed=p.end, last_run_id=run_id, updated_at=now))
+        ).values(committed=p.end, last_run_id=run_id, updated_at=now,
+                 newest_record_at=kept if read is None else case((kept.is_(None) | (kept < read), read), else_=kept)))
         if changed != 1:
             found = session.get(PartitionOffset, (pipeline_id, p.topic, p.partition))
             raise OffsetConflict(p.topic, p.partition, p.committed, found.committed if found else None)

@@ -106,6 +106,15 @@ class InletCollector(Collector):
         for tenant_id, pipeline_id, name, observed in rows:
             lag.add_metric([str(tenant_id), str(pipeline_id), name], observed or 0)
         yield lag
+        newest = GaugeMetricFamily("inlet_pipeline_newest_record_timestamp_seconds", "The Kafka timestamp of the "
+                                   "newest committed record at each pipeline's worst partition (freshness: time() "
+                                   "minus this)", labels=["tenant_id", "pipeline_id"])
+        for tenant_id, pipeline_id, at in session.exec(
+                select(Pipeline.tenant_id, Pipeline.id, col(Pipeline.newest_record_at))
+                .where(col(Pipeline.newest_record_at).is_not(None))).all():
+            if at is not None:  # always, by the query's filter
+                newest.add_metric([str(tenant_id), str(pipeline_id)], at.timestamp())
+        yield newest
 
     def _webhooks(self, session: Session) -> Iterator[Metric]:
         ended = CounterMetricFamily("inlet_webhook_deliveries", "Webhook deliveries that ended, by outcome and "

@@ -48,6 +48,10 @@ class PartitionOffsetRead(BaseModel):
     replay: list[int] | None = Field(default=None, description="A pending replace-mode replay window [start, end)")
     last_run_id: uuid.UUID | None
     updated_at: datetime | None
+    newest_record_at: datetime | None = Field(default=None, description="The Kafka timestamp of the newest record "
+                                                                        "committed here; null until a run read one")
+    newest_record_age_s: float | None = Field(default=None, description="Seconds from newest_record_at to now: the "
+                                                                        "partition's freshness")
 
 
 class OffsetsRead(BaseModel):

@@ -30,7 +30,7 @@ from api.core.etag import check_if_match, etag_for
 from api.core.security import TenantContext
 from api.pipelines.models import Pipeline
 from api.pipelines.schemas import LagAlertRead, LagAlertSpec, LagAlertStatus
-from api.pipelines.service import get_pipeline
+from api.pipelines.service import freshness_of, get_pipeline
 from api.webhooks.events import emit
 
 RECOVERY_RATIO = 0.5
@@ -59,7 +59,8 @@ def to_read(pipeline: Pipeline, now: datetime | None = None) -> LagAlertRead:
     spec = LagAlertSpec.model_validate(pipeline.lag_alert)
     status = LagAlertStatus(state="exceeded" if pipeline.lag_alert_since else "ok", since=pipeline.lag_alert_since,
                             observed_lag=pipeline.observed_lag, observed_at=pipeline.observed_at,
-                            behind_s=behind_s(pipeline, now or utcnow()))
+                            behind_s=behind_s(pipeline, now or utcnow()),
+                            freshness_s=freshness_of(pipeline, now).age_s)
     return LagAlertRead(**spec.model_dump(), pipeline_id=pipeline.id, status=status)
 
 
@@ -111,14 +112,18 @@ class Evaluated:
     last_id: uuid.UUID | None  # where the next batch starts
 
 
-def _exceeded(spec: LagAlertSpec, lag: int, behind: float, ratio: float = 1.0) -> bool:
-    return lag >= spec.lag_records * ratio or (spec.lag_age_s is not None and behind >= spec.lag_age_s * ratio)
+def _exceeded(spec: LagAlertSpec, lag: int, behind: float, stale: float, ratio: float = 1.0) -> bool:
+    """Over a threshold (times ``ratio``): the lag, the time behind, or (while records wait) the age of
+    the newest committed record."""
+    return (lag >= spec.lag_records * ratio or (spec.lag_age_s is not None and behind >= spec.lag_age_s * ratio)
+            or (spec.freshness_s is not None and lag > 0 and stale >= spec.freshness_s * ratio))
 
 
-def _event_data(pipeline: Pipeline, spec: LagAlertSpec, behind: float) -> dict[str, Any]:
+def _event_data(pipeline: Pipeline, spec: LagAlertSpec, behind: float, stale: float | None) -> dict[str, Any]:
     return {"pipeline_id": str(pipeline.id), "pipeline_name": pipeline.name, "observed_lag": pipeline.observed_lag,
             "observed_at": pipeline.observed_at.isoformat() if pipeline.observed_at else None,
-            "behind_s": round(behind, 1), "threshold": spec.model_dump()}
+            "behind_s": round(behind, 1), "freshness_s": round(stale, 1) if stale is not None else None,
+            "threshold": spec.model_dump()}
 
 
 def _set_since(session: Session, pipeline: Pipeline, since: datetime | None) -> bool:
@@ -141,15 +146,16 @@ def evaluate_lag_alerts(session: Session, *, now: datetime, after: uuid.UUID | N
     for pipeline in pipelines:
         spec = LagAlertSpec.model_validate(pipeline.lag_alert)
         lag, behind = pipeline.observed_lag or 0, behind_s(pipeline, now) or 0.0
-        if pipeline.lag_alert_since is None and _exceeded(spec, lag, behind):
+        stale = freshness_of(pipeline, now).age_s
+        if pipeline.lag_alert_since is None and _exceeded(spec, lag, behind, stale or 0.0):
             if _set_since(session, pipeline, now):
-                emit(session, pipeline.tenant_id, "pipeline.lag_exceeded", _event_data(pipeline, spec, behind))
+                emit(session, pipeline.tenant_id, "pipeline.lag_exceeded", _event_data(pipeline, spec, behind, stale))
                 raised += 1
-        elif pipeline.lag_alert_since is not None and not _exceeded(spec, lag, behind, RECOVERY_RATIO):
+        elif pipeline.lag_alert_since is not None and not _exceeded(spec, lag, behind, stale or 0.0, RECOVERY_RATIO):
             since = pipeline.lag_alert_since
             if _set_since(session, pipeline, None):
                 emit(session, pipeline.tenant_id, "pipeline.lag_recovered",
-                     _event_data(pipeline, spec, behind) | {"exceeded_since": since.isoformat()})
+                     _event_data(pipeline, spec, behind, stale) | {"exceeded_since": since.isoformat()})
                 cleared += 1
     return Evaluated(checked=len(pipelines), raised=raised, cleared=cleared,
                      last_id=pipelines[-1].id if pipelines else None)

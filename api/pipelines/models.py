@@ -44,6 +44,10 @@ class Pipeline(SQLModel, table=True):
     caught_up_at: datetime | None = Field(
         default=None, sa_type=UTCDateTime, description="When a plan or commit last saw nothing left to read"
     )
+    newest_record_at: datetime | None = Field(
+        default=None, sa_type=UTCDateTime, description="Its freshness as the last commit left it: the oldest of the "
+        "partitions' newest committed records' Kafka timestamps (api.ledger.service.newest_committed)"
+    )
     lag_alert: dict[str, Any] | None = Field(
         default=None, sa_column=Column(JSON(none_as_null=True)),
         description="The lag that raises an alert (api.pipelines.alerts)",

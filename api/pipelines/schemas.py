@@ -423,6 +423,17 @@ class ConsumerGroupMirror(BaseModel):
     at: datetime
 
 
+class Freshness(BaseModel):
+    """How old the newest committed record is, at the pipeline's worst partition (GET
+    /pipelines/{id}/offsets has each partition's)."""
+
+    newest_record_at: datetime | None = Field(description="The oldest of the partitions' newest committed records' "
+                                                          "Kafka timestamps, as the last commit left them; null "
+                                                          "until a run read a record")
+    age_s: float | None = Field(description="Seconds from newest_record_at to now. On a partition that receives "
+                                            "nothing it grows though nothing waits: the lag tells the two apart")
+
+
 class PipelineStatus(BaseModel):
     """Values the server computes; never part of what a client writes."""
 
@@ -434,6 +445,7 @@ class PipelineStatus(BaseModel):
         default=None, description="The Delta table's health as the last run's commit or maintenance task recorded it "
                                   "(GET /pipelines/{id}/maintenance has the rest); null for a Kafka target, or before "
                                   "either happened")
+    freshness: Freshness | None = None
 
 
 class PipelineRead(BaseModel):
@@ -462,6 +474,10 @@ class LagAlertSpec(BaseModel):
         default=None, ge=60, le=31 * 86_400,
         description="Also raise the alert when the pipeline has not caught up for this long: seconds since a plan "
                     "or commit last found nothing left to read (at most the age of its oldest unread record)")
+    freshness_s: int | None = Field(
+        default=None, ge=1, le=31 * 86_400,
+        description="Also raise the alert when records wait and the newest committed record (at the worst "
+                    "partition) is older than this many seconds: a continuous pipeline's freshness target")
 
 
 class LagAlertStatus(BaseModel):
@@ -470,6 +486,8 @@ class LagAlertStatus(BaseModel):
     observed_lag: int | None = Field(description="The lag last observed; null: never planned yet")
     observed_at: datetime | None
     behind_s: float | None = Field(description="Seconds since the pipeline last had nothing left to read")
+    freshness_s: float | None = Field(default=None, description="The age of the newest committed record at the "
+                                                                "worst partition (status.freshness.age_s)")
 
 
 class LagAlertRead(LagAlertSpec):

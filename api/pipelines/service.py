@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -26,6 +27,7 @@ from api.pipelines.scheduling import look_again, next_fire
 from api.pipelines.schemas import (
     ContinuousSchedule,
     DeltaTarget,
+    Freshness,
     KafkaTarget,
     PipelineRead,
     PipelineSpec,
@@ -49,6 +51,12 @@ def target_uri(pipeline: Pipeline, target: DeltaTarget | KafkaTarget, storage_ro
     return resolve_delta_uri(storage_root, pipeline.tenant_id, target.path)
 
 
+def freshness_of(pipeline: Pipeline, now: datetime | None = None) -> Freshness:
+    newest = pipeline.newest_record_at
+    age = max(((now or utcnow()) - newest).total_seconds(), 0.0) if newest is not None else None
+    return Freshness(newest_record_at=newest, age_s=age)
+
+
 def to_read(pipeline: Pipeline, storage_root: str) -> PipelineRead:
     spec = spec_of(pipeline)
     return PipelineRead(
@@ -57,7 +65,7 @@ def to_read(pipeline: Pipeline, storage_root: str) -> PipelineRead:
         status=PipelineStatus(next_run_at=pipeline.next_run_at,
                               target_uri=target_uri(pipeline, spec.target, storage_root),
                               consumer_group=pipeline.group_mirror,
-                              table=table_health_of(pipeline, spec.target)),
+                              table=table_health_of(pipeline, spec.target), freshness=freshness_of(pipeline)),
     )
 
 

@@ -135,9 +135,11 @@ def heartbeat(session: Session, run_id: uuid.UUID, *, worker: str, lease_s: floa
 
 
 def _observe_lag(session: Session, run: Run, plan: Plan) -> None:
+    """The lag the committed plan leaves, and the pipeline's freshness now that its offsets moved."""
     pipeline = session.get(Pipeline, run.pipeline_id)
     if pipeline is not None:
         record_observed_lag(session, pipeline, sum(max(p.latest - p.end, 0) for p in plan.partitions))
+        pipeline.newest_record_at = ledger.newest_committed(session, pipeline.id)
 
 
 def _meter(session: Session, run: Run, outcome: usage.AttemptOutcome, values: Mapping[str, Any], *,
@@ -160,7 +162,7 @@ def commit_succeeded(session: Session, run: Run, *, summary: dict[str, Any]) -> 
     plan = Plan.from_json(run.plan or {"partitions": []})
     try:
         ledger.commit_run(session, run_id=run.id, pipeline_id=run.pipeline_id, tenant_id=run.tenant_id,
-                          planned=plan.partitions, replaced=run.replace_ranges)
+                          planned=plan.partitions, replaced=run.replace_ranges, newest=_newest_read(summary))
     except ledger.OffsetConflict as exc:
         finish(session, run, "failed", error=RunFailure("offset_conflict", str(exc), exc.topic, exc.partition),
                figures_of=summary)
@@ -175,6 +177,13 @@ def commit_succeeded(session: Session, run: Run, *, summary: dict[str, Any]) -> 
         record_commit(session, pipeline, summary.get("result"))
     notifications.run_succeeded(session, run, after_failed_attempt=after_failed_attempt)
     return True
+
+
+def _newest_read(summary: dict[str, Any]) -> dict[tuple[str, int], datetime]:
+    """The Kafka timestamp of the newest record the run read, per partition (its result's)."""
+    partitions = (summary.get("result") or {}).get("partitions") or []
+    return {(p["topic"], p["partition"]): datetime.fromisoformat(p["newest_timestamp"])
+            for p in partitions if p.get("newest_timestamp")}
 
 
 def initialize_positions(session: Session, pipeline: Pipeline, plan: Plan) -> None:

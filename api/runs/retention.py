@@ -23,18 +23,20 @@ from api.core.pruning import Batch, Resume, prune_batch
 from api.ledger import retention as ledger
 from api.pipelines.models import Pipeline
 from api.runs.models import Run, RunLogChunk
-from api.runs.states import TERMINAL_STATES
+from api.runs.states import TERMINAL_STATES, RunTrigger
 
 
-def prune_runs(session: Session, *, finished_before: datetime, after: Resume, limit: int) -> Batch:
+def prune_runs(session: Session, *, finished_before: datetime, after: Resume, limit: int,
+               trigger: RunTrigger | None = None) -> Batch:
     """Of the next ``limit`` runs that finished before ``finished_before`` (after ``after``), delete those
-    that ended and nothing needs, with their logs and committed ranges."""
+    that ended and nothing needs (of ``trigger`` only, if given), with their logs and committed ranges."""
     newest_seq = select(Pipeline.last_run_seq).where(col(Pipeline.id) == col(Run.pipeline_id)).scalar_subquery()
 
     def pick(in_window: ColumnElement[bool]) -> Select[*tuple[Any, ...]]:
+        of_trigger = [col(Run.trigger) == trigger] if trigger is not None else []
         return sa_select(col(Run.id), col(Run.tenant_id)).where(
             in_window, col(Run.state).in_(TERMINAL_STATES), col(Run.seq) < newest_seq,
-            ~ledger.still_needed(col(Run.id)))
+            ~ledger.still_needed(col(Run.id)), *of_trigger)
 
     def logs(run_ids: list[uuid.UUID]) -> None:
         session.execute(delete(RunLogChunk).where(col(RunLogChunk.run_id).in_(run_ids)))

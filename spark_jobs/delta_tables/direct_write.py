@@ -121,7 +121,7 @@ def read_counted(plan: DirectWritePlan, chunks: tuple[Chunk, ...], report: TaskR
         low, high = pc.min_max(batch.column("offset")).values()
         size = sum(pc.sum(pc.binary_length(batch.column(c))).as_py() or 0 for c in ("key", "value"))
         stats = report.partitions.setdefault((chunk.topic, chunk.partition), PartitionStats())
-        stats.merge(batch.num_rows, low.as_py(), high.as_py(), size)
+        stats.merge(batch.num_rows, low.as_py(), high.as_py(), size, pc.max(batch.column("timestamp")).as_py())
         yield chunk, batch
 
 

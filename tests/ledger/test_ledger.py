@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from fastapi.testclient import TestClient
@@ -49,15 +50,35 @@ def _pipeline(session: Session, pipeline_id: uuid.UUID) -> Pipeline:
 
 
 def _commit(session: Session, pipeline: Pipeline, planned: list[Planned],
-            replaced: ledger.RangesByTopic | None = None) -> uuid.UUID:
+            replaced: ledger.RangesByTopic | None = None,
+            newest: dict[tuple[str, int], datetime] | None = None) -> uuid.UUID:
     seq = len(session.exec(select(Run).where(Run.pipeline_id == pipeline.id)).all()) + 1
     run = Run(tenant_id=pipeline.tenant_id, pipeline_id=pipeline.id, seq=seq, state="succeeded", trigger="manual")
     session.add(run)
     session.flush()
     run_id = run.id
     ledger.commit_run(session, run_id=run_id, pipeline_id=pipeline.id, tenant_id=pipeline.tenant_id,
-                      planned=planned, replaced=replaced)
+                      planned=planned, replaced=replaced, newest=newest)
     return run_id
+
+
+def test_each_partition_keeps_the_newest_record_time_a_run_read_and_the_worst_is_the_oldest(
+    session: Session, pipeline_id: uuid.UUID
+) -> None:
+    pipeline = _pipeline(session, pipeline_id)
+    at = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
+    assert ledger.newest_committed(session, pipeline.id) is None
+    _commit(session, pipeline, [Planned("t", 0, 0, 10, None), Planned("t", 1, 0, 0, None)],
+            newest={("t", 0): at})
+    _commit(session, pipeline, [Planned("t", 0, 10, 20, 10), Planned("t", 1, 0, 5, 0)],
+            newest={("t", 0): at + timedelta(seconds=30), ("t", 1): at + timedelta(seconds=10)})
+    # A replay reads older records again: the partition keeps the newest it committed.
+    _commit(session, pipeline, [Planned("t", 0, 20, 25, 20)], newest={("t", 0): at - timedelta(hours=1)})
+
+    rows = ledger.positions(session, pipeline)
+    assert (rows[("t", 0)].newest_record_at, rows[("t", 1)].newest_record_at) == (
+        at + timedelta(seconds=30), at + timedelta(seconds=10))
+    assert ledger.newest_committed(session, pipeline.id) == at + timedelta(seconds=10)
 
 
 def _windows(session: Session, pipeline: Pipeline) -> dict[tuple[str, int], tuple[int, int]]:

@@ -4,7 +4,7 @@ database (the usage counters' labels, switch and monotonicity: ``tests/usage/tes
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
@@ -21,6 +21,9 @@ def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
             for family in text_string_to_metric_families(text) for s in family.samples}
 
 
+NEWEST = datetime(2026, 12, 4, 12, 30, 15, tzinfo=UTC)
+
+
 def test_metrics_report_runs_durations_volumes_and_lag(client: TestClient, tenant: Tenant) -> None:
     engine = client.app.state.engine
     finished = []
@@ -29,13 +32,15 @@ def test_metrics_report_runs_durations_volumes_and_lag(client: TestClient, tenan
         with unit_of_work(engine) as session:
             pipeline = session.get(Pipeline, pipeline_id)
             run = lifecycle.create_run(session, pipeline, trigger="manual")
-            run.plan = {"partitions": []}
+            run.plan = {"partitions": [] if i else [{"topic": "orders", "partition": 0, "start": 0, "end": 100,
+                                                      "earliest": 0, "latest": 100, "committed": None}]}
             lifecycle.claim(session, run.id, worker="w", lease_s=30)
             run.claimed_at = utcnow() - timedelta(seconds=45)
             session.add(run)
             if state == "succeeded":
+                read = [{"topic": "orders", "partition": 0, "newest_timestamp": NEWEST.isoformat()}] if i == 0 else []
                 lifecycle.commit_succeeded(session, run, summary={
-                    "records_read": 100, "rows_written": 100, "bytes_read": 2000, "result": {}})
+                    "records_read": 100, "rows_written": 100, "bytes_read": 2000, "result": {"partitions": read}})
             else:
                 lifecycle.finish(session, run, "failed", error=RunFailure("internal", "x"))
             pipeline.observed_lag = 10 * (i + 1)  # as a later planning would have observed it
@@ -59,6 +64,9 @@ def test_metrics_report_runs_durations_volumes_and_lag(client: TestClient, tenan
     assert samples[("inlet_run_duration_seconds_bucket", (("le", "60.0"),))] == 3
     lag = {dict(labels)["pipeline_id"]: v for (name, labels), v in samples.items() if name == "inlet_pipeline_lag_records"}
     assert lag == {str(p): 10.0 * (i + 1) for i, p in enumerate(finished)}
+    newest = {dict(labels)["pipeline_id"]: v for (name, labels), v in samples.items()
+              if name == "inlet_pipeline_newest_record_timestamp_seconds"}
+    assert newest == {str(finished[0]): NEWEST.timestamp()}, "only the pipeline whose run read a record"
 
 
 def test_metrics_need_the_operator_token(client: TestClient, tenant: Tenant) -> None:

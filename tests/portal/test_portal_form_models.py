@@ -52,6 +52,20 @@ def test_a_pipeline_form_becomes_the_body_the_api_stores() -> None:
     }
 
 
+def test_a_continuous_schedule_from_the_form_writes_what_differs_from_the_defaults() -> None:
+    def schedule(**inputs: str) -> object:
+        form = PipelineForm.model_validate({"name": "s", "connection_id": CONNECTION_ID, "topics": "orders",
+                                            "target_path": "bronze/s", "schedule_kind": "continuous", **inputs})
+        return form.spec().model_dump(mode="json", by_alias=True)["schedule"]
+
+    assert schedule() == {"continuous": True}
+    assert schedule(idle_wait_ms="250", continuous_max_offsets="100000") == {"continuous": True, "idle_wait_ms": 250}
+    refused = _refusal(PipelineForm.model_validate({
+        "name": "s", "connection_id": CONNECTION_ID, "topics": "orders", "target_path": "bronze/s",
+        "schedule_kind": "continuous", "idle_wait_ms": "5"}).spec, ValidationFailed)
+    assert [e["field"] for e in refused.errors or []] == ["schedule.idle_wait_ms"]
+
+
 def test_a_pipeline_forms_errors_name_api_fields_and_sit_beside_their_inputs() -> None:
     form = PipelineForm(name="bad name", connection_id=CONNECTION_ID, topics="orders", target_path="",
                         schedule_kind="cron", cron="every minute", timezone="Mars/Base", interval_seconds="5")

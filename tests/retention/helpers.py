@@ -20,6 +20,7 @@ from api.runs import lifecycle
 from api.runs.models import Run, RunLogChunk
 from api.runs.planning import PartitionPlan, Plan
 from api.runs.retry import RetryPolicy
+from api.runs.states import RunTrigger
 from spark_jobs.spec import JobFailure, PartitionResult, RunResult, Timings
 from tests.usage.helpers import Clock, claim, record
 
@@ -47,7 +48,8 @@ def _result(run_id: uuid.UUID, ranges: Ranges, error: str | None) -> RunResult:
 
 
 def ended_run(engine: Engine, clock: Clock, pipeline_id: str | uuid.UUID, *, at: datetime,
-              ranges: Ranges | None = None, error: str | None = None, log: str | None = None) -> uuid.UUID:
+              ranges: Ranges | None = None, error: str | None = None, log: str | None = None,
+              trigger: RunTrigger = "manual") -> uuid.UUID:
     """A run planned over ``ranges`` (from the committed offsets), claimed and ended at ``at``:
     succeeded (its ranges committed) or, with ``error``, failed for good."""
     ranges = ranges or {}
@@ -59,7 +61,7 @@ def ended_run(engine: Engine, clock: Clock, pipeline_id: str | uuid.UUID, *, at:
             select(PartitionOffset).where(PartitionOffset.pipeline_id == pipeline.id)).all()}
         plan = Plan(partitions=[PartitionPlan(topic=t, partition=p, start=s, end=e, earliest=0, latest=e,
                                               committed=stored.get((t, p))) for (t, p), (s, e) in ranges.items()])
-        run_id = lifecycle.create_run(session, pipeline, trigger="manual", plan=plan).id
+        run_id = lifecycle.create_run(session, pipeline, trigger=trigger, plan=plan).id
     claim(engine, run_id)
     if log is not None:
         with unit_of_work(engine) as session:

@@ -81,6 +81,26 @@ def test_old_runs_go_but_each_pipeline_keeps_its_newest(client: TestClient, app:
     assert [client.get("/usage", params=days, headers=t.viewer).json() for t in (tenant, other_tenant)] == reports_before
 
 
+def test_a_continuous_pipelines_runs_go_after_their_own_shorter_retention(
+    client: TestClient, app: Any, tenant: Tenant, settings: Settings, clock: Clock,
+) -> None:
+    """A run a second is 86,400 runs a day: continuous runs are kept ``retention_continuous_runs_days``
+    (2 by default), other runs of the same age stay for ``retention_runs_days``."""
+    engine = app.state.engine
+    now = utcnow()
+    pipeline = create_pipeline(client, tenant, state="paused")["id"]
+    streamed = [ended_run(engine, clock, pipeline, at=now - 3 * DAY + i * timedelta(seconds=1),
+                          ranges={T: (10 * i, 10 * i + 10)}, trigger="continuous") for i in range(3)]
+    triggered = ended_run(engine, clock, pipeline, at=now - 3 * DAY + timedelta(minutes=1), ranges={T: (30, 40)})
+    newest = ended_run(engine, clock, pipeline, at=now - timedelta(hours=1), ranges={T: (40, 50)},
+                       trigger="continuous")
+
+    _prune(app, settings, runs=90, continuous_runs=2)
+
+    assert run_ids(engine, pipeline) == {triggered, newest}
+    assert all(ranges_of(engine, r) == 0 for r in streamed)
+
+
 def test_the_runs_the_ledger_still_needs_are_kept(client: TestClient, app: Any, tenant: Tenant, settings: Settings,
                                                   clock: Clock) -> None:
     """Kept whatever their age: the run that wrote a partition's highest range, runs whose ranges a live

@@ -15,6 +15,7 @@ from api.retention.service import TABLES, RetentionPolicy
 def test_the_defaults_and_what_zero_means(monkeypatch: pytest.MonkeyPatch) -> None:
     policy = RetentionPolicy.of(Settings())
     assert policy.keep == {"run_logs": timedelta(days=14), "runs": timedelta(days=90),
+                           "continuous_runs": timedelta(days=2),
                            "webhook_deliveries": timedelta(days=30), "webhook_events": timedelta(days=30),
                            "audit_events": timedelta(days=365), "idempotency_keys": timedelta(days=1)}
     assert (policy.batch_size, policy.budget_s, policy.interval_s) == (1000, 1.0, 600.0)

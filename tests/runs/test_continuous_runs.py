@@ -68,6 +68,13 @@ def test_runs_back_to_back_idle_without_runs_pause_replay_and_resume(stack, sand
     assert {r["trigger"] for r in runs} == {"continuous"} and {r["state"] for r in runs} == {"succeeded"}
     assert len(runs) >= 3 and max(r["records_read"] for r in runs) <= 40, "100 records drain in runs of 40 at most"
 
+    # Freshness: each partition's newest committed record time (the producer's, seconds ago), the worst too.
+    offsets = stack.client.get(f"/pipelines/{pipeline['id']}/offsets", headers=tenant.viewer).json()["partitions"]
+    ages = [p["newest_record_age_s"] for p in offsets]
+    assert len(ages) == 2 and all(age is not None and 0 <= age < 120 for age in ages), offsets
+    freshness = stack.client.get(f"/pipelines/{pipeline['id']}", headers=tenant.viewer).json()["status"]["freshness"]
+    assert freshness["newest_record_at"] == min(p["newest_record_at"] for p in offsets), (freshness, offsets)
+
     # Idle: the pipeline keeps looking (its slot moves on) but records no run.
     before = len(runs)
     slots = set()

@@ -4,13 +4,24 @@ manifest of task reports the driver commits from."""
 from __future__ import annotations
 
 import stat
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from spark_jobs.egress import EgressPolicy
 from spark_jobs.kafka_source import Chunk, ReadPlan, consumer_config
-from spark_jobs.plans import DataFile, PartitionStats, TaskReport, read_plan, read_reports, write_plan, write_reports
+from spark_jobs.plans import (
+    DataFile,
+    PartitionStats,
+    TaskReport,
+    collect_read_stats,
+    read_plan,
+    read_reports,
+    write_plan,
+    write_reports,
+)
 from spark_jobs.read_budget import ReadBudget
 from spark_jobs.targets.kafka import KafkaSinkPlan
 
@@ -40,9 +51,24 @@ def test_the_manifest_hands_the_driver_every_task_report_and_skips_tasks_without
 
 
 def test_partition_stats_merge_batches_and_tasks() -> None:
+    at = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
     stats = PartitionStats()
-    stats.merge(3, 10, 12, 30)
+    stats.merge(3, 10, 12, 30, at)
     stats.merge(0, None, None, 0)  # an empty batch leaves the bounds alone
-    stats.merge(2, 4, 5, 20)
+    stats.merge(2, 4, 5, 20, at - timedelta(minutes=5))  # older records: the newest stays
 
-    assert stats == PartitionStats(records=5, first_offset=4, last_offset=12, bytes=50)
+    assert stats == PartitionStats(records=5, first_offset=4, last_offset=12, bytes=50, newest=at)
+
+
+def test_read_stats_of_a_batch_count_each_partition_and_its_newest_record() -> None:
+    stamps = [datetime(2026, 12, 4, 12, 0, s, tzinfo=UTC) for s in (5, 9, 1)]
+    batch = pa.RecordBatch.from_pydict({
+        "key": pa.array([b"k", None, b"kk"], pa.binary()), "value": pa.array([b"vv", b"v", b"v"], pa.binary()),
+        "topic": ["t", "t", "t"], "partition": pa.array([0, 0, 1], pa.int32()), "offset": pa.array([7, 8, 3]),
+        "timestamp": pa.array(stamps, pa.timestamp("us", tz="UTC"))})
+    into: dict[tuple[str, int], PartitionStats] = {}
+
+    collect_read_stats(batch, into)
+
+    assert into == {("t", 0): PartitionStats(records=2, first_offset=7, last_offset=8, bytes=4, newest=stamps[1]),
+                    ("t", 1): PartitionStats(records=1, first_offset=3, last_offset=3, bytes=3, newest=stamps[2])}

@@ -214,8 +214,8 @@ def test_lag_alerts_are_raised_and_cleared_with_hysteresis_by_the_scheduler(
     assert step(1000) == ["pipeline.lag_exceeded"]
     (_, raised), (_, cleared), _ = [e for e in _events(app)]
     assert raised == {"pipeline_id": pipeline["id"], "pipeline_name": pipeline["name"], "observed_lag": 1500,
-                      "observed_at": raised["observed_at"], "behind_s": raised["behind_s"],
-                      "threshold": {"lag_records": 1000, "lag_age_s": None}}
+                      "observed_at": raised["observed_at"], "behind_s": raised["behind_s"], "freshness_s": None,
+                      "threshold": {"lag_records": 1000, "lag_age_s": None, "freshness_s": None}}
     assert cleared["observed_lag"] == 499 and cleared["exceeded_since"]
     status = client.get(f"/pipelines/{pipeline['id']}/lag-alert", headers=tenant.viewer).json()["status"]
     assert (status["state"], status["observed_lag"]) == ("exceeded", 1000)
@@ -241,6 +241,37 @@ def test_a_pipeline_behind_for_too_long_raises_the_alert_and_a_paused_one_none(
     assert [t for t, _ in _events(app)] == ["pipeline.lag_exceeded", "pipeline.lag_recovered"]
 
 
+def test_a_newest_record_too_old_raises_the_alert_only_while_records_wait(
+    client: TestClient, app: Any, settings: Settings, tenant: Tenant, dispatcher: RecordingDispatcher,
+) -> None:
+    """``freshness_s``: the newest committed record older than the threshold raises the alert while the
+    lag shows records waiting; a caught-up pipeline on a quiet topic is fresh however old its record."""
+    create_webhook(client, tenant, URL)
+    pipeline = create_pipeline(client, tenant, schedule=None)
+    alert = client.put(f"/pipelines/{pipeline['id']}/lag-alert", json={"lag_records": 10**6, "freshness_s": 5},
+                       headers=tenant.editor)
+    assert alert.status_code == 200, alert.text
+
+    def step(lag: int, newest_ago_s: float) -> list[str]:
+        _set_lag(app, pipeline["id"], lag)
+        with unit_of_work(app.state.engine) as session:
+            row = session.get(Pipeline, uuid.UUID(pipeline["id"]))
+            row.newest_record_at = utcnow() - timedelta(seconds=newest_ago_s)
+        before = len(_events(app))
+        tick(app.state.engine, dispatcher, settings)
+        return [t for t, _ in _events(app)[before:]]
+
+    assert step(10, 1) == []
+    assert step(0, 3600) == [], "caught up: nothing waits, however old the newest record"
+    assert step(10, 8) == ["pipeline.lag_exceeded"]
+    assert step(10, 3) == [], "above half the threshold: no flapping"
+    assert step(10, 2) == ["pipeline.lag_recovered"]
+    (_, raised), _ = _events(app)
+    assert raised["freshness_s"] >= 8 and raised["threshold"]["freshness_s"] == 5
+    status = client.get(f"/pipelines/{pipeline['id']}", headers=tenant.viewer).json()["status"]["freshness"]
+    assert 2 <= status["age_s"] < 60 and status["newest_record_at"]
+
+
 def test_the_lag_alert_resource(client: TestClient, tenant: Tenant, other_tenant: Tenant) -> None:
     from tests.factories import assert_auth_refused, assert_problem
 
@@ -250,9 +281,9 @@ def test_the_lag_alert_resource(client: TestClient, tenant: Tenant, other_tenant
 
     put = client.put(path, json={"lag_records": 5000, "lag_age_s": 3600}, headers=tenant.editor)
     assert put.status_code == 200, put.text
-    assert put.json() == {"lag_records": 5000, "lag_age_s": 3600, "pipeline_id": pipeline["id"],
+    assert put.json() == {"lag_records": 5000, "lag_age_s": 3600, "freshness_s": None, "pipeline_id": pipeline["id"],
                           "status": {"state": "ok", "since": None, "observed_lag": None, "observed_at": None,
-                                     "behind_s": None}}
+                                     "behind_s": None, "freshness_s": None}}
     read = client.get(path, headers=tenant.viewer)
     assert read.json() == put.json() and read.headers["etag"] == put.headers["etag"]
     assert client.get(f"/pipelines/{pipeline['id']}", headers=tenant.viewer).json()["updated_at"] == pipeline["updated_at"]

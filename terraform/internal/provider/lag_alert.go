@@ -42,6 +42,7 @@ type lagAlertModel struct {
 	PipelineID  types.String `tfsdk:"pipeline_id"`
 	LagRecords  types.Int64  `tfsdk:"lag_records"`
 	LagAgeS     types.Int64  `tfsdk:"lag_age_s"`
+	FreshnessS  types.Int64  `tfsdk:"freshness_s"`
 	Status      types.String `tfsdk:"status"`
 	RaisedAt    types.String `tfsdk:"raised_at"`
 	ObservedLag types.Int64  `tfsdk:"observed_lag"`
@@ -54,6 +55,7 @@ type lagAlertAnswer struct {
 	PipelineID string `json:"pipeline_id"`
 	LagRecords int64  `json:"lag_records"`
 	LagAgeS    *int64 `json:"lag_age_s"`
+	FreshnessS *int64 `json:"freshness_s"`
 	Status     struct {
 		State       string  `json:"state"`
 		Since       *string `json:"since"`
@@ -92,6 +94,12 @@ func (r *lagAlertResource) Schema(_ context.Context, _ resource.SchemaRequest, r
 					"(60 to 2678400, i.e. 31 days).",
 				Validators: []validator.Int64{int64validator.Between(lagAgeMin, lagAgeMax)},
 			},
+			"freshness_s": schema.Int64Attribute{
+				Optional: true,
+				Description: "Also raise the alert when records wait and the newest committed record is older " +
+					"than this many seconds (1 to 2678400): a continuous pipeline's freshness target.",
+				Validators: []validator.Int64{int64validator.Between(1, lagAgeMax)},
+			},
 			"status": schema.StringAttribute{
 				Computed: true, Description: "ok, or exceeded while the alert is raised.",
 			},
@@ -122,6 +130,9 @@ func lagAlertBody(plan lagAlertModel) map[string]any {
 	if !plan.LagAgeS.IsNull() {
 		body["lag_age_s"] = plan.LagAgeS.ValueInt64()
 	}
+	if !plan.FreshnessS.IsNull() {
+		body["freshness_s"] = plan.FreshnessS.ValueInt64()
+	}
 	return body
 }
 
@@ -133,7 +144,8 @@ func lagAlertState(answer *inlet.Answer) (lagAlertModel, error) {
 	return lagAlertModel{
 		ID: types.StringValue(a.PipelineID), PipelineID: types.StringValue(a.PipelineID),
 		LagRecords: types.Int64Value(a.LagRecords), LagAgeS: types.Int64PointerValue(a.LagAgeS),
-		Status: types.StringValue(a.Status.State), RaisedAt: types.StringPointerValue(a.Status.Since),
+		FreshnessS: types.Int64PointerValue(a.FreshnessS),
+		Status:     types.StringValue(a.Status.State), RaisedAt: types.StringPointerValue(a.Status.Since),
 		ObservedLag: types.Int64PointerValue(a.Status.ObservedLag), ObservedAt: types.StringPointerValue(a.Status.ObservedAt),
 		ETag: types.StringValue(answer.ETag),
 	}, nil

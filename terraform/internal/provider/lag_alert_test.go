@@ -90,6 +90,7 @@ func TestAccLagAlert(t *testing.T) {
 	thresholds := `
   lag_records = 5000
   lag_age_s   = 600
+  freshness_s = 5
 `
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { accPreCheck(t) },
@@ -131,7 +132,14 @@ func TestAccLagAlert(t *testing.T) {
 				}},
 				Check: resource.ComposeAggregateTestCheckFunc(
 					resource.TestCheckResourceAttr(address, "lag_age_s", "600"),
+					resource.TestCheckResourceAttr(address, "freshness_s", "5"),
 					expectLagAlert(t, "inlet_pipeline.p", 5000, float64(600)),
+					func(s *terraform.State) error {
+						if got := readThroughAPI(t, lagAlertPath(onP))["freshness_s"]; got != float64(5) {
+							return fmt.Errorf("Inlet holds freshness_s %v, want 5", got)
+						}
+						return nil
+					},
 				),
 			},
 			{
