@@ -234,6 +234,9 @@ def main() -> None:
             print(f"  {'':>13}  {exactly_once(uri, produced, args.partitions)}; {files} live files; "
                   f"load {loaded:.3f} s vs {compacted:.3f} s compacted ({loaded / compacted:.2f}x)")
         print(f"  where a continuous run's time goes: {where_the_time_goes(stack.data_dir, ids['continuous'])}")
+        worker_log = (stack.data_dir / "worker.log").read_text(errors="replace")
+        print(f"  the worker's engine was recycled {worker_log.count('takes over')} time(s) (a replacement "
+              f"started beside it each time)")
     finally:
         stack.stop()
         broker.stop()

@@ -189,15 +189,18 @@ def test_an_engine_is_replaced_after_its_runs_above_its_memory_on_new_code_past_
     first = run()
     assert first is not None
     warm.limits = replace(warm.limits, max_runs=1)
-    run()  # the engine's second run: it is recycled after it
-    assert _gone(first) and warm.engine_pid is None
+    assert run() == first  # the engine's second run: its replacement starts beside it, and it serves on
+    warm.limits = EngineLimits()
+    assert warm.replacement_started(timeout_s=180)
+    second = run()  # the replacement took over before this run, without a pause
+    assert second not in (None, first) and _gone(first)
 
     warm.limits = replace(warm.limits, max_runs=500, max_memory_mb=256)  # any engine holds more
-    run()
-    assert warm.engine_pid is None
-
+    assert run() == second
     warm.limits = EngineLimits()
+    assert warm.replacement_started(timeout_s=180)
     kept = run()
+    assert kept not in (None, second) and _gone(second)
     monkeypatch.setattr(warm_module, "code_digest", lambda: "new code")
     replaced = run()
     assert kept and replaced and replaced != kept and _gone(kept)

@@ -2,9 +2,13 @@
 
 Each worker process keeps at most one engine, a resident Spark driver started (by spark-submit, with
 the settings a per-run launch uses) on its first run and kept for the next ones. The engine is
-replaced when it dies or hangs, and recycled between runs after ``max_runs`` runs, once its
-processes hold more than ``max_memory_mb``, when the ``spark_jobs`` code on disk is no longer the
-code it runs, and after ``idle_s`` without a run (which also gives a cluster its executors back).
+replaced when it dies or hangs, and recycled after ``max_runs`` runs or once its processes hold more
+than ``max_memory_mb``, when the ``spark_jobs`` code on disk is no longer the code it runs, and after
+``idle_s`` without a run (which also gives a cluster its executors back).
+
+A recycled engine hands over without a pause: its replacement starts beside it (a standby, 7-11 s on
+2 cores) while it serves on, and takes over between two runs once ready. A continuous pipeline's
+runs would otherwise wait for a whole engine start every ``max_runs`` runs.
 
 What a run keeps from spark-submit per run (``worker.launch.submit``), guarantee by guarantee:
 - The spec and its secrets reach the engine over a Unix socket in a 0700 folder, and live only in
@@ -32,7 +36,8 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -91,6 +96,7 @@ _PING_EVERY_S = 5.0
 # JVM's stdout, the result through the socket); a few milliseconds as a rule.
 _OUTPUT_LAG_S = 5.0
 _FOLDER_PREFIX = "inlet-engine-"
+_STANDBY_START_S = 300.0  # how long a replacement may take to start before it is given up
 
 
 class EngineGone(Exception):
@@ -226,6 +232,8 @@ class WarmLauncher:
         # PR_SET_PDEATHSIG fires when the *thread* that started a process ends: engines are started
         # from this one, which lives as long as the process, not from a run's thread.
         self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine-spawner")
+        self._standby: Future[EngineProcess] | None = None  # the recycled engine's replacement, starting
+        self._standby_starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine-standby")
         self._idle_timer: threading.Timer | None = None
 
     def launch(
@@ -267,11 +275,25 @@ class WarmLauncher:
         engine = self._engine
         return engine.memory_bytes() if engine is not None and engine.alive() else None
 
+    def replacement_started(self, timeout_s: float) -> bool:
+        """Whether a recycled engine's replacement has started (waited for up to ``timeout_s``); it takes
+        over before the next run."""
+        standby = self._standby
+        if standby is None:
+            return False
+        try:
+            standby.result(timeout=timeout_s)
+        except (EngineGone, FutureTimeout):
+            return False
+        return True
+
     def close(self) -> None:
         if self._idle_timer is not None:
             self._idle_timer.cancel()
         with self._lock:
             self._discard(graceful=True)
+            self._drop_standby()
+        self._standby_starter.shutdown(wait=False)
         self._spawner.shutdown(wait=False)
 
     # One run.
@@ -341,9 +363,35 @@ class WarmLauncher:
         elif engine is not None and engine.digest != code_digest():
             log.info("spark_jobs changed on disk: replacing the warm engine")
             self._discard(graceful=True)
+        self._take_standby(deadline)
         if self._engine is None:
             self._engine = self._start_engine(deadline)
         return self._engine
+
+    def _take_standby(self, deadline: float) -> None:
+        """The replacement takes over once it is ready (waited for only when there is no engine now);
+        one that failed to start, or runs older code, is dropped: the current engine serves on."""
+        standby = self._standby
+        if standby is None or (not standby.done() and self._engine is not None):
+            return
+        self._standby = None
+        try:
+            fresh = standby.result(timeout=max(deadline - time.monotonic(), 0.0))
+        except (EngineGone, FutureTimeout) as exc:
+            log.warning("the warm engine's replacement did not start (%s): the current one serves on", exc)
+            standby.add_done_callback(_stop_started)
+            return
+        if fresh.digest != code_digest():
+            fresh.stop()
+            return
+        log.info("warm engine %d takes over", fresh.process.pid)
+        self._discard(graceful=True)
+        self._engine = fresh
+
+    def _drop_standby(self) -> None:
+        standby, self._standby = self._standby, None
+        if standby is not None and not standby.cancel():
+            standby.add_done_callback(_stop_started)
 
     def _start_engine(self, deadline: float) -> EngineProcess:
         sweep_engine_folders()
@@ -388,8 +436,9 @@ class WarmLauncher:
             why = f"{held / 2**20:.0f} MiB held"
         else:
             return
-        log.info("recycling the warm engine after %s", why)
-        self._discard(graceful=True)
+        if self._standby is None:
+            log.info("recycling the warm engine after %s: its replacement starts beside it", why)
+            self._standby = self._standby_starter.submit(self._start_engine, time.monotonic() + _STANDBY_START_S)
 
     def _arm_idle_timer(self) -> None:
         if self._idle_timer is not None:
@@ -405,6 +454,7 @@ class WarmLauncher:
             if time.monotonic() - self._last_used >= self.limits.idle_s and self._engine is not None:
                 log.info("stopping the warm engine after %.0fs without a run", self.limits.idle_s)
                 self._discard(graceful=True)
+                self._drop_standby()
         finally:
             self._lock.release()
 
@@ -413,6 +463,12 @@ def sweep_engine_folders() -> None:
     """Remove the folders (the job's code) of engines whose worker process is gone: a worker killed
     with its engine had no chance to."""
     sweep_folders(_FOLDER_PREFIX)
+
+
+def _stop_started(started: Future[EngineProcess]) -> None:
+    """A standby no longer wanted: stopped once it has started (nothing to do if it could not)."""
+    if not started.cancelled() and started.exception() is None:
+        started.result().stop()
 
 
 def _parsed_result(raw: object) -> RunResult | None:
