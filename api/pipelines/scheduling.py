@@ -30,7 +30,8 @@ CONTINUOUS_HOLD_S = 30.0
 
 
 def next_fire(schedule: Schedule | None, after: datetime) -> datetime | None:
-    """The first firing strictly after ``after`` (UTC), or None for an unscheduled pipeline."""
+    """The first firing strictly after ``after`` (UTC), or None for an unscheduled pipeline; a
+    continuous pipeline is due at ``after`` itself."""
     if schedule is None:
         return None
     if isinstance(schedule, ContinuousSchedule):
@@ -70,7 +71,7 @@ def claim_due(session: Session, *, now: datetime, limit: int) -> list[tuple[uuid
     return [(pipeline_id, slot) for pipeline_id, slot, _ in due]
 
 
-def claim_slot(session: Session, pipeline: Pipeline, slot: datetime, *, now: datetime) -> bool:
+def claim_slot(pipeline: Pipeline, slot: datetime, *, now: datetime) -> bool:
     """Take a continuous pipeline's slot for its worker's message (``pipeline`` locked by the caller):
     False when the scheduler, or a newer message, took or moved it meanwhile."""
     if pipeline.next_run_at is None or pipeline.next_run_at != slot:

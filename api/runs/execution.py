@@ -189,7 +189,7 @@ def fire_schedule(*, session: Session, pipeline_id: uuid.UUID, slot: datetime, s
     pipeline = session.exec(select(Pipeline).where(Pipeline.id == pipeline_id).with_for_update()).first()
     if pipeline is None or pipeline.state != "active":
         return Outcome("paused")
-    if claim and not claim_slot(session, pipeline, slot, now=utcnow()):
+    if claim and not claim_slot(pipeline, slot, now=utcnow()):
         return Outcome("superseded")
     if repository.active_run(session, pipeline_id) is not None:
         return Outcome("busy")
