@@ -49,9 +49,8 @@ class PartitionOffsetRead(BaseModel):
     last_run_id: uuid.UUID | None
     updated_at: datetime | None
     newest_record_at: datetime | None = Field(default=None, description="The Kafka timestamp of the newest record "
-                                                                        "committed here; null until a run read one")
-    newest_record_age_s: float | None = Field(default=None, description="Seconds from newest_record_at to now: the "
-                                                                        "partition's freshness")
+                                                                        "committed here (the partition's freshness: "
+                                                                        "now minus this); null until a run read one")
 
 
 class OffsetsRead(BaseModel):

@@ -149,7 +149,6 @@ def read_offsets(
     except DomainError as exc:  # the secret backend, say: the committed offsets are still worth showing
         cluster = ClusterStatus(status="unreachable", kind=exc.code, detail=exc.detail)
     keys = set(watermarks or {}) | {tp for tp in stored if reads_topic(source, tp[0])}
-    now = utcnow()
     rows = []
     for tp in sorted(keys):
         row = stored.get(tp)
@@ -159,17 +158,16 @@ def read_offsets(
         if latest is not None and position is not None:
             lag = max(latest - position, 0)
         window = windows.get(tp)
-        newest = row.newest_record_at if row else None
         rows.append(PartitionOffsetRead(
             topic=tp[0], partition=tp[1], committed=row.committed if row else None, earliest=earliest,
             latest=latest, lag=lag, replay=[window.start, window.end] if window else None,
             last_run_id=row.last_run_id if row else None, updated_at=row.updated_at if row else None,
-            newest_record_at=newest, newest_record_age_s=max((now - newest).total_seconds(), 0.0) if newest else None,
+            newest_record_at=row.newest_record_at if row else None,
         ))
     total = sum(r.lag for r in rows if r.lag is not None) if watermarks is not None else None
     etag = offsets_etag(stored.values())
     return OffsetsRead(pipeline_id=pipeline.id, partitions=rows, total_lag=total, cluster=cluster,
-                       observed_at=now), etag
+                       observed_at=utcnow()), etag
 
 
 # Resolving a change.

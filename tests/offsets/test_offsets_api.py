@@ -75,7 +75,7 @@ def test_inspect_before_any_run_then_after_setting_offsets(client: TestClient, t
     assert body["pipeline_id"] == pipe["id"] and body["observed_at"]
     assert body["partitions"] == [
         {"topic": topic, "partition": p, "committed": None, "earliest": 0, "latest": n, "lag": n, "replay": None,
-         "last_run_id": None, "updated_at": None, "newest_record_at": None, "newest_record_age_s": None}
+         "last_run_id": None, "updated_at": None, "newest_record_at": None}
         for p, n in PER_PARTITION.items()
     ]
     assert body["total_lag"] == 16

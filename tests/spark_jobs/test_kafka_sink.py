@@ -35,6 +35,7 @@ def _batch(topic: str, offsets: range) -> pa.RecordBatch:
         "topic": pa.array([topic] * len(offsets), pa.string()),
         "partition": pa.array([0] * len(offsets), pa.int32()),
         "offset": pa.array(list(offsets), pa.int64()),
+        "timestamp": pa.array([1_796_400_000_000 + o for o in offsets], pa.timestamp("ms", tz="UTC")),
     })
 
 
