@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import uuid
 
-from sqlmodel import Session, select
+from sqlmodel import Session
 
 from api.pipelines.definition import definition_of
 from api.pipelines.models import Pipeline
@@ -40,11 +40,13 @@ def continue_after(session: Session, *, verdict: str, run_id: uuid.UUID | None =
         pipeline_id = run.pipeline_id if run is not None else None
     if pipeline_id is None or verdict not in _AT_ONCE | _IDLE | _HELD:
         return None
-    pipeline = session.exec(select(Pipeline).where(Pipeline.id == pipeline_id).with_for_update()).first()
-    if pipeline is None or pipeline.state != "active":
-        return None
+    pipeline = session.get(Pipeline, pipeline_id)
+    if pipeline is None or not isinstance(definition_of(pipeline).schedule, ContinuousSchedule):
+        return None  # most runs' pipelines: no row lock taken for them
+    session.refresh(pipeline, with_for_update=True)  # locked, and as it is now
     schedule = definition_of(pipeline).schedule
-    if not isinstance(schedule, ContinuousSchedule) or repository.active_run(session, pipeline_id) is not None:
+    if (pipeline.state != "active" or not isinstance(schedule, ContinuousSchedule)
+            or repository.active_run(session, pipeline_id) is not None):
         return None
     delay = 0.0 if verdict in _AT_ONCE else schedule.idle_wait_ms / 1000 if verdict in _IDLE else CONTINUOUS_HOLD_S
     look_again(session, pipeline, delay_s=delay)
