@@ -56,19 +56,20 @@ class MaintainedTable:
                            checkpoint_interval=checkpoints.interval, log_retention_days=checkpoints.log_retention_days)
 
 
-def delta_target(pipeline: Pipeline) -> DeltaTarget | None:
-    target = definition_of(pipeline).target
-    return target if isinstance(target, DeltaTarget) else None
+def policy_of(pipeline: Pipeline) -> MaintenancePolicy | None:
+    """The maintenance policy in effect on the pipeline's table; None for a Kafka target."""
+    return definition_of(pipeline).maintenance
 
 
 def maintained_table(pipeline: Pipeline, settings: Settings) -> MaintainedTable | None:
     """The pipeline's table; None for a Kafka target."""
-    target = delta_target(pipeline)
-    if target is None:
+    definition = definition_of(pipeline)
+    target, policy = definition.target, definition.maintenance
+    if not isinstance(target, DeltaTarget) or policy is None:
         return None
     return MaintainedTable(pipeline.id, pipeline.tenant_id,
                            resolve_delta_uri(settings.resolved_storage_root, pipeline.tenant_id, target.path),
-                           settings.resolved_storage_options, target.maintenance)
+                           settings.resolved_storage_options, policy)
 
 
 def steps_of(names: list[Step] | tuple[Step, ...]) -> MaintenanceSteps:

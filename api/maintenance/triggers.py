@@ -26,9 +26,9 @@ from api.maintenance.tables import (
     Step,
     add_to,
     compaction_due,
-    delta_target,
     ensure_row,
     lock_pipeline,
+    policy_of,
     record_health,
 )
 from api.pipelines.models import Pipeline
@@ -41,11 +41,10 @@ def record_commit(session: Session, pipeline: Pipeline, result: Mapping[str, Any
     """A run committed into the pipeline's table (``result``: the job's, or None when only its offsets
     were recovered): count its files and commit, and send a task if that makes compaction due. Whether
     a task was asked for."""
-    target = delta_target(pipeline)
-    if target is None:
+    policy = policy_of(pipeline)
+    if policy is None:
         return False
     now = utcnow()
-    policy = target.maintenance
     result = result or {}
     files, size = int(result.get("files_written") or 0), result.get("bytes_written")
     # A keyed table's MERGE also removes the files it rewrote: those are not taken off here, so its

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from api.pipelines.maintenance_policy import MaintenancePolicy
 from api.pipelines.models import Pipeline
 from api.pipelines.schemas import (
     ContinuousSchedule,
@@ -39,6 +40,19 @@ class Definition:
     source: KafkaSource
     target: DeltaTarget | KafkaTarget
     schedule: Schedule | None
+
+    @property
+    def maintenance(self) -> MaintenancePolicy | None:
+        """The Delta table's maintenance policy in effect (a continuous pipeline's takes its own defaults);
+        None for a Kafka target."""
+        return maintenance_in_effect(self.target, self.schedule)
+
+
+def maintenance_in_effect(target: DeltaTarget | KafkaTarget, schedule: Schedule | None) -> MaintenancePolicy | None:
+    if not isinstance(target, DeltaTarget):
+        return None
+    continuous = isinstance(schedule, ContinuousSchedule)
+    return target.maintenance.for_continuous() if continuous else target.maintenance
 
 
 def spec_of(pipeline: Pipeline) -> PipelineSpec:

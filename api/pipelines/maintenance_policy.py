@@ -23,6 +23,15 @@ if TYPE_CHECKING:
     from api.core.config import Settings
 
 MIB = 1 << 20
+
+# A continuous pipeline commits several times a second: where its policy leaves one of these fields out,
+# it takes this default instead (docs/runs.md; measured with bench/freshness.py). Compacting after 10
+# small files keeps a table's load near its compacted copy's between two compactions; a week of log
+# is what the vacuum's default retention keeps files for, where a month is ~2.6 million entries.
+CONTINUOUS_DEFAULTS: dict[str, dict[str, int]] = {
+    "compaction": {"min_small_files": 10, "max_commits": 50},
+    "checkpoints": {"log_retention_days": 7},
+}
 ZOrderColumn = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
 
 
@@ -82,6 +91,16 @@ class MaintenancePolicy(AsWritten):
     compaction: CompactionPolicy = Field(default_factory=CompactionPolicy)
     vacuum: VacuumPolicy = Field(default_factory=VacuumPolicy)
     checkpoints: CheckpointPolicy = Field(default_factory=CheckpointPolicy)
+
+    def for_continuous(self) -> MaintenancePolicy:
+        """This policy as a continuous pipeline's: each field of ``CONTINUOUS_DEFAULTS`` it leaves out takes
+        that default (what it writes stays)."""
+        parts = {}
+        for name, defaults in CONTINUOUS_DEFAULTS.items():
+            part: AsWritten = getattr(self, name)
+            parts[name] = part.model_copy(update={field: value for field, value in defaults.items()
+                                                  if field not in part.model_fields_set})
+        return self.model_copy(update=parts)
 
     def compaction_due(self, *, small_files: int, commits: int) -> bool:
         """Runs added enough small files, or enough commits with at least two small files, since the last

@@ -20,7 +20,7 @@ from api.core.merge_patch import merge_patch
 from api.core.pagination import PageParams, paginate
 from api.core.scoping import get_scoped, scoped_select
 from api.core.security import TenantContext
-from api.pipelines.definition import as_written, definition_of, spec_of
+from api.pipelines.definition import as_written, definition_of, maintenance_in_effect, spec_of
 from api.pipelines.maintenance_policy import NO_OPERATOR_FLOOR, RetentionFloor
 from api.pipelines.models import Pipeline
 from api.pipelines.scheduling import look_again, next_fire
@@ -65,16 +65,15 @@ def to_read(pipeline: Pipeline, storage_root: str) -> PipelineRead:
         status=PipelineStatus(next_run_at=pipeline.next_run_at,
                               target_uri=target_uri(pipeline, spec.target, storage_root),
                               consumer_group=pipeline.group_mirror,
-                              table=table_health_of(pipeline, spec.target), freshness=freshness_of(pipeline)),
+                              table=table_health_of(pipeline, spec), freshness=freshness_of(pipeline)),
     )
 
 
-def table_health_of(pipeline: Pipeline, target: DeltaTarget | KafkaTarget | None = None) -> TableHealthSnapshot | None:
+def table_health_of(pipeline: Pipeline, spec: PipelineSpec | None = None) -> TableHealthSnapshot | None:
     """The Delta table's health as last recorded on the pipeline's row (no query); None for a Kafka target."""
-    target = target or definition_of(pipeline).target
-    if not isinstance(target, DeltaTarget):
-        return None
-    return snapshot_of(pipeline.table_health, target.maintenance, utcnow())
+    policy = (maintenance_in_effect(spec.target, spec.schedule) if spec is not None
+              else definition_of(pipeline).maintenance)
+    return None if policy is None else snapshot_of(pipeline.table_health, policy, utcnow())
 
 
 def record_group_mirror(session: Session, pipeline: Pipeline, outcome: dict[str, Any]) -> None:

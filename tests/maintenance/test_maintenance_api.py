@@ -76,6 +76,38 @@ def test_the_policy_is_in_the_definition_with_its_defaults_and_its_floor(client:
         assert_problem(refused, 422, fields={field})
 
 
+def test_a_continuous_pipeline_takes_its_own_defaults_where_its_policy_is_silent(  # type: ignore[no-untyped-def]
+    client: TestClient, tenant, dispatcher: RecordingDispatcher,  # noqa: F811 (the fixture imported above)
+) -> None:
+    target = {"type": "delta", "path": f"bronze/c{uuid.uuid4().hex[:6]}",
+              "maintenance": {"compaction": {"max_commits": 500}}}
+    made = create_pipeline(client, tenant, target=target, state="paused", schedule={"continuous": True})
+    assert made["target"]["maintenance"] == {"compaction": {"max_commits": 500}}  # read back as written
+    policy = client.get(f"/pipelines/{made['id']}/maintenance", headers=tenant.viewer).json()["policy"]
+    # the continuous defaults where the policy is silent; what it wrote stays
+    assert (policy["compaction"]["min_small_files"], policy["compaction"]["max_commits"]) == (10, 500)
+    assert policy["checkpoints"] == {"interval": 10, "log_retention_days": 7}
+
+    ident, engine = uuid.UUID(made["id"]), client.app.state.engine
+    small_run = {"files_written": 1, "bytes_written": 4000, "delta_version": 1}
+    asked = []
+    for _ in range(10):
+        with unit_of_work(engine) as session:
+            asked.append(record_commit(session, session.get(Pipeline, ident), small_run))
+    assert asked == [False] * 9 + [True]  # the tenth small file made it due
+    assert dispatcher.table_maintenance == [ident]
+    read = client.get(f"/pipelines/{made['id']}", headers=tenant.viewer).json()
+    assert read["status"]["table"]["compaction_due"] is True
+
+    # the schedule decides: made a batch pipeline, it takes the batch defaults again
+    changed = client.patch(f"/pipelines/{made['id']}", headers=tenant.editor,
+                           json={"schedule": {"continuous": None, "interval_seconds": 60}})  # a merge patch
+    assert changed.status_code == 200, changed.text
+    assert changed.json()["status"]["table"]["compaction_due"] is False  # 10 small files of 50
+    policy = client.get(f"/pipelines/{made['id']}/maintenance", headers=tenant.viewer).json()["policy"]
+    assert (policy["compaction"]["min_small_files"], policy["checkpoints"]["log_retention_days"]) == (50, 30)
+
+
 def test_dry_run_then_a_task_compacts_vacuums_and_records_it(  # type: ignore[no-untyped-def]
     client: TestClient, tenant, dispatcher: RecordingDispatcher,  # noqa: F811 (the fixture imported above)
 ) -> None:
