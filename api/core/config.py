@@ -132,6 +132,10 @@ class Settings(BaseSettings):
     quota_concurrent_runs: int = Field(
         default=10, ge=1, description="Runs of one tenant the workers execute at once; more wait their turn"
     )
+    quota_continuous_pipelines: int = Field(
+        default=10, ge=0, description="Active continuous pipelines a tenant may have: each looks for records every "
+        "idle_wait_ms while its topics are idle, a worker's time no run counts"
+    )
 
     # /metrics (docs/usage.md).
     metrics_pipeline_labels: bool = Field(

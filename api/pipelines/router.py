@@ -78,7 +78,8 @@ def replace_pipeline(
     """Replace a pipeline's whole definition; the same body twice changes nothing the second time."""
     root = settings.resolved_storage_root
     return _read(service.replace_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id, spec=body,
-                                          if_match=if_match, storage_root=root, retention=RetentionFloor.of(settings)),
+                                          if_match=if_match, storage_root=root, quotas=QuotaLimits.defaults(settings),
+                                          retention=RetentionFloor.of(settings)),
                  root, response)
 
 
@@ -90,7 +91,8 @@ def patch_pipeline(
     """Change some fields of a pipeline (JSON Merge Patch)."""
     root = settings.resolved_storage_root
     return _read(service.patch_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id, patch=body,
-                                        if_match=if_match, storage_root=root, retention=RetentionFloor.of(settings)),
+                                        if_match=if_match, storage_root=root, quotas=QuotaLimits.defaults(settings),
+                                        retention=RetentionFloor.of(settings)),
                  root, response)
 
 
@@ -110,7 +112,7 @@ def pause_pipeline(
 ) -> PipelineRead:
     """Pause a pipeline: its schedule stops firing; pausing a paused pipeline changes nothing."""
     return _read(service.set_state(session=session, ctx=ctx, pipeline_id=pipeline_id, state="paused",
-                                   if_match=if_match), settings.resolved_storage_root, response)
+                                   quotas=QuotaLimits.defaults(settings), if_match=if_match), settings.resolved_storage_root, response)
 
 
 @router.post("/{pipeline_id}/resume", operation_id="resume_pipeline", response_model=PipelineRead)
@@ -120,7 +122,7 @@ def resume_pipeline(
 ) -> PipelineRead:
     """Resume a paused pipeline; its schedule fires again from now."""
     return _read(service.set_state(session=session, ctx=ctx, pipeline_id=pipeline_id, state="active",
-                                   if_match=if_match), settings.resolved_storage_root, response)
+                                   quotas=QuotaLimits.defaults(settings), if_match=if_match), settings.resolved_storage_root, response)
 
 
 def _lag_alert(pipeline: Pipeline, response: Response) -> LagAlertRead:

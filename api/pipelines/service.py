@@ -25,7 +25,6 @@ from api.pipelines.maintenance_policy import NO_OPERATOR_FLOOR, RetentionFloor
 from api.pipelines.models import Pipeline
 from api.pipelines.scheduling import look_again, next_fire
 from api.pipelines.schemas import (
-    ContinuousSchedule,
     DeltaTarget,
     Freshness,
     KafkaTarget,
@@ -138,15 +137,19 @@ def _apply(pipeline: Pipeline, spec: PipelineSpec) -> None:
     pipeline.target_connection_id = spec.target.connection_id if isinstance(spec.target, KafkaTarget) else None
 
 
-def _set_state(session: Session, pipeline: Pipeline, state: str) -> None:
-    """The state, and the schedule's next slot; an active continuous pipeline looks at once."""
+def _set_state(session: Session, pipeline: Pipeline, state: str, *, quotas: QuotaLimits, looped: bool) -> None:
+    """The state, and the schedule's next slot; an active continuous pipeline looks at once, within its
+    tenant's ``continuous_pipelines`` quota if it did not loop already (``looped``: ``_loops`` before)."""
     if state != pipeline.state:
         PIPELINE_STATES.check(pipeline.state, state)
         pipeline.state = state
-    schedule = definition_of(pipeline).schedule
-    if pipeline.state == "active" and isinstance(schedule, ContinuousSchedule):
+    if _loops(pipeline):
+        if not looped:
+            enforce(session, pipeline.tenant_id, "continuous_pipelines", defaults=quotas,
+                    count=lambda: continuous_used(session, pipeline.tenant_id, besides=pipeline.id))
         look_again(session, pipeline)
         return
+    schedule = definition_of(pipeline).schedule
     pipeline.next_run_at = next_fire(schedule, utcnow()) if pipeline.state == "active" else None
 
 
@@ -159,6 +162,18 @@ def quota_used(session: Session, tenant_id: uuid.UUID) -> int:
     return session.exec(select(func.count()).select_from(Pipeline).where(Pipeline.tenant_id == tenant_id)).one()
 
 
+def _loops(pipeline: Pipeline) -> bool:
+    """Active and continuous: looking for records on its own every ``idle_wait_ms``."""
+    return pipeline.state == "active" and "continuous" in (pipeline.schedule_as_written or {})
+
+
+def continuous_used(session: Session, tenant_id: uuid.UUID, *, besides: uuid.UUID | None = None) -> int:
+    """The tenant's active continuous pipelines (but ``besides``): what its ``continuous_pipelines``
+    quota counts."""
+    active = scoped_select(Pipeline, tenant_id).where(Pipeline.state == "active", Pipeline.id != besides)
+    return sum(1 for pipeline in session.exec(active) if _loops(pipeline))
+
+
 def create_pipeline(
     *, session: Session, ctx: TenantContext, spec: PipelineSpec, storage_root: str, quotas: QuotaLimits,
     retention: RetentionFloor = NO_OPERATOR_FLOOR,
@@ -169,7 +184,7 @@ def create_pipeline(
     pipeline = Pipeline(tenant_id=ctx.tenant_id, name=spec.name, connection_id=spec.source.connection_id,
                         source_as_written={}, target_as_written={}, state=spec.state)
     _apply(pipeline, spec)
-    _set_state(session, pipeline, spec.state)
+    _set_state(session, pipeline, spec.state, quotas=quotas, looped=False)
     session.add(pipeline)
     session.flush()
     record_by(session, ctx, resource_type="pipeline", resource_id=pipeline.id, action="create", after=_audit_view(pipeline))
@@ -207,7 +222,7 @@ def pipelines_using(
 
 def replace_pipeline(
     *, session: Session, ctx: TenantContext, pipeline_id: uuid.UUID, spec: PipelineSpec,
-    if_match: str | None, storage_root: str, retention: RetentionFloor = NO_OPERATOR_FLOOR,
+    if_match: str | None, storage_root: str, quotas: QuotaLimits, retention: RetentionFloor = NO_OPERATOR_FLOOR,
 ) -> Pipeline:
     pipeline = get_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id, lock=True)
     check_if_match(if_match, etag(pipeline))
@@ -220,9 +235,10 @@ def replace_pipeline(
     schedule_changed = _stored(spec)["schedule"] != pipeline.schedule_as_written
     if _path_of(definition_of(pipeline).target) != _path_of(spec.target):
         pipeline.table_health = None  # another table: nothing recorded of it yet
+    looped = _loops(pipeline)
     _apply(pipeline, spec)
     if spec.state != pipeline.state or schedule_changed:
-        _set_state(session, pipeline, spec.state)
+        _set_state(session, pipeline, spec.state, quotas=quotas, looped=looped)
     _touch(session, ctx, pipeline, "update", before)
     return pipeline
 
@@ -262,7 +278,7 @@ def _touch(session: Session, ctx: TenantContext, pipeline: Pipeline, action: str
 
 def patch_pipeline(
     *, session: Session, ctx: TenantContext, pipeline_id: uuid.UUID, patch: dict[str, Any],
-    if_match: str | None, storage_root: str, retention: RetentionFloor = NO_OPERATOR_FLOOR,
+    if_match: str | None, storage_root: str, quotas: QuotaLimits, retention: RetentionFloor = NO_OPERATOR_FLOOR,
 ) -> Pipeline:
     pipeline = get_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id, lock=True)
     merged = merge_patch(_stored(spec_of(pipeline)), patch)
@@ -271,11 +287,12 @@ def patch_pipeline(
     except ValidationError as exc:
         raise ValidationFailed.of(exc, "The patched pipeline is not valid") from None
     return replace_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id, spec=spec, if_match=if_match,
-                            storage_root=storage_root, retention=retention)
+                            storage_root=storage_root, quotas=quotas, retention=retention)
 
 
 def set_state(
-    *, session: Session, ctx: TenantContext, pipeline_id: uuid.UUID, state: str, if_match: str | None = None
+    *, session: Session, ctx: TenantContext, pipeline_id: uuid.UUID, state: str, quotas: QuotaLimits,
+    if_match: str | None = None,
 ) -> Pipeline:
     """Pause or resume; asking for the state it already has changes nothing."""
     pipeline = get_pipeline(session=session, ctx=ctx, pipeline_id=pipeline_id, lock=True)
@@ -283,7 +300,7 @@ def set_state(
     if pipeline.state == state:
         return pipeline
     before = _audit_view(pipeline)
-    _set_state(session, pipeline, state)
+    _set_state(session, pipeline, state, quotas=quotas, looped=_loops(pipeline))
     _touch(session, ctx, pipeline, "pause" if state == "paused" else "resume", before)
     return pipeline
 

@@ -146,8 +146,9 @@ def edit_pipeline(caller: Editor, pipeline_id: str, form: Annotated[PipelineForm
         spec = form.spec(stored=as_written(pipeline))
         saved = pipelines.replace_pipeline(session=caller.session, ctx=caller.ctx, pipeline_id=ident, spec=spec,
                                            if_match=form.etag or None, storage_root=root,
+                                           quotas=QuotaLimits.defaults(caller.settings),
                                            retention=RetentionFloor.of(caller.settings))
-    except (ValidationFailed, Conflict, PreconditionFailed) as exc:
+    except (ValidationFailed, Conflict, PreconditionFailed, QuotaExceeded) as exc:
         caller.start_over(exc)
         pipeline = pipelines.get_pipeline(session=caller.session, ctx=caller.ctx, pipeline_id=ident)
         if isinstance(exc, PreconditionFailed) and spec is not None:
@@ -217,7 +218,8 @@ def delete_pipeline(caller: Editor, pipeline_id: str, form: Annotated[DeleteForm
 
 def _set_state(caller: SignedIn, pipeline_id: str, state: str, notice: str) -> Response:
     pipeline = pipelines.set_state(session=caller.session, ctx=caller.ctx,
-                                   pipeline_id=pages.parse_id(pipeline_id, "Pipeline"), state=state)
+                                   pipeline_id=pages.parse_id(pipeline_id, "Pipeline"), state=state,
+                                   quotas=QuotaLimits.defaults(caller.settings))
     return pages.redirect(f"/portal/pipelines/{pipeline.id}?notice={notice}")
 
 

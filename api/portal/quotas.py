@@ -14,6 +14,7 @@ router = portal_router()
 LABELS = {
     "pipelines": "Pipelines", "connections": "Connections", "api_keys": "API keys (unrevoked)",
     "webhooks": "Webhooks", "runs_per_hour": "Runs started in the last hour", "concurrent_runs": "Runs executing now",
+    "continuous_pipelines": "Active continuous pipelines",
 }
 
 

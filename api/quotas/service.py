@@ -31,6 +31,7 @@ def _counts(session: Session, tenant_id: uuid.UUID) -> dict[QuotaName, Callable[
         "webhooks": lambda: webhooks.quota_used(session, tenant_id),
         "runs_per_hour": lambda: runs.started_since(session, tenant_id, utcnow() - RATE_WINDOW)[0],
         "concurrent_runs": lambda: runs.running_count(session, tenant_id),
+        "continuous_pipelines": lambda: pipelines.continuous_used(session, tenant_id),
     }
 
 

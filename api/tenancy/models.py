@@ -66,4 +66,5 @@ class TenantQuota(SQLModel, table=True):
     webhooks: int | None = None
     runs_per_hour: int | None = None
     concurrent_runs: int | None = None
+    continuous_pipelines: int | None = None
     updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)

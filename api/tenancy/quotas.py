@@ -20,16 +20,19 @@ from api.core.config import Settings
 from api.core.errors import DomainError
 from api.tenancy.models import Tenant, TenantQuota
 
-QuotaName = Literal["pipelines", "connections", "api_keys", "webhooks", "runs_per_hour", "concurrent_runs"]
+QuotaName = Literal["pipelines", "connections", "api_keys", "webhooks", "runs_per_hour", "concurrent_runs",
+                    "continuous_pipelines"]
 QUOTA_NAMES: tuple[QuotaName, ...] = get_args(QuotaName)
 
 _WHAT: dict[QuotaName, str] = {
     "pipelines": "pipelines", "connections": "connections", "api_keys": "unrevoked API keys",
     "webhooks": "webhooks", "runs_per_hour": "runs started in an hour", "concurrent_runs": "runs executing at once",
+    "continuous_pipelines": "active continuous pipelines",
 }
 _FREE: dict[QuotaName, str] = {
     "pipelines": "delete one", "connections": "delete one", "api_keys": "revoke one", "webhooks": "delete one",
     "runs_per_hour": "try again later", "concurrent_runs": "wait for one to finish",
+    "continuous_pipelines": "pause one or give it a schedule",
 }
 
 
@@ -43,6 +46,7 @@ class QuotaLimits:
     webhooks: int
     runs_per_hour: int
     concurrent_runs: int
+    continuous_pipelines: int
 
     @classmethod
     def defaults(cls, settings: Settings) -> QuotaLimits:

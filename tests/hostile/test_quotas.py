@@ -26,10 +26,12 @@ from tests.factories import Tenant, assert_problem, connection_body, operator, p
 from tests.portal.helpers import sign_in
 
 # Small defaults, so that every limit is reached in a few requests.
-DEFAULTS = {"pipelines": 2, "connections": 3, "api_keys": 5, "webhooks": 2, "runs_per_hour": 2, "concurrent_runs": 3}
+DEFAULTS = {"pipelines": 2, "connections": 3, "api_keys": 5, "webhooks": 2, "runs_per_hour": 2, "concurrent_runs": 3,
+            "continuous_pipelines": 1}
 WHAT = {"pipelines": ("pipelines", "delete one"), "connections": ("connections", "delete one"),
         "api_keys": ("unrevoked API keys", "revoke one"), "webhooks": ("webhooks", "delete one"),
-        "runs_per_hour": ("runs started in an hour", "try again later")}
+        "runs_per_hour": ("runs started in an hour", "try again later"),
+        "continuous_pipelines": ("active continuous pipelines", "pause one or give it a schedule")}
 PATHS = {"pipelines": "/pipelines", "connections": "/connections", "api_keys": "/api-keys", "webhooks": "/webhooks"}
 
 
@@ -220,6 +222,49 @@ def test_a_schedule_slot_over_the_hourly_runs_is_skipped_with_its_reason_logged(
          "hour is reached (1 used): try again later, or ask the operator to raise it")]
     with Session(app.state.engine) as session:
         assert session.exec(select(Run).where(Run.pipeline_id == uuid.UUID(ids[1]))).all() == []
+
+
+def test_active_continuous_pipelines_are_counted_where_they_start_looping(client: TestClient, tenant: Tenant) -> None:
+    """Creating, resuming or making continuous a pipeline over the limit is refused whole; one that
+    already loops may still be edited, and a paused or scheduled one is not counted."""
+    _set(client, tenant.id, pipelines=10, continuous_pipelines=2)
+    connection_id = _connection(client, tenant)
+
+    def create(schedule: dict[str, Any], state: str) -> Any:
+        return client.post("/pipelines", headers=tenant.editor, json=pipeline_body(
+            connection_id, schedule=schedule, state=state))
+
+    looping = [create({"continuous": True}, "active").json() for _ in range(2)]
+    waiting = create({"continuous": True}, "paused")
+    scheduled = create({"interval_seconds": 60}, "active")
+    assert (waiting.status_code, scheduled.status_code) == (201, 201)
+    assert _used(client, tenant, "continuous_pipelines") == 2
+
+    refused = create({"continuous": True}, "active")
+    assert refused.json() == _problem("continuous_pipelines", 2, 2, "/pipelines")
+    resumed = client.post(f"/pipelines/{waiting.json()['id']}/resume", headers=tenant.editor)
+    assert resumed.json() == _problem("continuous_pipelines", 2, 2, f"/pipelines/{waiting.json()['id']}/resume")
+    path = f"/pipelines/{scheduled.json()['id']}"
+    made_continuous = client.patch(path, headers=tenant.editor,
+                                   json={"schedule": {"interval_seconds": None, "continuous": True}})
+    assert made_continuous.json() == _problem("continuous_pipelines", 2, 2, path)
+    # nothing of a refused change is left
+    assert client.get(path, headers=tenant.viewer).json()["schedule"] == {"interval_seconds": 60}
+    assert client.get(f"/pipelines/{waiting.json()['id']}", headers=tenant.viewer).json()["state"] == "paused"
+    assert len(client.get("/pipelines", headers=tenant.viewer).json()["items"]) == 4
+
+    _set(client, tenant.id, pipelines=10, continuous_pipelines=1)  # lowered under what loops: nothing stops
+    edited = client.patch(f"/pipelines/{looping[0]['id']}", headers=tenant.editor,
+                          json={"schedule": {"idle_wait_ms": 1000}})
+    assert edited.status_code == 200, edited.text
+    assert _used(client, tenant, "continuous_pipelines") == 2
+
+    _set(client, tenant.id, pipelines=10, continuous_pipelines=2)
+    paused = client.post(f"/pipelines/{looping[1]['id']}/pause", headers=tenant.editor)
+    assert paused.status_code == 200, paused.text
+    resumed = client.post(f"/pipelines/{waiting.json()['id']}/resume", headers=tenant.editor)
+    assert resumed.status_code == 200, resumed.text
+    assert _used(client, tenant, "continuous_pipelines") == 2
 
 
 def test_concurrent_creates_never_overshoot_a_limit(client: TestClient, tenant: Tenant) -> None:
