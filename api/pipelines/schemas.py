@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import uuid
 from datetime import UTC, datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadDateError, croniter
@@ -16,8 +16,10 @@ from pydantic import (
     AwareDatetime,
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
     StrictInt,
+    Tag,
     field_validator,
     model_validator,
 )
@@ -351,7 +353,23 @@ class ContinuousSchedule(AsWritten):
                     "backlog drains in several commits")
 
 
-Schedule = CronSchedule | IntervalSchedule | ContinuousSchedule
+# Each schedule is told by the one field of its kind it holds; an error names only that schedule's fields.
+_SCHEDULE_KINDS = {"cron": "CronSchedule", "interval_seconds": "IntervalSchedule", "continuous": "ContinuousSchedule"}
+
+
+def _schedule_kind(value: Any) -> str | None:
+    held = [tag for name, tag in _SCHEDULE_KINDS.items()
+            if (name in value if isinstance(value, dict) else getattr(value, name, None) is not None)]
+    return held[0] if len(held) == 1 else None
+
+
+Schedule = Annotated[
+    Annotated[CronSchedule, Tag("CronSchedule")] | Annotated[IntervalSchedule, Tag("IntervalSchedule")]
+    | Annotated[ContinuousSchedule, Tag("ContinuousSchedule")],
+    Discriminator(_schedule_kind, custom_error_type="schedule_kind",
+                  custom_error_message="A schedule holds exactly one of cron, interval_seconds and continuous (in a "
+                                       "merge patch, set the one it replaces to null)"),
+]
 
 
 class PipelineSpec(BaseModel):

@@ -43,12 +43,22 @@ def test_the_schedule_reads_back_as_written_and_bad_values_are_named(client: Tes
     connection_id = create_connection(client, tenant)["id"]
     for schedule, field in (({"continuous": True, "idle_wait_ms": 10}, "schedule.ContinuousSchedule.idle_wait_ms"),
                             ({"continuous": False}, "schedule.ContinuousSchedule.continuous"),
-                            ({"continuous": True, "interval_seconds": 10}, "schedule.ContinuousSchedule.interval_seconds")):
+                            ({"continuous": True, "interval_seconds": 10}, "schedule")):  # two kinds
         refused = client.post("/pipelines", headers=tenant.editor, json={
             "name": "bad", "source": {"connection_id": connection_id, "topics": ["t"]},
             "target": {"type": "delta", "path": "bronze/bad"}, "schedule": schedule})
         body = assert_problem(refused, 422)
         assert field in {e["field"] for e in body["errors"]}, body
+        assert all(e["field"].startswith((field, "schedule.ContinuousSchedule")) for e in body["errors"]), body
+
+    # a merge patch to another kind names the field to null
+    patched = client.patch(f"/pipelines/{created['id']}", headers=tenant.editor,
+                           json={"schedule": {"interval_seconds": 60}})
+    body = assert_problem(patched, 422, fields={"schedule"})
+    assert "set the one it replaces to null" in body["errors"][0]["message"], body
+    patched = client.patch(f"/pipelines/{created['id']}", headers=tenant.editor,
+                           json={"schedule": {"interval_seconds": 60, **dict.fromkeys(CONTINUOUS)}})
+    assert patched.status_code == 200 and patched.json()["schedule"] == {"interval_seconds": 60}, patched.text
 
 
 def test_an_active_pipeline_looks_at_once_and_a_paused_one_not(
