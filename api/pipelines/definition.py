@@ -18,15 +18,12 @@ from pydantic import TypeAdapter
 
 from api.pipelines.maintenance_policy import MaintenancePolicy
 from api.pipelines.models import Pipeline
+from api.pipelines.schedules import ContinuousSchedule, CronSchedule, IntervalSchedule, Schedule
 from api.pipelines.schemas import (
-    ContinuousSchedule,
-    CronSchedule,
     DeltaTarget,
-    IntervalSchedule,
     KafkaSource,
     KafkaTarget,
     PipelineSpec,
-    Schedule,
     Target,
 )
 

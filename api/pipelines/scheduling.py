@@ -21,7 +21,7 @@ from api.core.db import utcnow
 from api.core.enqueue import enqueue_continuation
 from api.pipelines.definition import schedule_of
 from api.pipelines.models import Pipeline
-from api.pipelines.schemas import ContinuousSchedule, IntervalSchedule, Schedule
+from api.pipelines.schedules import ContinuousSchedule, IntervalSchedule, Schedule
 
 # How long a continuous pipeline's slot is held while its worker looks or runs: past it, the
 # scheduler takes the slot over (a worker died between two runs; a run longer than this finds its

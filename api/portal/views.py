@@ -12,8 +12,8 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from api.core.db import utcnow
+from api.pipelines.schedules import ContinuousSchedule, CronSchedule, Schedule
 from api.pipelines.scheduling import next_fire
-from api.pipelines.schemas import ContinuousSchedule, CronSchedule, Schedule
 
 NEXT_FIRES_SHOWN = 5
 

@@ -18,8 +18,8 @@ from sqlmodel import Session
 
 from api.pipelines.definition import definition_of
 from api.pipelines.models import Pipeline
+from api.pipelines.schedules import ContinuousSchedule
 from api.pipelines.scheduling import CONTINUOUS_HOLD_S, look_again
-from api.pipelines.schemas import ContinuousSchedule
 from api.runs import repository
 from api.runs.models import Run
 

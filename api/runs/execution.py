@@ -26,8 +26,8 @@ from api.core.enqueue import enqueue_run
 from api.kafka.errors import KafkaClientError
 from api.pipelines.definition import definition_of
 from api.pipelines.models import Pipeline
+from api.pipelines.schedules import ContinuousSchedule
 from api.pipelines.scheduling import claim_slot
-from api.pipelines.schemas import ContinuousSchedule
 from api.pipelines.service import target_uri
 from api.runs import fairness, lifecycle, repository
 from api.runs.delta_state import committed_txn_version

@@ -21,7 +21,8 @@ from api.ledger.positions import partitions_to_read, starting_offset, starting_p
 from api.ledger.service import RangesByTopic
 from api.pipelines.definition import definition_of
 from api.pipelines.models import Pipeline
-from api.pipelines.schemas import ContinuousSchedule, KafkaSource, Schedule
+from api.pipelines.schedules import ContinuousSchedule, Schedule
+from api.pipelines.schemas import KafkaSource
 
 
 @dataclass(frozen=True)

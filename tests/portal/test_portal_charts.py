@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from api.pipelines.schemas import CronSchedule, IntervalSchedule
+from api.pipelines.schedules import CronSchedule, IntervalSchedule
 from api.portal import charts, views
 from api.runs.schemas import RunPartition, RunRead
 

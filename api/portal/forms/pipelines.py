@@ -10,18 +10,15 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.core.errors import DomainError
+from api.pipelines.schedules import ContinuousSchedule, CronSchedule, IntervalSchedule, Schedule
 from api.pipelines.schemas import (
     REGISTRY_FORMATS,
-    ContinuousSchedule,
-    CronSchedule,
     DeltaTarget,
-    IntervalSchedule,
     KafkaSource,
     KafkaTarget,
     PipelineRead,
     PipelineSpec,
     RegistrySchema,
-    Schedule,
 )
 from api.portal.forms.base import Parts, PortalForm, options_text, settings_lines, utc_input, utc_moment
 from api.portal.views import FormErrors
