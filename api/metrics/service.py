@@ -100,11 +100,11 @@ class InletCollector(Collector):
 
     def _lag(self, session: Session) -> Iterator[Metric]:
         lag = GaugeMetricFamily("inlet_pipeline_lag_records", "Consumer lag per pipeline as last observed",
-                                labels=["tenant_id", "pipeline_id", "pipeline"])
-        rows = session.exec(select(Pipeline.tenant_id, Pipeline.id, Pipeline.name, col(Pipeline.observed_lag))
+                                labels=["tenant_id", "pipeline_id"])
+        rows = session.exec(select(Pipeline.tenant_id, Pipeline.id, col(Pipeline.observed_lag))
                             .where(col(Pipeline.observed_lag).is_not(None))).all()
-        for tenant_id, pipeline_id, name, observed in rows:
-            lag.add_metric([str(tenant_id), str(pipeline_id), name], observed or 0)
+        for tenant_id, pipeline_id, observed in rows:
+            lag.add_metric([str(tenant_id), str(pipeline_id)], observed or 0)
         yield lag
         newest = GaugeMetricFamily("inlet_pipeline_newest_record_timestamp_seconds", "The Kafka timestamp of the "
                                    "newest committed record at each pipeline's worst partition (freshness: time() "

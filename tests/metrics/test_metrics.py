@@ -62,8 +62,9 @@ def test_metrics_report_runs_durations_volumes_and_lag(client: TestClient, tenan
     assert samples[("inlet_run_duration_seconds_count", ())] == 3
     assert samples[("inlet_run_duration_seconds_bucket", (("le", "30.0"),))] == 0
     assert samples[("inlet_run_duration_seconds_bucket", (("le", "60.0"),))] == 3
-    lag = {dict(labels)["pipeline_id"]: v for (name, labels), v in samples.items() if name == "inlet_pipeline_lag_records"}
-    assert lag == {str(p): 10.0 * (i + 1) for i, p in enumerate(finished)}
+    lag = {labels: v for (name, labels), v in samples.items() if name == "inlet_pipeline_lag_records"}
+    # ids only: a name is tenant input and changes
+    assert lag == {(("pipeline_id", str(p)), *by_tenant): 10.0 * (i + 1) for i, p in enumerate(finished)}
     newest = {dict(labels)["pipeline_id"]: v for (name, labels), v in samples.items()
               if name == "inlet_pipeline_newest_record_timestamp_seconds"}
     assert newest == {str(finished[0]): NEWEST.timestamp()}, "only the pipeline whose run read a record"
