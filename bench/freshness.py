@@ -10,6 +10,7 @@ Printed per pipeline: produce → visible P50, P95, P99 and max; at the end ever
 (by partition and offset), the live files, and the table's load time beside a compacted copy's.
 
     .venv/bin/python bench/freshness.py --kafka-home ../shared/kafka [--rate 1000] [--seconds 300]
+        [--database-url postgresql+psycopg://…/an_empty_database]   (SQLite by default)
 """
 
 from __future__ import annotations
@@ -133,7 +134,7 @@ def load_ratio(uri: str, scratch: Path) -> tuple[int, float, float]:
     return len(table.file_uris()), load(uri), load(str(copy))
 
 
-def where_the_time_goes(data_dir: Path, pipeline_id: str) -> str:
+def where_the_time_goes(database_url: str, pipeline_id: str) -> str:
     """The medians of a continuous pipeline's runs, step by step: from the look being due (its slot) to
     the run recorded with a plan, to its claim, the job's own steps (Spark session, read and write,
     Delta commit; the job's timings), and from the job's end to the offsets committed."""
@@ -145,7 +146,7 @@ def where_the_time_goes(data_dir: Path, pipeline_id: str) -> str:
     import api.models  # noqa: F401  (every table registered)
     from api.runs.models import Run
 
-    engine = create_engine(f"sqlite:///{data_dir / 'inlet.db'}")
+    engine = create_engine(database_url)
     with Session(engine) as session:
         runs = session.exec(select(Run).where(Run.pipeline_id == uuid.UUID(pipeline_id),
                                               Run.state == "succeeded")).all()
@@ -176,6 +177,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=300)
     parser.add_argument("--partitions", type=int, default=16)
     parser.add_argument("--poll-ms", type=int, default=100, help="how often the outside reader looks")
+    parser.add_argument("--database-url", help="Inlet's database (an empty one); default SQLite")
     args = parser.parse_args()
 
     os.environ["INLET_TEST_KAFKA_HOME"] = args.kafka_home
@@ -187,6 +189,8 @@ def main() -> None:
     assert home is not None, "no Kafka distribution at --kafka-home"
     broker = RealKafka(home, scratch / "kafka").start()
     stack = LocalStack(scratch / "stack")
+    database_url = args.database_url or f"sqlite:///{stack.data_dir / 'inlet.db'}"
+    stack.env["INLET_DATABASE_URL"] = database_url  # migrated by start_inlet
     try:
         bootstrap = broker.bootstrap_servers
         admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -233,7 +237,7 @@ def main() -> None:
             print(f"  {name:>13}: produce → visible {percentiles(latency)}")
             print(f"  {'':>13}  {exactly_once(uri, produced, args.partitions)}; {files} live files; "
                   f"load {loaded:.3f} s vs {compacted:.3f} s compacted ({loaded / compacted:.2f}x)")
-        print(f"  where a continuous run's time goes: {where_the_time_goes(stack.data_dir, ids['continuous'])}")
+        print(f"  where a continuous run's time goes: {where_the_time_goes(database_url, ids['continuous'])}")
         worker_log = (stack.data_dir / "worker.log").read_text(errors="replace")
         print(f"  the worker's engine was recycled {worker_log.count('takes over')} time(s) (a replacement "
               f"started beside it each time)")
