@@ -207,19 +207,17 @@ class _PredicateParser:
         return tuple(items)
 
     def _additive(self) -> Node:
-        node = self._multiplicative()
-        while self._is("+", "-"):
-            op = self.token.text
-            self.i += 1
-            node = Call(op, (node, self._multiplicative()))
-        return node
+        return self._left_to_right(("+", "-"), self._multiplicative)
 
     def _multiplicative(self) -> Node:
-        node = self._unary()
-        while self._is("*", "/"):
+        return self._left_to_right(("*", "/"), self._unary)
+
+    def _left_to_right(self, ops: tuple[str, ...], operand: Callable[[], Node]) -> Node:
+        node = operand()
+        while self._is(*ops):
             op = self.token.text
             self.i += 1
-            node = Call(op, (node, self._unary()))
+            node = Call(op, (node, operand()))
         return node
 
     def _unary(self) -> Node:
@@ -246,7 +244,7 @@ class _PredicateParser:
         if token.kind == "word" and self._is("("):
             if token.text.lower() not in FUNCTIONS:
                 raise PredicateError(f"a predicate calls only {', '.join(FUNCTIONS)} (at {token.at + 1})")
-            return self._call(token)
+            return self._nested(lambda: self._call(token))
         if token.kind == "name" or (token.kind == "word" and token.text.lower() not in _KEYWORDS):
             return self._column(token)
         self.i -= 1

@@ -95,6 +95,9 @@ def test_size_and_depth_are_bounded() -> None:
         parse("(" * (MAX_DEPTH + 1) + "id" + ")" * (MAX_DEPTH + 1) + " = 1")
     with pytest.raises(PredicateError, match=f"deeper than {MAX_DEPTH}"):
         parse("NOT " * (MAX_DEPTH + 1) + "id = 1")
+    for nested in ("lower(" * 200 + "email" + ")" * 200 + " = 'a'", "- " * 600 + "id = 1"):
+        with pytest.raises(PredicateError, match=f"deeper than {MAX_DEPTH}"):  # not Python's recursion limit
+            parse(nested)
     assert _violating("(" * 10 + "id = 1" + ")" * 10) == [1, 3]
 
 
