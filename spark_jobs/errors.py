@@ -31,6 +31,7 @@ JobErrorKind = Literal[
     "invalid_spec",
     "record_too_large",  # a record past the run's bound once decompressed (read_budget): not retried
     "table_unsupported",  # the table uses a Delta feature the operation cannot write correctly (table_features)
+    "expectation_failed",  # a row violated an expectation whose action is fail (contract.expectations): not retried
     "cancelled",  # the run was cancelled (or timed out) and the job stopped before committing
     "internal",
 ]

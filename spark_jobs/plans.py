@@ -16,11 +16,14 @@ import pickle
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import WriterCommitMessage
+
+if TYPE_CHECKING:
+    from spark_jobs.contract.expectations import Verdicts
 
 PartitionKey = tuple[str, int]  # (topic, partition)
 TableRole = Literal["main", "quarantine"]
@@ -75,6 +78,14 @@ class TaskReport(WriterCommitMessage):
     # records that are no change (debezium's tombstones).
     changes: bytes | None = None
     skipped: int = 0
+    # The pipeline's expectations: per rule, the decoded rows that violated it; and the rows that violated any.
+    expectations: dict[str, int] = field(default_factory=dict)
+    rows_violating: int = 0
+
+    def expected(self, verdicts: Verdicts | None) -> None:
+        """The task's counts of the expectations' violations (none without expectations)."""
+        if verdicts is not None:
+            self.expectations, self.rows_violating = dict(verdicts.counts), verdicts.rows_violating
 
 
 def collect_read_stats(batch: pa.RecordBatch, into: dict[PartitionKey, PartitionStats]) -> None:

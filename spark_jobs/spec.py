@@ -233,6 +233,21 @@ class KafkaTargetSpec(_Model):
 
 
 TargetSpec = Annotated[DeltaTargetSpec | KafkaTargetSpec, Field(discriminator="type")]
+ExpectationAction = Literal["warn", "quarantine", "fail"]
+
+
+class ExpectationSpec(_Model):
+    """A rule on each decoded row (``contract.expectations``; ``spark_jobs.contract.expectations``)."""
+
+    name: str
+    predicate: str  # parsed by the API when the pipeline was written, again by the driver
+    action: ExpectationAction = "warn"
+
+
+class ContractSpec(_Model):
+    """The pipeline's data contract, as its runs apply it."""
+
+    expectations: tuple[ExpectationSpec, ...] = ()
 
 
 class RunSpec(_Model):
@@ -242,6 +257,7 @@ class RunSpec(_Model):
     source: SourceSpec
     target: TargetSpec
     egress: Egress = Egress()
+    contract: ContractSpec = ContractSpec()
 
     @model_validator(mode="after")
     def _decoding_needs_delta_quarantine(self) -> RunSpec:
@@ -251,6 +267,8 @@ class RunSpec(_Model):
         if (isinstance(self.target, DeltaTargetSpec) and self.target.mode == "upsert"
                 and self.source.value_format not in ("json", *REGISTRY_FORMATS)):
             raise ValueError("mode upsert reads json values or a registry format's (key columns are value fields)")
+        if self.contract.expectations and not (decodes and isinstance(self.target, DeltaTargetSpec)):
+            raise ValueError("expectations test the decoded rows of a Delta target (json or a registry format)")
         return self
 
     @property
@@ -346,6 +364,14 @@ class JobFailure(_Model):
     partition: int | None = None
 
 
+class ExpectationCount(_Model):
+    """One expectation's outcome in a run: the decoded rows that violated it."""
+
+    name: str
+    action: ExpectationAction
+    rows_violating: int = 0
+
+
 class RunResult(_Model):
     run_id: str
     status: Literal["succeeded", "failed"]
@@ -359,6 +385,9 @@ class RunResult(_Model):
     # Data files added to the main Delta table; None where the target does not tell (Kafka).
     files_written: int | None = None
     already_committed: bool = False
+    # The pipeline's expectations, in its order; and the decoded rows that violated at least one.
+    expectations: list[ExpectationCount] = []
+    rows_violating: int = 0
     timings: Timings
     error: JobFailure | None = None
 

@@ -12,7 +12,16 @@ from typing import TYPE_CHECKING
 
 from spark_jobs.errors import JobError
 from spark_jobs.plans import PartitionKey, PartitionStats, TaskReport
-from spark_jobs.spec import JobFailure, OffsetRange, PartitionResult, RunResult, RunSpec, Timings, redact
+from spark_jobs.spec import (
+    ExpectationCount,
+    JobFailure,
+    OffsetRange,
+    PartitionResult,
+    RunResult,
+    RunSpec,
+    Timings,
+    redact,
+)
 
 if TYPE_CHECKING:
     from spark_jobs.targets import Committed
@@ -28,6 +37,8 @@ class Tally:
         self.stats: dict[PartitionKey, PartitionStats] = {}
         self.gaps: dict[PartitionKey, OffsetRange] = {}
         self.rows_written = self.rows_quarantined = 0
+        self.violations: dict[str, int] = {}  # per expectation, the decoded rows that violated it
+        self.rows_violating = 0
         self.bytes_written: int | None = None
         self.delta_version: int | None = None
         self.files_written: int | None = None
@@ -49,11 +60,15 @@ class Tally:
             for key, stats in report.partitions.items():
                 total = self.stats.setdefault(key, PartitionStats())
                 total.merge(stats.records, stats.first_offset, stats.last_offset, stats.bytes, stats.newest)
+            for name, count in report.expectations.items():
+                self.violations[name] = self.violations.get(name, 0) + count
+            self.rows_violating += report.rows_violating
 
     def committed(self, outcome: Committed) -> None:
         if outcome.already_committed:
             self.already_committed = True
             self.stats = {}  # an earlier attempt wrote these records: none of them counts for this one
+            self.violations, self.rows_violating = {}, 0
             return
         self.rows_written, self.rows_quarantined = outcome.rows, outcome.quarantined
         self.bytes_written, self.delta_version, self.files_written = outcome.bytes, outcome.version, outcome.files
@@ -89,6 +104,9 @@ class Tally:
             delta_version=self.delta_version,
             files_written=self.files_written,
             already_committed=self.already_committed,
+            expectations=[ExpectationCount(name=e.name, action=e.action, rows_violating=self.violations.get(e.name, 0))
+                          for e in spec.contract.expectations],
+            rows_violating=self.rows_violating,
             timings=Timings(
                 started_at=self.started_at,
                 finished_at=datetime.now(UTC),

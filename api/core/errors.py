@@ -136,10 +136,12 @@ def problem(
 
 def field_error(loc: str, message: str) -> ValidationError:
     """For a pydantic validator of a whole model to raise: the error of the field at ``loc`` (dotted,
-    relative to the model), read as pydantic's own ``value_error`` of that field, so that the problem
-    names the field a rule concerns rather than the model that checks it (Polar's explicit ``loc``)."""
+    relative to the model; a number is a list's index), read as pydantic's own ``value_error`` of that
+    field, so that the problem names the field a rule concerns rather than the model that checks it
+    (Polar's explicit ``loc``)."""
+    path = tuple(int(part) if part.isdigit() else part for part in loc.split("."))
     return ValidationError.from_exception_data("field", [InitErrorDetails(
-        type="value_error", loc=tuple(loc.split(".")), input=None, ctx={"error": ValueError(message)})])
+        type="value_error", loc=path, input=None, ctx={"error": ValueError(message)})])
 
 
 def _loc(parts: tuple[Any, ...]) -> str:

@@ -35,6 +35,8 @@ _USAGE: tuple[tuple[str, str, str, float], ...] = (
      "records_read", 1.0),
     ("inlet_rows_written", "Rows written to targets", "rows_written", 1.0),
     ("inlet_rows_quarantined", "Rows written to quarantine tables", "rows_quarantined", 1.0),
+    ("inlet_rows_violating_expectations", "Rows that violated at least one of their pipeline's expectations",
+     "rows_violating", 1.0),
     ("inlet_bytes_ingested", "Bytes of Kafka keys and values read", "bytes_read", 1.0),
     ("inlet_bytes_written", "Bytes of files written to Delta targets", "bytes_written", 1.0),
     ("inlet_run_wall_seconds", "Attempts' time from a worker's claim to their end", "wall_ms", 0.001),

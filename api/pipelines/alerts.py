@@ -18,8 +18,9 @@ import json
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import update
 from sqlmodel import Session, col, select
 
@@ -29,9 +30,42 @@ from api.core.errors import NotFound
 from api.core.etag import check_if_match, etag_for
 from api.core.security import TenantContext
 from api.pipelines.models import Pipeline
-from api.pipelines.schemas import LagAlertRead, LagAlertSpec, LagAlertStatus
 from api.pipelines.service import freshness_of, get_pipeline
 from api.webhooks.events import emit
+
+
+class LagAlertSpec(BaseModel):
+    """The lag that raises ``pipeline.lag_exceeded`` (docs/webhooks.md); ``pipeline.lag_recovered``
+    follows once the lag is back below half of each threshold."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    lag_records: int = Field(ge=1, le=10**15, description="Records between the pipeline's position and the "
+                                                          "partitions' ends, as its last plan or commit saw them")
+    lag_age_s: int | None = Field(
+        default=None, ge=60, le=31 * 86_400,
+        description="Also raise the alert when the pipeline has not caught up for this long: seconds since a plan "
+                    "or commit last found nothing left to read (at most the age of its oldest unread record)")
+    freshness_s: int | None = Field(
+        default=None, ge=1, le=31 * 86_400,
+        description="Also raise the alert when records wait and the newest committed record (at the worst "
+                    "partition) is older than this many seconds: a continuous pipeline's freshness target")
+
+
+class LagAlertStatus(BaseModel):
+    state: Literal["ok", "exceeded"]
+    since: datetime | None = Field(description="When the alert was raised; null while it is not")
+    observed_lag: int | None = Field(description="The lag last observed; null: never planned yet")
+    observed_at: datetime | None
+    behind_s: float | None = Field(description="Seconds since the pipeline last had nothing left to read")
+    freshness_s: float | None = Field(default=None, description="The age of the newest committed record at the "
+                                                                "worst partition (status.freshness.age_s)")
+
+
+class LagAlertRead(LagAlertSpec):
+    pipeline_id: uuid.UUID
+    status: LagAlertStatus
+
 
 RECOVERY_RATIO = 0.5
 RESOURCE_TYPE = "pipeline_lag_alert"

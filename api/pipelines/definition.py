@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from api.pipelines.contract import NO_CONTRACT, PipelineContract
 from api.pipelines.maintenance_policy import MaintenancePolicy
 from api.pipelines.models import Pipeline
 from api.pipelines.schedules import ContinuousSchedule, CronSchedule, IntervalSchedule, Schedule
@@ -32,11 +33,13 @@ _TARGET: TypeAdapter[DeltaTarget | KafkaTarget] = TypeAdapter(Target)
 
 @dataclass(frozen=True)
 class Definition:
-    """What a pipeline reads, where it writes, and when it runs on its own (None: only when asked)."""
+    """What a pipeline reads, where it writes, when it runs on its own (None: only when asked), and
+    what its rows must be."""
 
     source: KafkaSource
     target: DeltaTarget | KafkaTarget
     schedule: Schedule | None
+    contract: PipelineContract = NO_CONTRACT
 
     @property
     def maintenance(self) -> MaintenancePolicy | None:
@@ -60,7 +63,8 @@ def spec_of(pipeline: Pipeline) -> PipelineSpec:
 def definition_of(pipeline: Pipeline) -> Definition:
     return Definition(source=KafkaSource.model_validate(pipeline.source_as_written),
                       target=_TARGET.validate_python(pipeline.target_as_written),
-                      schedule=schedule_of(pipeline.schedule_as_written))
+                      schedule=schedule_of(pipeline.schedule_as_written),
+                      contract=PipelineContract.model_validate(pipeline.contract_as_written or {}))
 
 
 def schedule_of(written: Mapping[str, Any] | None) -> Schedule | None:
@@ -76,6 +80,8 @@ def schedule_of(written: Mapping[str, Any] | None) -> Schedule | None:
 
 
 def as_written(pipeline: Pipeline) -> dict[str, Any]:
-    """``{source, target, schedule}`` exactly as stored: only for what must round-trip it."""
-    return {"source": pipeline.source_as_written, "target": pipeline.target_as_written,
-            "schedule": pipeline.schedule_as_written}
+    """``{source, target, schedule, contract}`` exactly as stored (no contract: none): only for what must
+    round-trip it."""
+    written = {"source": pipeline.source_as_written, "target": pipeline.target_as_written,
+               "schedule": pipeline.schedule_as_written}
+    return written if pipeline.contract_as_written is None else {**written, "contract": pipeline.contract_as_written}

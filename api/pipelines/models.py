@@ -1,4 +1,4 @@
-"""The pipelines table. The ``source``, ``target`` and ``schedule`` columns hold the user's definition as
+"""The pipelines table. The ``source``, ``target``, ``schedule`` and ``contract`` columns hold the user's definition as
 written (``*_as_written``: what reads back the same, for ETags, Terraform and the portal's edit forms;
 everything else reads it typed, through ``api.pipelines.definition``); foreign keys, scheduling fields,
 the lag last observed, the lag alert and the Delta table's health are kept in columns beside it."""
@@ -36,6 +36,7 @@ class Pipeline(SQLModel, table=True):
     source_as_written: dict[str, Any] = Field(sa_column=Column("source", JSON, nullable=False))
     target_as_written: dict[str, Any] = Field(sa_column=Column("target", JSON, nullable=False))
     schedule_as_written: dict[str, Any] | None = Field(default=None, sa_column=Column("schedule", JSON))
+    contract_as_written: dict[str, Any] | None = Field(default=None, sa_column=Column("contract", JSON))
     state: str = Field(sa_column=Column(String(16), nullable=False))
     next_run_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     last_run_seq: int = Field(default=0, description="The sequence number of the newest run")

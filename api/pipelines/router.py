@@ -13,9 +13,10 @@ from api.core.http import resource_headers
 from api.core.idempotency import IdempotencyDep
 from api.core.pagination import Page, PageParams, page_params
 from api.pipelines import alerts, service
+from api.pipelines.alerts import LagAlertRead, LagAlertSpec
 from api.pipelines.maintenance_policy import RetentionFloor
 from api.pipelines.models import Pipeline
-from api.pipelines.schemas import LagAlertRead, LagAlertSpec, PipelineRead, PipelineSpec, PipelineState
+from api.pipelines.schemas import PipelineRead, PipelineSpec, PipelineState
 from api.tenancy.quotas import QuotaLimits
 
 router = APIRouter(prefix="/pipelines", tags=["pipelines"])

@@ -15,13 +15,16 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SerializerFunctionWrapHandler,
     StrictInt,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
 from api.core.errors import field_error
 from api.pipelines.as_written import AsWritten
+from api.pipelines.contract import NO_CONTRACT, PipelineContract, check_contract
 from api.pipelines.ddl import ddl_field_names
 from api.pipelines.delta_features import DeltaTableFeatures, check_table_features
 from api.pipelines.maintenance_policy import MaintenancePolicy
@@ -312,6 +315,19 @@ class PipelineSpec(BaseModel):
     target: Target
     schedule: Schedule | None = None
     state: PipelineState = "active"
+    contract: PipelineContract | None = Field(
+        default=None, description="What the pipeline's rows must be: expectations on each decoded row (docs/contracts.md)")
+
+    @model_validator(mode="after")
+    def _contract(self) -> PipelineSpec:
+        source, delta = self.source, isinstance(self.target, DeltaTarget)
+        columns = None
+        if source.value_format == "json":
+            key = self.target.key if isinstance(self.target, DeltaTarget) and self.target.key_from == "kafka_key" else None
+            columns = [*RESERVED_COLUMNS, *ddl_field_names(source.schema_ or ""), *(key or [])]
+        check_contract(self.contract or NO_CONTRACT, decodes=source.value_format not in ("raw", "string"),
+                       delta=delta, columns=columns)
+        return self
 
     @model_validator(mode="after")
     def _clustered_columns(self) -> PipelineSpec:
@@ -405,39 +421,16 @@ class PipelineRead(BaseModel):
     target: Target
     schedule: Schedule | None
     state: PipelineState
+    contract: PipelineContract | None = Field(default=None, description="Left out when the pipeline has none")
     status: PipelineStatus
     created_at: datetime
     updated_at: datetime
 
-
-class LagAlertSpec(BaseModel):
-    """The lag that raises ``pipeline.lag_exceeded`` (docs/webhooks.md); ``pipeline.lag_recovered``
-    follows once the lag is back below half of each threshold."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    lag_records: int = Field(ge=1, le=10**15, description="Records between the pipeline's position and the "
-                                                          "partitions' ends, as its last plan or commit saw them")
-    lag_age_s: int | None = Field(
-        default=None, ge=60, le=31 * 86_400,
-        description="Also raise the alert when the pipeline has not caught up for this long: seconds since a plan "
-                    "or commit last found nothing left to read (at most the age of its oldest unread record)")
-    freshness_s: int | None = Field(
-        default=None, ge=1, le=31 * 86_400,
-        description="Also raise the alert when records wait and the newest committed record (at the worst "
-                    "partition) is older than this many seconds: a continuous pipeline's freshness target")
-
-
-class LagAlertStatus(BaseModel):
-    state: Literal["ok", "exceeded"]
-    since: datetime | None = Field(description="When the alert was raised; null while it is not")
-    observed_lag: int | None = Field(description="The lag last observed; null: never planned yet")
-    observed_at: datetime | None
-    behind_s: float | None = Field(description="Seconds since the pipeline last had nothing left to read")
-    freshness_s: float | None = Field(default=None, description="The age of the newest committed record at the "
-                                                                "worst partition (status.freshness.age_s)")
-
-
-class LagAlertRead(LagAlertSpec):
-    pipeline_id: uuid.UUID
-    status: LagAlertStatus
+    # No return annotation: pydantic then documents the model's own schema in the OpenAPI document.
+    @model_serializer(mode="wrap")
+    def _without_a_missing_contract(self, handler: SerializerFunctionWrapHandler):
+        """A pipeline written without a contract reads back without one (not ``"contract": null``)."""
+        data = handler(self)
+        if self.contract is None:
+            data.pop("contract", None)
+        return data

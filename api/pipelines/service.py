@@ -60,7 +60,7 @@ def to_read(pipeline: Pipeline, storage_root: str) -> PipelineRead:
     spec = spec_of(pipeline)
     return PipelineRead(
         id=pipeline.id, name=spec.name, source=spec.source, target=spec.target, schedule=spec.schedule,
-        state=spec.state, created_at=pipeline.created_at, updated_at=pipeline.updated_at,
+        state=spec.state, contract=spec.contract, created_at=pipeline.created_at, updated_at=pipeline.updated_at,
         status=PipelineStatus(next_run_at=pipeline.next_run_at,
                               target_uri=target_uri(pipeline, spec.target, storage_root),
                               consumer_group=pipeline.group_mirror,
@@ -133,6 +133,7 @@ def _apply(pipeline: Pipeline, spec: PipelineSpec) -> None:
     pipeline.source_as_written = stored["source"]
     pipeline.target_as_written = stored["target"]
     pipeline.schedule_as_written = stored["schedule"]
+    pipeline.contract_as_written = stored["contract"]
     pipeline.connection_id = spec.source.connection_id
     pipeline.target_connection_id = spec.target.connection_id if isinstance(spec.target, KafkaTarget) else None
 

@@ -86,7 +86,8 @@ def pipelines_page(caller: Viewer, filters: Annotated[PipelineFilters, Query()])
 
 def _definition(pipeline: PipelineRead | PipelineSpec) -> dict[str, Any]:
     """A pipeline's definition as written (what its form edits), saved or sent."""
-    return pipeline.model_dump(mode="json", by_alias=True, include={"name", "source", "target", "schedule", "state"})
+    return pipeline.model_dump(mode="json", by_alias=True,
+                               include={"name", "source", "target", "schedule", "state", "contract"})
 
 
 def _firings(pipeline: Pipeline) -> list[views.Firing]:

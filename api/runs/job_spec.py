@@ -18,8 +18,10 @@ from api.runs.models import Run
 from api.runs.planning import Plan
 from api.secrets.store import SecretStore
 from spark_jobs.public import (
+    ContractSpec,
     DeltaTargetSpec,
     Egress,
+    ExpectationSpec,
     KafkaTargetSpec,
     RegistrySpec,
     RunSpec,
@@ -87,4 +89,7 @@ def build_spec(session: Session, run: Run, pipeline: Pipeline, *, settings: Sett
         run_id=str(run.id), pipeline_id=str(pipeline.id), txn=Txn(app_id=app_id(pipeline.id), version=run.seq),
         source=spec_source, target=target,
         egress=Egress(deny=tuple(settings.tenant_egress_deny), allow=tuple(settings.egress_allow)),
+        contract=ContractSpec(expectations=tuple(
+            ExpectationSpec(name=e.name, predicate=e.predicate, action=e.action)
+            for e in definition.contract.expectations)),
     )

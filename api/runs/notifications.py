@@ -9,6 +9,8 @@ transaction that records the outcome.
   an attempt of this one did.
 - ``pipeline.data_loss``: records that expired before they were read (``on_data_loss: skip``), per
   partition as the run reported its gaps.
+- ``pipeline.expectation_exceeded``: the expectations whose violating rows passed their alert
+  threshold in the run (``alert_over_rows``, ``alert_over_ratio`` of the records read).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
+from api.pipelines.definition import definition_of
 from api.pipelines.models import Pipeline
 from api.runs.models import Run
 from api.runs.retry import RunFailure
@@ -71,3 +74,24 @@ def run_succeeded(session: Session, run: Run, *, after_failed_attempt: bool) -> 
         emit(session, run.tenant_id, "pipeline.data_loss", about | {
             "partitions": gaps, "records_lost": sum(g["records_lost"] for g in gaps),
         })
+    if exceeded := _expectations_exceeded(session, run):
+        emit(session, run.tenant_id, "pipeline.expectation_exceeded", about | {
+            "records_read": run.records_read, "expectations": exceeded,
+        })
+
+
+def _expectations_exceeded(session: Session, run: Run) -> list[dict[str, Any]]:
+    """The run's expectations whose violating rows passed a threshold the pipeline sets for them."""
+    counts = {e["name"]: e["rows_violating"] for e in (run.result or {}).get("expectations", [])}
+    pipeline = session.get(Pipeline, run.pipeline_id)
+    if not counts or pipeline is None:
+        return []
+    read, exceeded = run.records_read or 0, []
+    for rule in definition_of(pipeline).contract.expectations:
+        violating = counts.get(rule.name, 0)
+        over_rows = rule.alert_over_rows is not None and violating > rule.alert_over_rows
+        over_ratio = rule.alert_over_ratio is not None and read > 0 and violating / read > rule.alert_over_ratio
+        if over_rows or over_ratio:
+            exceeded.append({"name": rule.name, "action": rule.action, "rows_violating": violating,
+                             "alert_over_rows": rule.alert_over_rows, "alert_over_ratio": rule.alert_over_ratio})
+    return exceeded

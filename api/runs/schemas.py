@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -31,6 +31,12 @@ class RunError(BaseModel):
     partition: int | None = None
 
 
+class ExpectationOutcome(BaseModel):
+    name: str
+    action: Literal["warn", "quarantine", "fail"]
+    rows_violating: int = Field(description="The run's decoded rows that violated the expectation")
+
+
 class RunRead(BaseModel):
     id: uuid.UUID
     pipeline_id: uuid.UUID
@@ -46,7 +52,13 @@ class RunRead(BaseModel):
     rows_written: int | None = Field(description="Rows written to the target, quarantined ones not included; for a "
                                                  "keyed table the rows its MERGE inserted or updated (SCD type 2: the "
                                                  "versions it added): a replay of applied changes writes 0")
-    rows_quarantined: int | None
+    rows_quarantined: int | None = Field(description="Records written to the quarantine table: those that did not "
+                                                     "decode, and rows that broke an expectation whose action is "
+                                                     "quarantine")
+    expectations: list[ExpectationOutcome] | None = Field(
+        default=None, description="Per expectation of the pipeline's contract, the rows that violated it (a succeeded "
+                                  "run's; a run failed by an expectation names it in error)")
+    rows_violating: int | None = Field(default=None, description="Rows that violated at least one expectation")
     bytes_read: int | None
     delta_version: int | None
     already_committed: bool | None

@@ -110,6 +110,7 @@ def to_read(run: Run, *, log: str | None = None) -> RunRead:
         partitions=partitions, replace_ranges=run.replace_ranges, records_read=run.records_read,
         rows_written=run.rows_written, rows_quarantined=run.rows_quarantined, bytes_read=run.bytes_read,
         delta_version=run.delta_version, already_committed=result.get("already_committed"),
+        expectations=result.get("expectations") or None, rows_violating=result.get("rows_violating"),
         error=run.error, created_at=run.created_at, started_at=run.started_at, finished_at=run.finished_at,
         duration_s=duration, log_tail=log.splitlines()[-LOG_TAIL_LINES:] if log is not None else None,
     )

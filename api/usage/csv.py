@@ -9,7 +9,7 @@ from api.usage.schemas import UsageReport
 
 COLUMNS = (
     "tenant_id", "pipeline_id", "pipeline_name", "bucket", "records_read", "rows_written", "rows_quarantined",
-    "bytes_read", "bytes_written", "wall_seconds", "engine_seconds", "runs_succeeded", "runs_failed",
+    "rows_violating", "bytes_read", "bytes_written", "wall_seconds", "engine_seconds", "runs_succeeded", "runs_failed",
     "runs_retried", "runs_cancelled", "runs_skipped",
 )
 

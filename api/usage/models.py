@@ -23,7 +23,7 @@ DURATION_BUCKETS: tuple[int, ...] = (10, 30, 60, 120, 300, 900, 3600)
 
 # The counters every row carries, in one order (the upsert, the API and the CSV follow it).
 COUNTERS: tuple[str, ...] = (
-    "records_read", "rows_written", "rows_quarantined", "bytes_read", "bytes_written", "wall_ms", "engine_ms",
+    "records_read", "rows_written", "rows_quarantined", "rows_violating", "bytes_read", "bytes_written", "wall_ms", "engine_ms",
     "runs_succeeded", "runs_failed", "runs_retried", "runs_cancelled", "runs_skipped",
 )
 DURATION_COLUMNS: tuple[str, ...] = tuple(f"attempts_le_{bound}s" for bound in DURATION_BUCKETS)
@@ -38,6 +38,7 @@ class _Counters(SQLModel):
     records_read: int = _counter()
     rows_written: int = _counter()
     rows_quarantined: int = _counter()
+    rows_violating: int = _counter()  # rows that broke at least one of the pipeline's expectations
     bytes_read: int = _counter()
     bytes_written: int = _counter()
     wall_ms: int = _counter()

@@ -21,7 +21,10 @@ class UsageFigures(BaseModel):
     records_read: int = Field(description="Kafka records read, by every attempt (a retry or a replay reads again)")
     rows_written: int = Field(description="Rows written to the target (quarantined rows not included; for a keyed "
                                           "table the rows its MERGEs inserted or updated, or the versions they added)")
-    rows_quarantined: int
+    rows_quarantined: int = Field(description="Records written to quarantine tables (those that did not decode, and "
+                                              "rows an expectation whose action is quarantine set aside)")
+    rows_violating: int = Field(description="Rows that violated at least one of the pipeline's expectations, "
+                                            "whatever their action (docs/contracts.md)")
     bytes_read: int = Field(description="Bytes of the records' keys and values read")
     bytes_written: int = Field(description="Bytes of the files written to a Delta target (quarantine included); "
                                            "0 for a Kafka target, which does not tell")

@@ -41,6 +41,7 @@ class Figures:
     records_read: int = 0
     rows_written: int = 0
     rows_quarantined: int = 0
+    rows_violating: int = 0
     bytes_read: int = 0
     bytes_written: int = 0
     engine_ms: int = 0
@@ -64,7 +65,8 @@ class Figures:
             took = _instant(timings["finished_at"]) - _instant(timings["started_at"])
             engine_ms = max(0, round(took.total_seconds() * 1000))
         return cls(records_read=int(records), rows_written=number("rows_written"),
-                   rows_quarantined=number("rows_quarantined"), bytes_read=number("bytes_read"),
+                   rows_quarantined=number("rows_quarantined"), rows_violating=number("rows_violating"),
+                   bytes_read=number("bytes_read"),
                    bytes_written=number("bytes_written"), engine_ms=engine_ms)
 
 
@@ -144,7 +146,7 @@ def _sums() -> list[ColumnElement[Any]]:
 def _figures(row: Any) -> UsageFigures:
     return UsageFigures(
         records_read=row.records_read, rows_written=row.rows_written, rows_quarantined=row.rows_quarantined,
-        bytes_read=row.bytes_read, bytes_written=row.bytes_written, wall_seconds=row.wall_ms / 1000,
+        rows_violating=row.rows_violating, bytes_read=row.bytes_read, bytes_written=row.bytes_written, wall_seconds=row.wall_ms / 1000,
         engine_seconds=row.engine_ms / 1000,
         runs=RunsByOutcome(succeeded=row.runs_succeeded, failed=row.runs_failed, retried=row.runs_retried,
                            cancelled=row.runs_cancelled, skipped=row.runs_skipped))

@@ -16,7 +16,7 @@ from api.webhooks.destinations import check_webhook_url
 
 EventType = Literal[
     "run.failed", "run.succeeded", "pipeline.recovered", "pipeline.data_loss", "pipeline.lag_exceeded",
-    "pipeline.lag_recovered", "offsets.changed",
+    "pipeline.lag_recovered", "pipeline.expectation_exceeded", "offsets.changed",
 ]
 EVENT_TYPES: tuple[EventType, ...] = get_args(EventType)
 # Sent only to endpoints that name them: a busy pipeline succeeds every few minutes.

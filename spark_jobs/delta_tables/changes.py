@@ -37,6 +37,7 @@ from spark_jobs.decode import Framed, split_rows
 from spark_jobs.errors import JobError
 
 if TYPE_CHECKING:
+    from spark_jobs.contract.expectations import Verdicts
     from spark_jobs.formats.json_values import JsonValues
     from spark_jobs.formats.wire import SubjectSchema
 
@@ -117,9 +118,11 @@ class ChangeReader:
                     rows[k] if isinstance(rows, StructType) else StructField(k, from_arrow_type(value_fields.field(k).type))
                     for k in key])), time_zone)
 
-    def read(self, batch: pa.RecordBatch, run_id: str, quarantine_schema: pa.Schema) -> tuple[pa.Table, pa.Table, int]:
+    def read(self, batch: pa.RecordBatch, run_id: str, quarantine_schema: pa.Schema,
+             verdicts: Verdicts | None = None) -> tuple[pa.Table, pa.Table, int]:
         """``batch``'s changes (in ``schema``, plus ``HIDDEN``), its quarantine rows, and how many
-        records were skipped (debezium's tombstones)."""
+        records were skipped (debezium's tombstones); ``verdicts``: the pipeline's expectations, tested
+        on the changes that set a row."""
         n = batch.num_rows
         tombstone = pc.is_null(batch.column("value"))
         decoded, reasons = self._values(batch)
@@ -178,7 +181,8 @@ class ChangeReader:
                               *([pa.field(VALUES_PARTITION, pa.int32()), pa.field(VALUES_OFFSET, pa.int64())]
                                 if self.soft_deletes else [])]))
         rows, kept = rows.filter(keep), batch.filter(keep)
-        changes, quarantine = split_rows(rows, kept, pa.array(reasons, pa.string()).filter(keep), run_id, quarantine_schema)
+        changes, quarantine = split_rows(rows, kept, pa.array(reasons, pa.string()).filter(keep), run_id,
+                                         quarantine_schema, verdicts)
         return changes, quarantine, n - kept.num_rows
 
 

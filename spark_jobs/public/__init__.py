@@ -10,6 +10,8 @@ pyproject.toml, run by tests/core/test_layering.py).
   and its result (``spark_jobs.maintenance.offload``).
 - The failures a job reports (``spark_jobs.errors``) and the columns it writes beside a record's
   decoded fields (``spark_jobs.columns``).
+- The language of expectations' predicates, parsed when a pipeline is written
+  (``spark_jobs.contract.predicates``).
 - What the control plane shares with the job to reach a tenant's systems: the egress policy
   (``spark_jobs.egress``), OAuth token sources (``spark_jobs.oauth``), the Schema Registry client
   (``spark_jobs.registry``) and which Kafka errors are refused credentials (``spark_jobs.kafka_errors``).
@@ -21,6 +23,9 @@ them. None of them imports Spark, so the API never loads it.
 
 from spark_jobs.columns import INLET_PREFIX, inlet_named, reserved_in
 from spark_jobs.columns import RESERVED as RESERVED_COLUMNS
+from spark_jobs.contract.predicates import PredicateError
+from spark_jobs.contract.predicates import columns_of as predicate_columns
+from spark_jobs.contract.predicates import parse as parse_predicate
 from spark_jobs.egress import DEFAULT_DENY, PRIVATE_RANGES, EgressPolicy, EgressRefused, http_client, networks, open_tcp
 from spark_jobs.errors import JobError
 from spark_jobs.jars import spark_conf as jars_conf
@@ -47,9 +52,12 @@ from spark_jobs.oauth import TokenRefused, TokenSource, parse_extensions, with_t
 from spark_jobs.registry import RegistryClient, RegistryConfig, RegistryUnavailable
 from spark_jobs.spec import (
     END_OF_OUTPUT,
+    ContractSpec,
     DeltaTargetSpec,
     Egress,
     ErrorKind,
+    ExpectationCount,
+    ExpectationSpec,
     JobFailure,
     KafkaTargetSpec,
     PartitionResult,
@@ -82,11 +90,14 @@ __all__ = [
     "CompactionJob",
     "CompactionOffload",
     "CompactionResult",
+    "ContractSpec",
     "DeltaTargetSpec",
     "Egress",
     "EgressPolicy",
     "EgressRefused",
     "ErrorKind",
+    "ExpectationCount",
+    "ExpectationSpec",
     "JobError",
     "JobFailure",
     "KafkaTargetSpec",
@@ -94,6 +105,7 @@ __all__ = [
     "MaintenanceReport",
     "MaintenanceSteps",
     "PartitionResult",
+    "PredicateError",
     "RegistryClient",
     "RegistryConfig",
     "RegistrySpec",
@@ -123,6 +135,8 @@ __all__ = [
     "networks",
     "open_tcp",
     "parse_extensions",
+    "parse_predicate",
+    "predicate_columns",
     "preview_maintenance",
     "read_compaction_result",
     "read_spark_maintenance",

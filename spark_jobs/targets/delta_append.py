@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, cast
 
 import pyarrow as pa
 
+from spark_jobs.contract.expectations import Expectations
 from spark_jobs.delta_tables import Table
 from spark_jobs.delta_tables.commit import already_committed, commit_files, last_note
 from spark_jobs.delta_tables.create import create_on_spark
@@ -68,6 +69,7 @@ class DeltaAppend:
         self.committed: set[TableRole] = set()
         self.writers: dict[TableRole, Writer] = {}  # who commits each existing table (table_features.writer_for)
         self.context: SparkContext | None = None  # the run's, from write
+        self.expectations = Expectations.of(spec.contract.expectations)  # tested by the tasks on decoded rows
 
     def prepare(self) -> Committed | None:
         txn = self.spec.txn
@@ -111,6 +113,8 @@ class DeltaAppend:
         from spark_jobs.delta_tables.direct_write import DirectWritePlan
 
         assert self.read_schema is not None  # by prepare
+        if self.expectations is not None:  # before anything is read: every rule applies to the rows
+            self.expectations.check(schema)
         return DirectWritePlan(
             uri=self.main.uri,
             partition_by=list(self.main.partition_by),
@@ -126,6 +130,7 @@ class DeltaAppend:
             framed=self.framed,
             json=values,
             quarantine_uri=self.quarantine.uri if self.quarantine else None,
+            expectations=self.expectations,
         )
 
     def commit(self, reports: list[TaskReport]) -> Committed:

@@ -162,8 +162,9 @@ def changes_unit(reader: ChangeReader, kept_per: tuple[str, ...], plan: DirectWr
     quarantine = FileSet("quarantine", plan.store, plan.quarantine_uri, schema, [], plan.token) if plan.quarantine_uri else None
     try:
         parts: list[pa.Table] = []
+        verdicts = plan.verdicts()
         for _, batch in read_counted(plan, unit.chunks, report):
-            changes, bad, skipped = reader.read(batch, plan.run_id, schema)
+            changes, bad, skipped = reader.read(batch, plan.run_id, schema, verdicts)
             parts.append(latest(changes, kept_per))
             report.skipped += skipped
             report.quarantined += bad.num_rows
@@ -175,6 +176,7 @@ def changes_unit(reader: ChangeReader, kept_per: tuple[str, ...], plan: DirectWr
             with pa.ipc.new_stream(sink, table.schema) as stream:
                 stream.write_table(table)
             report.changes = sink.getvalue().to_pybytes()
+        report.expected(verdicts)
         report.files = quarantine.close() if quarantine else []
     except BaseException:
         if quarantine:

@@ -49,6 +49,7 @@ def test_a_pipeline_form_becomes_the_body_the_api_stores() -> None:
         "target": {"type": "delta", "path": "bronze/orders"},
         "schedule": {"cron": "*/5 * * * *", "timezone": "UTC"},
         "state": "paused",
+        "contract": None,  # no expectation typed: none sent
     }
 
 
@@ -238,6 +239,19 @@ def _read(spec: PipelineSpec) -> PipelineRead:
                                  "2024-05-14T13:05:00Z", "starting_timestamp_strategy": "error", "max_offsets_per_run": 5},
      "target": {"type": "delta", "path": "bronze/x", "partition_by": []}, "schedule": {"cron": "0 6 * * *"},
      "state": "active"},
+    # A contract: thresholds the form cannot show, an action written at its default, a predicate written
+    # with a line break and spaces, all kept as they were.
+    {"name": "checked", "source": {"connection_id": CONNECTION_ID, "topics": ["orders"], "value_format": "json",
+                                   "schema": "id BIGINT, amount DOUBLE"},
+     "target": {"type": "delta", "path": "bronze/checked"}, "state": "active",
+     "contract": {"expectations": [
+         {"name": "positive_amount", "predicate": "amount > 0", "action": "quarantine", "alert_over_rows": 100,
+          "alert_over_ratio": 0.01},
+         {"name": "has_id", "predicate": " id IS NOT NULL\n  AND id > 0 ", "action": "warn"},
+         {"name": "small", "predicate": "amount < 1000000"}]}},
+    {"name": "no-rules", "source": {"connection_id": CONNECTION_ID, "topics": ["orders"], "value_format": "json",
+                                    "schema": "id BIGINT"},
+     "target": {"type": "delta", "path": "bronze/no-rules"}, "state": "active", "contract": {"expectations": []}},
     # A keyed table: the form has no inputs for its settings, and keeps them.
     {"name": "keyed", "source": {"connection_id": CONNECTION_ID, "topics": ["shop.public.customers"],
                                  "value_format": "json", "schema": "id BIGINT, name STRING"},
@@ -251,6 +265,93 @@ def test_a_pipeline_shown_in_its_form_and_saved_unchanged_is_the_same_pipeline(b
     form = PipelineForm.of(_read(spec), etag='"e"')
     assert form.etag == '"e"'
     assert form.spec(stored=stored).model_dump(mode="json", by_alias=True) == stored
+
+
+JSON_ORDERS = {"name": "orders", "connection_id": CONNECTION_ID, "topics": "orders", "value_format": "json",
+               "schema": "id BIGINT, amount DOUBLE, label STRING", "target_path": "bronze/orders"}
+
+
+def test_a_pipeline_forms_expectations_become_its_contract_one_rule_a_line() -> None:
+    form = PipelineForm.model_validate({**JSON_ORDERS, "expectations": (
+        "positive_amount quarantine: amount > 0\r\n\r\n# the ids\r\n  has_id:id IS NOT NULL  \r\n"
+        "labelled fail: coalesce(label, '') LIKE 'a:%'")})
+    assert form.spec().model_dump(mode="json", by_alias=True)["contract"] == {"expectations": [
+        {"name": "positive_amount", "predicate": "amount > 0", "action": "quarantine"},
+        {"name": "has_id", "predicate": "id IS NOT NULL"},  # no action: warn, the API's default, not written
+        {"name": "labelled", "predicate": "coalesce(label, '') LIKE 'a:%'", "action": "fail"}]}
+    # An empty input on a new pipeline (or one that had no contract) sends no contract at all.
+    assert PipelineForm.model_validate({**JSON_ORDERS, "expectations": " \n# none yet\n"}).spec().contract is None
+    assert "contract" not in PipelineForm.model_validate(JSON_ORDERS).spec().model_fields_set
+    # The input is hidden for a Kafka target, and its rules are not sent.
+    kafka = PipelineForm.model_validate({**JSON_ORDERS, "target_type": "kafka", "target_connection_id": CONNECTION_ID,
+                                         "target_topic": "copy", "expectations": "positive: amount > 0"})
+    assert kafka.spec().contract is None
+
+
+def test_a_malformed_expectation_line_and_the_apis_refusal_of_a_rule_name_its_line() -> None:
+    form = PipelineForm.model_validate({**JSON_ORDERS, "expectations": (
+        "amount > 0\n\npositive_amount: amount > 0\nthree words here: amount > 0\nlate explode: amount > 0\n"
+        "empty:\n2nd: amount > 0\nunfinished: amount >")})
+    refused = _refusal(form.spec, ValidationFailed)
+    how = "write name action: predicate, such as positive_amount quarantine: amount > 0 (no action: warn)"
+    assert refused.errors == [
+        {"field": "contract.expectations", "message": f"Line 1: {how}", "type": "value_error"},
+        {"field": "contract.expectations", "message": f"Line 4: {how}", "type": "value_error"},
+        {"field": "contract.expectations", "message": f"Line 6: {how}", "type": "value_error"},
+        {"field": "contract.expectations[1].action", "message": "Input should be 'warn', 'quarantine' or 'fail'",
+         "type": "literal_error"},
+        {"field": "contract.expectations[2].name",
+         "message": "String should match pattern '^[A-Za-z_][A-Za-z0-9_]{0,63}$'", "type": "string_pattern_mismatch"},
+        {"field": "contract.expectations[3].predicate", "message": "Value error, the predicate ends too soon",
+         "type": "value_error"},
+    ]
+    # Every rule's error sits beside the one input, saying the line of the rule the API named by index.
+    assert form.errors(refused) == FormErrors(fields={"expectations": [
+        f"Line 1: {how}", f"Line 4: {how}", f"Line 6: {how}", "Line 5: Input should be 'warn', 'quarantine' or 'fail'",
+        "Line 7: String should match pattern '^[A-Za-z_][A-Za-z0-9_]{0,63}$'", "Line 8: the predicate ends too soon"]})
+
+    # The pipeline's own rules on its contract (checked by the API with the whole pipeline) sit there too.
+    unknown = PipelineForm.model_validate({**JSON_ORDERS, "expectations": "# first\nok: amount > 0\nbad: total > 0"})
+    assert unknown.errors(_refusal(unknown.spec, ValidationFailed)) == FormErrors(fields={"expectations": [
+        "Line 3: not columns of the table: total"]})
+    strings = PipelineForm.model_validate({**JSON_ORDERS, "value_format": "string", "expectations": "ok: amount > 0"})
+    assert strings.errors(_refusal(strings.spec, ValidationFailed)) == FormErrors(fields={"expectations": [
+        ("expectations test a decoded row's columns: value_format json or a registry format (avro, protobuf, "
+         "json_schema)")]})
+    twice = PipelineForm.model_validate({**JSON_ORDERS, "expectations": "ok: amount > 0\nOK: id > 0"})
+    assert twice.errors(_refusal(twice.spec, ValidationFailed)) == FormErrors(fields={"expectations": [
+        "expectation names must not repeat (in any case)"]})
+
+
+def test_an_edit_of_the_expectations_keeps_what_the_input_cannot_show_for_the_rules_whose_name_stays() -> None:
+    spec = PipelineSpec.model_validate({
+        "name": "orders", "source": {"connection_id": CONNECTION_ID, "topics": ["orders"], "value_format": "json",
+                                     "schema": "id BIGINT, amount DOUBLE"},
+        "target": {"type": "delta", "path": "bronze/orders"},
+        "contract": {"expectations": [
+            {"name": "positive_amount", "predicate": "amount > 0", "action": "quarantine", "alert_over_rows": 100,
+             "alert_over_ratio": 0.01},
+            {"name": "has_id", "predicate": "id IS NOT\nNULL", "action": "warn", "alert_over_rows": 5},
+            {"name": "old", "predicate": "id < 100", "alert_over_ratio": 0.5}]}})
+    stored = spec.model_dump(mode="json", by_alias=True)
+    form = PipelineForm.of(_read(spec), etag='"e"')
+    assert form.expectations == ("positive_amount quarantine: amount > 0\nhas_id warn: id IS NOT NULL\n"
+                                 "old warn: id < 100")
+
+    def contract(text: str) -> object:
+        edited = form.model_copy(update={"expectations": text})
+        return edited.spec(stored=stored).model_dump(mode="json", by_alias=True)["contract"]
+
+    assert contract("positive_amount: amount >= 1\nhas_id warn: id IS NOT NULL\nrenamed: id < 100") == {"expectations": [
+        # The action left out is warn, written as it was; the thresholds stay with the name.
+        {"name": "positive_amount", "predicate": "amount >= 1", "action": "warn", "alert_over_rows": 100,
+         "alert_over_ratio": 0.01},
+        {"name": "has_id", "predicate": "id IS NOT\nNULL", "action": "warn", "alert_over_rows": 5},
+        {"name": "renamed", "predicate": "id < 100"}]}  # a new name is a new rule: nothing to keep
+    assert contract("has_id fail: id IS NOT NULL AND id > 0") == {"expectations": [
+        {"name": "has_id", "predicate": "id IS NOT NULL AND id > 0", "action": "fail", "alert_over_rows": 5}]}
+    # Emptied: the contract the pipeline had written stays written, with no rule.
+    assert contract("") == {"expectations": []}
 
 
 def test_the_replay_form_goes_back_a_time_or_to_the_starting_offsets() -> None:

@@ -36,13 +36,14 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     return clock
 
 
-def job_result(run_id: uuid.UUID, *, records: int, written: int, quarantined: int = 0, bytes_read: int = 0,
-               bytes_written: int | None = None, engine_s: float = 20.0, error: str | None = None) -> RunResult:
+def job_result(run_id: uuid.UUID, *, records: int, written: int, quarantined: int = 0, violating: int = 0,
+               bytes_read: int = 0, bytes_written: int | None = None, engine_s: float = 20.0,
+               error: str | None = None) -> RunResult:
     started = T0
     return RunResult(
         run_id=str(run_id), status="failed" if error else "succeeded",
         partitions=[PartitionResult(topic="t", partition=0, start=0, end=records, records_read=records)],
-        rows_written=written, rows_quarantined=quarantined, bytes_read=bytes_read, bytes_written=bytes_written,
+        rows_written=written, rows_quarantined=quarantined, rows_violating=violating, bytes_read=bytes_read, bytes_written=bytes_written,
         timings=Timings(started_at=started, finished_at=started + timedelta(seconds=engine_s)),
         error=JobFailure(kind=error, message="boom") if error else None)  # type: ignore[arg-type]
 

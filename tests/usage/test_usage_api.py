@@ -19,7 +19,7 @@ def _row(tenant_id: str, pipeline: dict | None, bucket: str, **figures: object) 
     runs = {"succeeded": 0, "failed": 0, "retried": 0, "cancelled": 0, "skipped": 0} | figures.pop("runs", {})  # type: ignore[operator]
     return {"tenant_id": tenant_id, "pipeline_id": pipeline["id"] if pipeline else None,
             "pipeline_name": pipeline["name"] if pipeline else None, "bucket": bucket, "records_read": 0,
-            "rows_written": 0, "rows_quarantined": 0, "bytes_read": 0, "bytes_written": 0, "wall_seconds": 0.0,
+            "rows_written": 0, "rows_quarantined": 0, "rows_violating": 0, "bytes_read": 0, "bytes_written": 0, "wall_seconds": 0.0,
             "engine_seconds": 0.0, "runs": runs} | figures
 
 
@@ -71,12 +71,13 @@ def test_a_tenant_reads_its_usage_by_hour_and_by_day(client: TestClient, tenant:
 
 def test_usage_as_csv(client: TestClient, tenant: Tenant, clock: Clock) -> None:
     a, b = _feed(client, tenant, clock)
-    header = ("tenant_id,pipeline_id,pipeline_name,bucket,records_read,rows_written,rows_quarantined,bytes_read,"
+    header = ("tenant_id,pipeline_id,pipeline_name,bucket,records_read,rows_written,rows_quarantined,rows_violating,"
+              "bytes_read,"
               "bytes_written,wall_seconds,engine_seconds,runs_succeeded,runs_failed,runs_retried,runs_cancelled,"
               "runs_skipped\n")
     expected = header + (
-        f"{tenant.id},{a['id']},{a['name']},2026-11-20T00:00:00Z,30,30,0,300,3000,60.0,40.0,2,0,0,0,0\n"
-        f"{tenant.id},{b['id']},{b['name']},2026-11-21T00:00:00Z,5,4,1,50,0,30.0,20.0,1,0,0,0,0\n")
+        f"{tenant.id},{a['id']},{a['name']},2026-11-20T00:00:00Z,30,30,0,0,300,3000,60.0,40.0,2,0,0,0,0\n"
+        f"{tenant.id},{b['id']},{b['name']},2026-11-21T00:00:00Z,5,4,1,0,50,0,30.0,20.0,1,0,0,0,0\n")
     by_accept = client.get("/usage", params=RANGE | {"granularity": "day"},
                            headers=tenant.viewer | {"Accept": "text/csv"})
     by_param = client.get("/usage", params=RANGE | {"granularity": "day", "format": "csv"}, headers=tenant.viewer)

@@ -23,7 +23,7 @@ from tests.factories import Tenant, create_pipeline
 from tests.usage.helpers import T0, Clock, claim, job_result, record, run_once, start_run
 
 HOUR = T0.replace(minute=0)
-ZERO = {"records_read": 0, "rows_written": 0, "rows_quarantined": 0, "bytes_read": 0, "bytes_written": 0,
+ZERO = {"records_read": 0, "rows_written": 0, "rows_quarantined": 0, "rows_violating": 0, "bytes_read": 0, "bytes_written": 0,
         "wall_ms": 0, "engine_ms": 0, "runs_succeeded": 0, "runs_failed": 0, "runs_retried": 0,
         "runs_cancelled": 0, "runs_skipped": 0}
 
@@ -41,7 +41,8 @@ def test_every_outcome_is_metered_with_exactly_its_figures(client: TestClient, t
     pid = uuid.UUID(pipeline["id"])
 
     # succeeded: 100 records, 90 rows, 10 quarantined, 5000 bytes in, 7000 out, 30 s wall, 20 s engine
-    run_once(engine, clock, pid, records=100, written=90, quarantined=10, bytes_read=5000, bytes_written=7000)
+    run_once(engine, clock, pid, records=100, written=90, quarantined=10, violating=12, bytes_read=5000,
+             bytes_written=7000)
     # failed for good (not transient): its reading counts, nothing written
     clock.now = T0 + timedelta(minutes=5)
     run_once(engine, clock, pid, took_s=10, records=40, written=0, bytes_read=800, engine_s=5, error="kafka_auth")
@@ -75,7 +76,7 @@ def test_every_outcome_is_metered_with_exactly_its_figures(client: TestClient, t
     assert _hours(engine, pid) == [
         {**ZERO, "tenant_id": uuid.UUID(tenant.id), "pipeline_id": pid, "pipeline_name": pipeline["name"],
          "hour": HOUR, "day": HOUR.replace(hour=0), "records_read": 100 + 40 + 50 + 50, "rows_written": 90 + 50,
-         "rows_quarantined": 10, "bytes_read": 5000 + 800 + 1000 + 1000, "bytes_written": 7000,
+         "rows_quarantined": 10, "rows_violating": 12, "bytes_read": 5000 + 800 + 1000 + 1000, "bytes_written": 7000,
          "wall_ms": 30_000 + 10_000 + 12_000 + 3_000 + 4_000, "engine_ms": 20_000 + 5_000 + 8_000 + 2_000 + 1_000,
          "runs_succeeded": 2, "runs_failed": 1, "runs_retried": 1, "runs_cancelled": 2, "runs_skipped": 1},
         {**ZERO, "tenant_id": uuid.UUID(tenant.id), "pipeline_id": pid, "pipeline_name": pipeline["name"],

@@ -17,7 +17,8 @@ from tests.factories import Tenant, create_pipeline, operator
 from tests.usage.helpers import Clock, run_once
 
 USAGE = ("inlet_records_ingested_total", "inlet_rows_written_total", "inlet_bytes_ingested_total",
-         "inlet_bytes_written_total", "inlet_rows_quarantined_total", "inlet_run_wall_seconds_total",
+         "inlet_bytes_written_total", "inlet_rows_quarantined_total", "inlet_rows_violating_expectations_total",
+         "inlet_run_wall_seconds_total",
          "inlet_run_engine_seconds_total", "inlet_run_outcomes_total")
 
 
@@ -30,7 +31,8 @@ def _expected(labels: tuple[tuple[str, str], ...], records: int, written: int, r
     return {
         ("inlet_records_ingested_total", labels): records, ("inlet_rows_written_total", labels): written,
         ("inlet_bytes_ingested_total", labels): records * 10, ("inlet_bytes_written_total", labels): 0,
-        ("inlet_rows_quarantined_total", labels): 0, ("inlet_run_wall_seconds_total", labels): 30.0 * runs,
+        ("inlet_rows_quarantined_total", labels): 0, ("inlet_rows_violating_expectations_total", labels): 0,
+        ("inlet_run_wall_seconds_total", labels): 30.0 * runs,
         ("inlet_run_engine_seconds_total", labels): 20.0 * runs,
         **{("inlet_run_outcomes_total", tuple(sorted(labels + (("outcome", o),)))): (runs if o == "succeeded" else 0)
            for o in ("succeeded", "failed", "retried", "cancelled", "skipped")},

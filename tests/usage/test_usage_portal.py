@@ -19,7 +19,8 @@ from tests.usage.helpers import Clock, run_once
 
 def _row(bucket: datetime, records: int) -> UsageRow:
     return UsageRow(tenant_id=uuid.uuid4(), pipeline_id=uuid.uuid4(), pipeline_name="p", bucket=bucket,
-                    records_read=records, rows_written=records, rows_quarantined=0, bytes_read=0, bytes_written=0,
+                    records_read=records, rows_written=records, rows_quarantined=0, rows_violating=0, bytes_read=0,
+                    bytes_written=0,
                     wall_seconds=2.5, engine_seconds=1.0,
                     runs=RunsByOutcome(succeeded=1, failed=0, retried=0, cancelled=0, skipped=0))
 

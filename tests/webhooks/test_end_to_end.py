@@ -21,7 +21,7 @@ from tests.webhooks.helpers import create_webhook, payload, signature_ok
 pytestmark = pytest.mark.slow
 
 ALL_EVENTS = ["run.failed", "run.succeeded", "pipeline.recovered", "pipeline.data_loss", "pipeline.lag_exceeded",
-              "pipeline.lag_recovered", "offsets.changed"]
+              "pipeline.lag_recovered", "pipeline.expectation_exceeded", "offsets.changed"]
 PATCH = {"Content-Type": "application/merge-patch+json"}
 
 

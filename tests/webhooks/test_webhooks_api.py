@@ -20,7 +20,7 @@ from tests.webhooks.helpers import create_webhook, deliveries
 
 URL = "https://alerts.example.com/inlet?channel=data"
 DEFAULT_EVENTS = ["run.failed", "pipeline.recovered", "pipeline.data_loss", "pipeline.lag_exceeded",
-                  "pipeline.lag_recovered", "offsets.changed"]
+                  "pipeline.lag_recovered", "pipeline.expectation_exceeded", "offsets.changed"]
 MERGE_PATCH = {"Content-Type": "application/merge-patch+json"}
 
 

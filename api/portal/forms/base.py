@@ -107,6 +107,12 @@ class PortalForm(BaseModel):
         return out
 
 
+def put_unless_default(out: dict[str, Any], key: str, value: Any, default: Any, written: Mapping[str, Any]) -> None:
+    """``out[key] = value``, unless ``value`` is the API's default and the definition did not write ``key``."""
+    if value != default or key in written:
+        out[key] = value
+
+
 def utc_moment(text: str) -> str | None:
     """A datetime-local input's text (no zone, seconds optional; the forms say UTC) as an aware ISO time."""
     moment = text.strip()

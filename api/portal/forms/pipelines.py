@@ -1,4 +1,5 @@
-"""The pipeline forms: the list's filters, and the create and edit form (source, target, schedule)."""
+"""The pipeline forms: the list's filters, and the create and edit form (source, target, schedule,
+the contract's expectations)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.core.errors import DomainError
+from api.core.errors import DomainError, ValidationFailed
+from api.pipelines.contract import PipelineContract
 from api.pipelines.schedules import ContinuousSchedule, CronSchedule, IntervalSchedule, Schedule
 from api.pipelines.schemas import (
     REGISTRY_FORMATS,
@@ -20,7 +22,17 @@ from api.pipelines.schemas import (
     PipelineSpec,
     RegistrySchema,
 )
-from api.portal.forms.base import Parts, PortalForm, options_text, settings_lines, utc_input, utc_moment
+from api.portal.forms.base import (
+    FormInvalid,
+    Parts,
+    PortalForm,
+    options_text,
+    put_unless_default,
+    settings_lines,
+    utc_input,
+    utc_moment,
+)
+from api.portal.forms.expectations import contract_of, expectations_text, numbered
 from api.portal.views import FormErrors
 
 
@@ -45,12 +57,6 @@ class PipelineFilters(BaseModel):
 
     def shown(self) -> dict[str, str]:
         return {"name": self.name_contains, "state": self.chosen_state}
-
-
-def _put(out: dict[str, Any], key: str, value: Any, default: Any, written: Mapping[str, Any]) -> None:
-    """``out[key] = value``, unless ``value`` is the API's default and the definition did not write ``key``."""
-    if value != default or key in written:
-        out[key] = value
 
 
 def _given(out: dict[str, Any], key: str, text: str) -> None:
@@ -78,6 +84,7 @@ def _words(text: str) -> list[str]:
 # pipeline had written, so that saving an unchanged form changes nothing.
 _NEW_PIPELINE_WRITES: Mapping[str, Mapping[str, Any]] = {
     "source": {"value_format": True, "starting_offsets": True}, "target": {}, "schedule": {"timezone": True},
+    "contract": {},
 }
 
 
@@ -89,7 +96,10 @@ class PipelineForm(PortalForm):
     Inputs of a choice not taken (the interval of a cron schedule, the Kafka target's of a Delta one,
     the subject of a format without a registry: the page hides them) are not sent. An option at the
     API's default is written only where the pipeline had written it (``_NEW_PIPELINE_WRITES`` for a new
-    one), so that an unchanged form saved is no change, and Terraform sees no drift."""
+    one), so that an unchanged form saved is no change, and Terraform sees no drift.
+
+    The contract's expectations are one input, a rule a line: ``name action: predicate`` (``name:
+    predicate`` is warn). A pipeline that had written no contract and whose input is empty sends none."""
 
     name: str = ""
     connection_id: str = ""
@@ -137,6 +147,7 @@ class PipelineForm(PortalForm):
     continuous_max_offsets: str = ""
     cron: str = ""
     timezone: str = ""
+    expectations: str = ""
     state: str = ""
     etag: str = ""
 
@@ -172,6 +183,7 @@ class PipelineForm(PortalForm):
         "schedule": "schedule", "schedule.cron": "cron", "schedule.timezone": "timezone",
         "schedule.idle_wait_ms": "idle_wait_ms", "schedule.max_offsets_per_run": "continuous_max_offsets",
         "schedule.interval_seconds": "interval_seconds",
+        "contract": "expectations", "contract.expectations": "expectations",
     }
     CONFLICT_FIELD = "name"
 
@@ -214,6 +226,7 @@ class PipelineForm(PortalForm):
             "idle_wait_ms": str(schedule.idle_wait_ms) if isinstance(schedule, ContinuousSchedule) else "",
             "continuous_max_offsets": (str(schedule.max_offsets_per_run) if isinstance(schedule, ContinuousSchedule)
                                        else ""),
+            "expectations": expectations_text(read.contract),
         }
         if isinstance(target, KafkaTarget):
             creation = target.create_topic
@@ -237,21 +250,27 @@ class PipelineForm(PortalForm):
     def errors(self, failure: DomainError, fields: Mapping[str, str] | None = None) -> FormErrors:
         if fields is None and self.starting_offsets == "offsets":
             fields = {**self.FIELDS, "source.starting_offsets": "starting_offsets_json"}
+        if isinstance(failure, ValidationFailed) and not isinstance(failure, FormInvalid) and failure.errors:
+            failure = ValidationFailed(failure.detail, errors=numbered(failure.errors, self.expectations))
         return super().errors(failure, fields)
 
     def spec(self, stored: Mapping[str, Any] | None = None) -> PipelineSpec:
         """The pipeline the form describes, as the API takes it; ``stored``: the definition an edit
-        changes (``{source, target, schedule}`` as stored), whose written options stay written."""
+        changes (``{source, target, schedule, contract}`` as stored), whose written options stay written."""
         written = _NEW_PIPELINE_WRITES
         if stored is not None:
             written = {part: stored.get(part) or {} for part in _NEW_PIPELINE_WRITES}
         parts = Parts()
         source = parts.check(KafkaSource, self._source(parts, written["source"]), "source")
-        return parts.whole(PipelineSpec, {"name": self.name.strip(), "source": source,
-                                          "target": self._target(parts, written["target"]),
-                                          "schedule": self._schedule(parts, written["schedule"]),
-                                          "state": self.state.strip() or "active"},
-                           "The pipeline is not valid")
+        spec: dict[str, Any] = {"name": self.name.strip(), "source": source,
+                                "target": self._target(parts, written["target"]),
+                                "schedule": self._schedule(parts, written["schedule"]),
+                                "state": self.state.strip() or "active"}
+        rules = self.expectations if self.target_type.strip() != "kafka" else ""  # the page hides the input
+        contract = contract_of(parts, rules, written["contract"])
+        if contract or (stored or {}).get("contract") is not None:  # none written, none asked for: none sent
+            spec["contract"] = parts.check(PipelineContract, contract, "contract")
+        return parts.whole(PipelineSpec, spec, "The pipeline is not valid")
 
     def _source(self, parts: Parts, written: Mapping[str, Any]) -> dict[str, Any]:
         source: dict[str, Any] = {}
@@ -261,7 +280,7 @@ class PipelineForm(PortalForm):
         else:
             source["topics"] = _words(self.topics) or None
         value_format = self.value_format.strip() or "raw"
-        _put(source, "value_format", value_format, "raw", written)
+        put_unless_default(source, "value_format", value_format, "raw", written)
         if value_format == "json":
             source["schema"] = self.schema_.strip() or None
         self._registry_schema(parts, source, "value", value_format, self.value_subject, self.value_version)
@@ -273,8 +292,8 @@ class PipelineForm(PortalForm):
             source["max_offsets_per_run"] = self.max_offsets_per_run.strip()
         if self.commit_to_group.strip():
             source["commit_to_group"] = self.commit_to_group.strip()
-        _put(source, "include_headers", self.include_headers == "on", False, written)
-        _put(source, "on_data_loss", self.on_data_loss.strip() or "fail", "fail", written)
+        put_unless_default(source, "include_headers", self.include_headers == "on", False, written)
+        put_unless_default(source, "on_data_loss", self.on_data_loss.strip() or "fail", "fail", written)
         return source
 
     @staticmethod
@@ -313,10 +332,10 @@ class PipelineForm(PortalForm):
                 parts.refuse("source.starting_timestamp", "Enter a date and time (UTC)")
             else:
                 source["starting_timestamp"] = moment
-            _put(source, "starting_timestamp_strategy", self.starting_timestamp_strategy.strip() or "error", "error",
+            put_unless_default(source, "starting_timestamp_strategy", self.starting_timestamp_strategy.strip() or "error", "error",
                  written)
         else:
-            _put(source, "starting_offsets", start, "earliest", written)
+            put_unless_default(source, "starting_offsets", start, "earliest", written)
 
     def _target(self, parts: Parts, written: Mapping[str, Any]) -> DeltaTarget | KafkaTarget | None:
         if self.target_type.strip() == "kafka":
@@ -327,14 +346,14 @@ class PipelineForm(PortalForm):
                 creation: dict[str, Any] = {}
                 _given(creation, "partitions", self.create_partitions)
                 factor = self.create_replication_factor.strip() or "-1"
-                _put(creation, "replication_factor", -1 if factor == "-1" else factor, -1, made)
-                _put(creation, "config", settings_lines(self.create_config, parts, "target.create_topic.config",
+                put_unless_default(creation, "replication_factor", -1 if factor == "-1" else factor, -1, made)
+                put_unless_default(creation, "config", settings_lines(self.create_config, parts, "target.create_topic.config",
                                                          "retention.ms=604800000"), {}, made)
                 target["create_topic"] = creation
             return parts.check(KafkaTarget, target, "target")
         delta: dict[str, Any] = {"type": "delta", "path": self.target_path.strip()}
         self._keyed(delta, written)
-        _put(delta, "partition_by", _words(self.partition_by), [], written)
+        put_unless_default(delta, "partition_by", _words(self.partition_by), [], written)
         if maintenance := self._maintenance(written.get("maintenance") or {}):
             delta["maintenance"] = maintenance
         return parts.check(DeltaTarget, delta, "target")
@@ -343,27 +362,27 @@ class PipelineForm(PortalForm):
         """A keyed table's settings (mode upsert; docs/keyed-tables.md). Those of an append table are not
         sent: the page hides them, and the API refuses them without upsert."""
         if self.delta_mode.strip() != "upsert":
-            _put(delta, "mode", self.delta_mode.strip() or "append", "append", written)
+            put_unless_default(delta, "mode", self.delta_mode.strip() or "append", "append", written)
             return
         delta["mode"] = "upsert"
         delta["key"] = _words(self.key_fields) or None  # none: the API's "mode upsert needs key", beside the input
-        _put(delta, "key_from", self.key_from.strip() or "value", "value", written)
-        _put(delta, "sequence_by", self.sequence_by.strip() or None, None, written)
-        _put(delta, "changes", self.changes.strip() or "rows", "rows", written)
+        put_unless_default(delta, "key_from", self.key_from.strip() or "value", "value", written)
+        put_unless_default(delta, "sequence_by", self.sequence_by.strip() or None, None, written)
+        put_unless_default(delta, "changes", self.changes.strip() or "rows", "rows", written)
         chosen = self.scd_type.strip() or "1"  # what is not 1 or 2 goes as typed: the API's refusal, beside the input
-        _put(delta, "scd_type", int(chosen) if chosen in ("1", "2") else chosen, 1, written)
-        _put(delta, "deletes", self.deletes.strip() or "mark", "mark", written)
+        put_unless_default(delta, "scd_type", int(chosen) if chosen in ("1", "2") else chosen, 1, written)
+        put_unless_default(delta, "deletes", self.deletes.strip() or "mark", "mark", written)
 
     def _maintenance(self, written: Mapping[str, Any]) -> dict[str, Any]:
         """The table maintenance policy: the form's few inputs over what the pipeline had written (the
         rest of the policy is the API's and Terraform's; an edit keeps it as it was)."""
         policy = {part: dict(value) if isinstance(value, Mapping) else value for part, value in written.items()}
-        _put(policy, "enabled", self.maintenance_off != "on", True, written)  # a box left unticked is not sent
+        put_unless_default(policy, "enabled", self.maintenance_off != "on", True, written)  # a box left unticked is not sent
         compaction: dict[str, Any] = policy.get("compaction") or {}
-        _put(compaction, "target_file_mb", _number(self.target_file_mb, 128), 128, written.get("compaction") or {})
-        _put(compaction, "z_order_by", _words(self.z_order_by), [], written.get("compaction") or {})
+        put_unless_default(compaction, "target_file_mb", _number(self.target_file_mb, 128), 128, written.get("compaction") or {})
+        put_unless_default(compaction, "z_order_by", _words(self.z_order_by), [], written.get("compaction") or {})
         vacuum: dict[str, Any] = policy.get("vacuum") or {}
-        _put(vacuum, "retention_hours", _number(self.vacuum_retention_hours, 168), 168, written.get("vacuum") or {})
+        put_unless_default(vacuum, "retention_hours", _number(self.vacuum_retention_hours, 168), 168, written.get("vacuum") or {})
         for part, chosen in (("compaction", compaction), ("vacuum", vacuum)):
             if chosen:
                 policy[part] = chosen
@@ -373,13 +392,13 @@ class PipelineForm(PortalForm):
         kind = self.schedule_kind.strip()
         if kind == "continuous":
             continuous: dict[str, Any] = {"continuous": True}
-            _put(continuous, "idle_wait_ms", self.idle_wait_ms.strip() or "500", "500", written)
-            _put(continuous, "max_offsets_per_run", self.continuous_max_offsets.strip() or "100000", "100000", written)
+            put_unless_default(continuous, "idle_wait_ms", self.idle_wait_ms.strip() or "500", "500", written)
+            put_unless_default(continuous, "max_offsets_per_run", self.continuous_max_offsets.strip() or "100000", "100000", written)
             return parts.check(ContinuousSchedule, continuous, "schedule")
         if kind == "interval":
             return parts.check(IntervalSchedule, {"interval_seconds": self.interval_seconds.strip()}, "schedule")
         if kind == "cron":
             cron: dict[str, Any] = {"cron": self.cron.strip()}
-            _put(cron, "timezone", self.timezone.strip() or "UTC", "UTC", written)
+            put_unless_default(cron, "timezone", self.timezone.strip() or "UTC", "UTC", written)
             return parts.check(CronSchedule, cron, "schedule")
         return None

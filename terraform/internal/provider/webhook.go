@@ -26,14 +26,14 @@ import (
 // webhookEvents are the events an endpoint may subscribe to (openapi.yaml WebhookSpec.events).
 var webhookEvents = []string{
 	"run.failed", "run.succeeded", "pipeline.recovered", "pipeline.data_loss", "pipeline.lag_exceeded",
-	"pipeline.lag_recovered", "offsets.changed",
+	"pipeline.lag_recovered", "pipeline.expectation_exceeded", "offsets.changed",
 }
 
 // webhookDefaultEvents is what Inlet subscribes an endpoint to when none are named: every event but
 // run.succeeded, which is sent only where it is named.
 var webhookDefaultEvents = []string{
 	"run.failed", "pipeline.recovered", "pipeline.data_loss", "pipeline.lag_exceeded", "pipeline.lag_recovered",
-	"offsets.changed",
+	"pipeline.expectation_exceeded", "offsets.changed",
 }
 
 var webhookURLPattern = regexp.MustCompile(`^(?i)https?://[^/?#]+`)
@@ -115,7 +115,8 @@ func (r *webhookResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 				Computed:    true,
 				Default:     setdefault.StaticValue(stringSet(webhookDefaultEvents)),
 				Description: "The events sent to this endpoint: run.failed, run.succeeded, pipeline.recovered, " +
-					"pipeline.data_loss, pipeline.lag_exceeded, pipeline.lag_recovered, offsets.changed " +
+					"pipeline.data_loss, pipeline.lag_exceeded, pipeline.lag_recovered, pipeline.expectation_exceeded, " +
+					"offsets.changed " +
 					"(default: all but run.succeeded).",
 				Validators: []validator.Set{
 					setvalidator.SizeAtLeast(1),

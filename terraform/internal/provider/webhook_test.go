@@ -172,7 +172,7 @@ func TestAccWebhook(t *testing.T) {
 					plancheck.ExpectUnknownValue(address, tfjsonpath.New("etag")),
 				}},
 				Check: resource.ComposeAggregateTestCheckFunc(
-					resource.TestCheckResourceAttr(address, "events.#", "6"),
+					resource.TestCheckResourceAttr(address, "events.#", "7"),
 					sameSecret,
 					expectWebhook(t, address, map[string]any{
 						"url": hook + "/v2", "events": sortedStrings(webhookDefaultEvents...),
