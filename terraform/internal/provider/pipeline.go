@@ -20,9 +20,10 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 )
 
-// inlet_pipeline: a Kafka source, a target, a schedule and a state. Inlet stores the source, target
-// and schedule as written and returns them so: an attribute the configuration leaves out keeps
-// Inlet's default without a diff, and one changed through the API or the portal shows as drift.
+// inlet_pipeline: a Kafka source, a target, a schedule, a contract and a state. Inlet stores the
+// source, target, schedule and contract as written and returns them so: an attribute the
+// configuration leaves out keeps Inlet's default without a diff, and one changed through the API or
+// the portal shows as drift.
 
 var pipelineName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
@@ -43,6 +44,7 @@ type pipelineModel struct {
 	Source    types.Object `tfsdk:"source"`
 	Target    types.Object `tfsdk:"target"`
 	Schedule  types.Object `tfsdk:"schedule"`
+	Contract  types.Object `tfsdk:"contract"`
 	State     types.String `tfsdk:"state"`
 	TargetURI types.String `tfsdk:"target_uri"`
 	ETag      types.String `tfsdk:"etag"`
@@ -54,9 +56,11 @@ func (r *pipelineResource) Metadata(_ context.Context, req resource.MetadataRequ
 
 func pipelineSchema() schema.Schema {
 	return schema.Schema{
-		// 2: typed source, target and schedule (1, the Python provider's: jsonencode strings).
+		// 2: typed source, target and schedule (1, the Python provider's: jsonencode strings). Optional
+		// attributes added since (schedule.continuous, contract) keep 2: a state without them reads them
+		// as null, which a configuration without them plans as no change.
 		Version:     2,
-		Description: "An Inlet pipeline: a Kafka source, a Delta or Kafka target, a schedule.",
+		Description: "An Inlet pipeline: a Kafka source, a Delta or Kafka target, a schedule, a data contract.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, Description: "The pipeline's id.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
@@ -67,6 +71,7 @@ func pipelineSchema() schema.Schema {
 			"source":   sourceAttribute(),
 			"target":   targetAttribute(),
 			"schedule": scheduleAttribute(),
+			"contract": contractAttribute(),
 			"state": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("active"),
 				Description: "active (the default) or paused.",
 				Validators:  []validator.String{stringvalidator.OneOf("active", "paused")}},
@@ -183,6 +188,7 @@ type pipelineAnswer struct {
 	Source   json.RawMessage `json:"source"`
 	Target   json.RawMessage `json:"target"`
 	Schedule json.RawMessage `json:"schedule"`
+	Contract json.RawMessage `json:"contract"`
 	State    string          `json:"state"`
 	Status   struct {
 		TargetURI *string `json:"target_uri"`
@@ -210,17 +216,25 @@ func pipelineFromAnswer(ctx context.Context, body []byte, etag string, prior pip
 	if err != nil {
 		return pipelineModel{}, err
 	}
+	contract, err := documentValue(ctx, answer.Contract, attrs["contract"].GetType(), nil)
+	if err != nil {
+		return pipelineModel{}, err
+	}
 	return pipelineModel{
-		ID: types.StringValue(answer.ID), Name: types.StringValue(answer.Name),
-		Source: source, Target: target, Schedule: schedule, State: types.StringValue(answer.State),
+		ID: types.StringValue(answer.ID), Name: types.StringValue(answer.Name), Source: source, Target: target,
+		Schedule: schedule, Contract: contract, State: types.StringValue(answer.State),
 		TargetURI: types.StringPointerValue(answer.Status.TargetURI), ETag: types.StringValue(etag),
 	}, nil
 }
 
-// documentValue is the typed value of a JSON document, shaped first by reshape (nil: as it is).
+// documentValue is the typed value of a JSON document, shaped first by reshape (nil: as it is). A
+// document the answer leaves out is null, as is one it gives as null.
 func documentValue(ctx context.Context, raw json.RawMessage, t attr.Type,
 	reshape func(map[string]any) map[string]any) (types.Object, error) {
 	objectType := t.(types.ObjectType)
+	if len(raw) == 0 {
+		return types.ObjectNull(objectType.AttrTypes), nil
+	}
 	decoded, err := decodeJSON(raw)
 	if err != nil || decoded == nil {
 		return types.ObjectNull(objectType.AttrTypes), err
@@ -246,6 +260,10 @@ func pipelineBody(m pipelineModel) map[string]any {
 	body := map[string]any{
 		"name": m.Name.ValueString(), "source": sourceToAPI(sourceFields),
 		"target": targetToAPI(targetFields), "schedule": schedule,
+	}
+	// Without a contract the body is the one Inlet took before contracts: no "contract": null.
+	if contract, _ := toJSON(m.Contract); contract != nil {
+		body["contract"] = contract
 	}
 	if !m.State.IsNull() && !m.State.IsUnknown() {
 		body["state"] = m.State.ValueString()

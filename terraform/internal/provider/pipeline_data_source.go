@@ -12,8 +12,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 )
 
-// data "inlet_pipeline": a pipeline by id or by name, its source, target and schedule typed as the
-// resource's.
+// data "inlet_pipeline": a pipeline by id or by name, its source, target, schedule and contract typed
+// as the resource's.
 
 func newPipelineDataSource() datasource.DataSource { return &pipelineDataSource{} }
 
@@ -25,6 +25,7 @@ type pipelineDataModel struct {
 	Source    types.Object `tfsdk:"source"`
 	Target    types.Object `tfsdk:"target"`
 	Schedule  types.Object `tfsdk:"schedule"`
+	Contract  types.Object `tfsdk:"contract"`
 	State     types.String `tfsdk:"state"`
 	TargetURI types.String `tfsdk:"target_uri"`
 	NextRunAt types.String `tfsdk:"next_run_at"`
@@ -44,6 +45,7 @@ func (d *pipelineDataSource) Schema(_ context.Context, _ datasource.SchemaReques
 			"source":      computedAttribute(documents["source"].GetType(), "As inlet_pipeline's source."),
 			"target":      computedAttribute(documents["target"].GetType(), "As inlet_pipeline's target."),
 			"schedule":    computedAttribute(documents["schedule"].GetType(), "As inlet_pipeline's schedule; null without one."),
+			"contract":    computedAttribute(documents["contract"].GetType(), "As inlet_pipeline's contract; null without one."),
 			"state":       schema.StringAttribute{Computed: true},
 			"target_uri":  schema.StringAttribute{Computed: true},
 			"next_run_at": schema.StringAttribute{Computed: true, Description: "When the schedule starts the next run."},
@@ -68,6 +70,8 @@ func computedAttribute(t attr.Type, description string) schema.Attribute {
 		return schema.StringAttribute{Computed: true, Description: description}
 	case basetypes.Int64Type:
 		return schema.Int64Attribute{Computed: true, Description: description}
+	case basetypes.Float64Type:
+		return schema.Float64Attribute{Computed: true, Description: description}
 	case basetypes.BoolType:
 		return schema.BoolAttribute{Computed: true, Description: description}
 	}
@@ -95,6 +99,7 @@ func (d *pipelineDataSource) Read(ctx context.Context, req datasource.ReadReques
 	_ = json.Unmarshal(body, &status) // pipelineFromAnswer has read the same body
 	resp.Diagnostics.Append(resp.State.Set(ctx, pipelineDataModel{
 		ID: model.ID, Name: model.Name, Source: model.Source, Target: model.Target, Schedule: model.Schedule,
-		State: model.State, TargetURI: model.TargetURI, NextRunAt: types.StringPointerValue(status.Status.NextRunAt),
+		Contract: model.Contract, State: model.State, TargetURI: model.TargetURI,
+		NextRunAt: types.StringPointerValue(status.Status.NextRunAt),
 	})...)
 }

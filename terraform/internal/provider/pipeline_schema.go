@@ -4,6 +4,7 @@ import (
 	"regexp"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/boolvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/float64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
@@ -15,8 +16,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 )
 
-// A pipeline's source, target and schedule as typed nested attributes, with the API's rules
-// (openapi.yaml's KafkaSource, DeltaTarget, KafkaTarget, CronSchedule, IntervalSchedule) as
+// A pipeline's source, target, schedule and contract as typed nested attributes, with the API's rules
+// (openapi.yaml's KafkaSource, DeltaTarget, KafkaTarget, CronSchedule, IntervalSchedule, Contract) as
 // validators: a bad value is an error at plan that names the attribute. Every attribute is optional
 // unless the API requires it; one left out is left out of the request too, and Inlet's default applies.
 
@@ -26,6 +27,7 @@ var (
 	fieldPath  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
 	groupName  = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 	schemaVer  = regexp.MustCompile(`^(latest|[1-9][0-9]*)$`)
+	ruleName   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
 )
 
 func optString(description string, validators ...validator.String) schema.StringAttribute {
@@ -216,6 +218,40 @@ func scheduleAttribute() schema.SingleNestedAttribute {
 				Description: "Continuous: at most this many offsets a run (default 100000), so a backlog drains in several commits.",
 				Validators: []validator.Int64{int64validator.Between(1, 1_000_000_000_000),
 					int64validator.AlsoRequires(other("continuous"))}},
+		},
+	}
+}
+
+func contractAttribute() schema.SingleNestedAttribute {
+	return schema.SingleNestedAttribute{
+		Optional:    true,
+		Description: "The data contract: rules on each decoded row of a Delta target; none: rows are not checked.",
+		Attributes: map[string]schema.Attribute{
+			"expectations": schema.ListNestedAttribute{
+				Optional:    true,
+				Description: "Up to 50 rules, evaluated in order, their names unique in any case (default none).",
+				Validators:  []validator.List{listvalidator.SizeAtMost(50), uniqueNames()},
+				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+					"name": schema.StringAttribute{Required: true,
+						Description: "Names the rule in the run's counts, the quarantine's reasons, metrics and webhooks.",
+						Validators: []validator.String{stringvalidator.RegexMatches(ruleName,
+							"must start with a letter or _, then up to 63 letters, digits or _")}},
+					// Inlet parses the predicate and its 422 names it at apply; here only its length,
+					// counted in characters as Inlet counts it.
+					"predicate": schema.StringAttribute{Required: true,
+						Description: "A Spark SQL condition on the row's columns, e.g. \"amount > 0\": a row violates the rule " +
+							"when it is false (null passes).",
+						Validators: []validator.String{stringvalidator.UTF8LengthBetween(1, 2000)}},
+					"action": oneOf("What becomes of a violating row: warn (the default: counted and written), "+
+						"quarantine (written to the quarantine table instead) or fail (the run fails before its commit).",
+						"warn", "quarantine", "fail"),
+					"alert_over_rows": optInt("pipeline.expectation_exceeded fires when a run has more violating rows "+
+						"than this.", 1, 1_000_000_000_000_000),
+					"alert_over_ratio": schema.Float64Attribute{Optional: true,
+						Description: "Or when more than this share of its records violate it (0 < ratio <= 1).",
+						Validators:  []validator.Float64{float64validator.AtMost(1), aboveZero()}},
+				}},
+			},
 		},
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/acctest"
@@ -262,10 +263,116 @@ resource "inlet_pipeline" "customers" {
 	})
 }
 
+// contractConfig is a pipeline of json values into Delta (a contract tests decoded rows) whose contract
+// has two rules, the first's action given; without an action, the pipeline has no contract.
+func contractConfig(name, bootstrap, topic, action string) string {
+	contract := ""
+	if action != "" {
+		contract = fmt.Sprintf(`contract = {
+    expectations = [
+      { name = "positive_amount", predicate = "amount > 0", action = %q, alert_over_rows = 100, alert_over_ratio = 0.01 },
+      { name = "has_id", predicate = "id IS NOT NULL" },
+    ]
+  }`, action)
+	}
+	return fmt.Sprintf(`
+resource "inlet_connection" "c" {
+  name              = %[1]q
+  bootstrap_servers = %[2]q
+}
+
+resource "inlet_pipeline" "payments" {
+  name = %[1]q
+  source = {
+    connection_id = inlet_connection.c.id
+    topics        = [%[3]q]
+    value_format  = "json"
+    schema        = "id BIGINT, amount DOUBLE"
+  }
+  target = { delta = { path = "bronze/${inlet_connection.c.id}" } }
+  %[4]s
+}
+
+data "inlet_pipeline" "by_id" {
+  id = inlet_pipeline.payments.id
+}
+`, name, bootstrap, topic, contract)
+}
+
+// TestAccPipelineContract: a contract of two rules is created as written and plans no change after,
+// an action changes in place, an import reads it back, a predicate Inlet cannot parse is its 422
+// naming the rule, and a configuration without the contract removes it.
+func TestAccPipelineContract(t *testing.T) {
+	name := acctest.RandomWithPrefix("acc-contract")
+	bootstrap, topic := accEnv(t, "INLET_ACC_BOOTSTRAP"), accEnv(t, "INLET_ACC_TOPIC")
+	rules := func(action string) any {
+		return map[string]any{"expectations": []any{
+			map[string]any{"name": "positive_amount", "predicate": "amount > 0", "action": action,
+				"alert_over_rows": float64(100), "alert_over_ratio": 0.01},
+			map[string]any{"name": "has_id", "predicate": "id IS NOT NULL"},
+		}}
+	}
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { accPreCheck(t) },
+		ProtoV6ProviderFactories: testProviders,
+		Steps: []resource.TestStep{
+			{
+				Config: contractConfig(name, bootstrap, topic, "quarantine"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+				},
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckResourceAttr("inlet_pipeline.payments", "contract.expectations.#", "2"),
+					resource.TestCheckResourceAttr("inlet_pipeline.payments", "contract.expectations.0.action", "quarantine"),
+					resource.TestCheckResourceAttr("inlet_pipeline.payments", "contract.expectations.0.alert_over_ratio", "0.01"),
+					resource.TestCheckNoResourceAttr("inlet_pipeline.payments", "contract.expectations.1.action"),
+					resource.TestCheckResourceAttr("data.inlet_pipeline.by_id", "contract.expectations.1.name", "has_id"),
+					// as written: the second rule's action and thresholds left out
+					expectDocument(t, "inlet_pipeline.payments", "contract", func(*terraform.State) any {
+						return rules("quarantine")
+					}),
+				),
+			},
+			{ // one action changes in place; target_uri stays known in the plan
+				Config: contractConfig(name, bootstrap, topic, "fail"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{
+						plancheck.ExpectResourceAction("inlet_pipeline.payments", plancheck.ResourceActionUpdate),
+						plancheck.ExpectKnownValue("inlet_pipeline.payments", tfjsonpath.New("target_uri"), knownvalue.NotNull()),
+					},
+					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+				},
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckResourceAttr("inlet_pipeline.payments", "contract.expectations.0.action", "fail"),
+					resource.TestCheckResourceAttr("data.inlet_pipeline.by_id", "contract.expectations.0.action", "fail"),
+					expectDocument(t, "inlet_pipeline.payments", "contract", func(*terraform.State) any {
+						return rules("fail")
+					}),
+				),
+			},
+			{ResourceName: "inlet_pipeline.payments", ImportState: true, ImportStateVerify: true},
+			{ // the predicate is Inlet's to parse: its 422 names the rule
+				Config:      strings.Replace(contractConfig(name, bootstrap, topic, "fail"), "id IS NOT NULL", "id IS NOT", 1),
+				ExpectError: regexp.MustCompile(`contract\.expectations\[1\]\.predicate`),
+			},
+			{ // left out of the configuration: Inlet holds no contract
+				Config: contractConfig(name, bootstrap, topic, ""),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("inlet_pipeline.payments", plancheck.ResourceActionUpdate),
+				}},
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckNoResourceAttr("inlet_pipeline.payments", "contract"),
+					expectDocument(t, "inlet_pipeline.payments", "contract", func(*terraform.State) any { return nil }),
+				),
+			},
+		},
+	})
+}
+
 // Bad values are refused at plan, with the attribute named, before Inlet is asked.
 func TestAccPipelineRefusedAtPlan(t *testing.T) {
 	bootstrap := accEnv(t, "INLET_ACC_BOOTSTRAP")
-	with := func(source, target, schedule string) string {
+	withContract := func(source, target, schedule, contract string) string {
 		return fmt.Sprintf(`
 resource "inlet_connection" "c" {
   name              = "refused"
@@ -276,9 +383,11 @@ resource "inlet_pipeline" "p" {
   source   = %s
   target   = %s
   schedule = %s
+  contract = %s
 }
-`, bootstrap, source, target, schedule)
+`, bootstrap, source, target, schedule, contract)
 	}
+	with := func(source, target, schedule string) string { return withContract(source, target, schedule, "null") }
 	good := `{ connection_id = inlet_connection.c.id, topics = ["t"] }`
 	delta := `{ delta = { path = "bronze/t" } }`
 	cases := []struct{ config, refusal string }{
@@ -297,6 +406,12 @@ resource "inlet_pipeline" "p" {
 			`source.value_schema.version[\s\S]*version number or "latest"`},
 		{with(`{ connection_id = inlet_connection.c.id, topics = ["t"], starting_timestamp = "yesterday" }`, delta, "null"),
 			`source.starting_timestamp[\s\S]*RFC 3339`},
+		{withContract(good, delta, "null", `{ expectations = [{ name = "a", predicate = "x > 0" }, { name = "A", predicate = "x < 9" }] }`),
+			`contract.expectations\[1\].name[\s\S]*already\s+the\s+name\s+of\s+contract.expectations\[0\]`},
+		{withContract(good, delta, "null", `{ expectations = [{ name = "a", predicate = "x > 0", action = "drop" }] }`),
+			`contract.expectations\[0\].action[\s\S]*value\s+must\s+be\s+one\s+of`},
+		{withContract(good, delta, "null", `{ expectations = [{ name = "a", predicate = "x > 0", alert_over_ratio = 0 }] }`),
+			`contract.expectations\[0\].alert_over_ratio[\s\S]*greater\s+than\s+0`},
 	}
 	steps := make([]resource.TestStep, 0, len(cases))
 	for _, c := range cases {

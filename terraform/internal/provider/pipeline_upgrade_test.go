@@ -53,6 +53,7 @@ func TestPipelineUpgradeState(t *testing.T) {
 		"target.kafka":                      {target["kafka"], nil},
 		"target.delta.path":                 {target["delta"].(map[string]any)["path"], "bronze/orders"},
 		"schedule.interval_seconds":         {jsonText(model["schedule"].(map[string]any)["interval_seconds"]), "300"},
+		"contract":                          {model["contract"], nil},
 		"target_uri":                        {model["target_uri"], "s3://bucket/t/bronze/orders"},
 		"etag":                              {model["etag"], `"e"`},
 	}

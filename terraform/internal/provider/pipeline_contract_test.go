@@ -1,0 +1,333 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
+)
+
+// A pipeline's contract without Inlet or a CLI: its conversion both ways, and its rules at plan as the
+// provider's server checks a configuration.
+
+const contractSource = `{"connection_id": "c-1", "topics": ["orders"], "value_format": "json",
+	"schema": "id BIGINT, amount DOUBLE"}`
+
+// The contract of docs/terraform.md: a rule with every field, and one with its name and predicate only.
+const twoRules = `{"expectations": [
+	{"name": "positive_amount", "predicate": "amount > 0", "action": "quarantine",
+	 "alert_over_rows": 100, "alert_over_ratio": 0.01},
+	{"name": "has_id", "predicate": "id IS NOT NULL"}]}`
+
+// pipelineValue is the inlet_pipeline object that document describes (attributes it leaves out null),
+// as a configuration or a plan would hold it.
+func pipelineValue(t *testing.T, document string) types.Object {
+	t.Helper()
+	raw, err := decodeJSON([]byte(document))
+	if err != nil {
+		t.Fatalf("%v in %s", err, document)
+	}
+	value, err := fromJSON(context.Background(), raw, pipelineSchema().Type())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return value.(types.Object)
+}
+
+func pipelineOf(t *testing.T, document string) pipelineModel {
+	t.Helper()
+	var model pipelineModel
+	if d := pipelineValue(t, document).As(context.Background(), &model, basetypes.ObjectAsOptions{}); d.HasError() {
+		t.Fatal(d)
+	}
+	return model
+}
+
+// canonical is a JSON document with its keys sorted and no spaces, to compare two as text.
+func canonical(t *testing.T, document any) string {
+	t.Helper()
+	if text, ok := document.(string); ok {
+		if err := json.Unmarshal([]byte(text), &document); err != nil {
+			t.Fatalf("%v in %s", err, text)
+		}
+	}
+	out, err := json.Marshal(document)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}
+
+// TestPipelineContractBody: a contract goes out as written, fields left out left out; a pipeline
+// without one goes out as before contracts, with no contract field at all.
+func TestPipelineContractBody(t *testing.T) {
+	cases := map[string]struct{ config, body string }{
+		"two rules": {
+			config: `{"name": "orders", "state": "active", "source": ` + contractSource + `,
+				"target": {"delta": {"path": "bronze/orders"}}, "contract": ` + twoRules + `}`,
+			body: `{"name": "orders", "state": "active", "source": ` + contractSource + `, "schedule": null,
+				"target": {"type": "delta", "path": "bronze/orders"}, "contract": ` + twoRules + `}`,
+		},
+		"no contract": {
+			config: `{"name": "orders", "state": "paused", "source": ` + contractSource + `,
+				"target": {"delta": {"path": "bronze/orders"}}, "schedule": {"interval_seconds": 60}}`,
+			body: `{"name": "orders", "state": "paused", "source": ` + contractSource + `,
+				"schedule": {"interval_seconds": 60}, "target": {"type": "delta", "path": "bronze/orders"}}`,
+		},
+		"an empty contract": {
+			config: `{"name": "orders", "source": ` + contractSource + `, "target": {"delta": {"path": "b"}},
+				"contract": {}}`,
+			body: `{"name": "orders", "source": ` + contractSource + `, "schedule": null,
+				"target": {"type": "delta", "path": "b"}, "contract": {}}`,
+		},
+		"no rules": {
+			config: `{"name": "orders", "source": ` + contractSource + `, "target": {"delta": {"path": "b"}},
+				"contract": {"expectations": []}}`,
+			body: `{"name": "orders", "source": ` + contractSource + `, "schedule": null,
+				"target": {"type": "delta", "path": "b"}, "contract": {"expectations": []}}`,
+		},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got, want := canonical(t, pipelineBody(pipelineOf(t, c.config))), canonical(t, c.body); got != want {
+				t.Errorf("body\n got %s\nwant %s", got, want)
+			}
+		})
+	}
+}
+
+// TestPipelineContractFromAnswer: Inlet's contract reads as the configuration that wrote it, and goes
+// out again unchanged; an answer with no contract (null, or none at all: an Inlet before contracts)
+// reads as null.
+func TestPipelineContractFromAnswer(t *testing.T) {
+	ctx := context.Background()
+	answer := func(contract string) []byte {
+		body := `{"id": "p-1", "name": "orders", "state": "active", "source": ` + contractSource + `,
+			"target": {"type": "delta", "path": "bronze/orders"}, "schedule": null,
+			"status": {"target_uri": "s3://b/t/bronze/orders", "next_run_at": null}`
+		if contract != "" {
+			body += `, "contract": ` + contract
+		}
+		return []byte(body + "}")
+	}
+	nullSource := types.ObjectNull(pipelineSchema().Attributes["source"].GetType().(types.ObjectType).AttrTypes)
+	read := func(t *testing.T, contract string) pipelineModel {
+		t.Helper()
+		model, err := pipelineFromAnswer(ctx, answer(contract), `"e"`, pipelineModel{Source: nullSource})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return model
+	}
+
+	t.Run("two rules", func(t *testing.T) {
+		model := read(t, twoRules)
+		written := pipelineOf(t, `{"contract": `+twoRules+`}`).Contract
+		if !model.Contract.Equal(written) {
+			t.Errorf("contract\n got %s\nwant %s", model.Contract, written)
+		}
+		rules := model.Contract.Attributes()["expectations"].(types.List).Elements()
+		second := rules[1].(types.Object).Attributes()
+		for _, field := range []string{"action", "alert_over_rows", "alert_over_ratio"} {
+			if !second[field].IsNull() {
+				t.Errorf("expectations[1].%s = %s, want null (left out)", field, second[field])
+			}
+		}
+		if ratio := rules[0].(types.Object).Attributes()["alert_over_ratio"]; !ratio.Equal(types.Float64Value(0.01)) {
+			t.Errorf("expectations[0].alert_over_ratio = %s, want 0.01", ratio)
+		}
+		if got, want := canonical(t, pipelineBody(model)["contract"]), canonical(t, twoRules); got != want {
+			t.Errorf("sent again\n got %s\nwant %s", got, want)
+		}
+	})
+	t.Run("an empty contract", func(t *testing.T) {
+		model := read(t, `{}`)
+		if model.Contract.IsNull() || !model.Contract.Attributes()["expectations"].IsNull() {
+			t.Errorf("contract = %s, want an object without expectations", model.Contract)
+		}
+	})
+	for name, contract := range map[string]string{"null": "null", "left out": ""} {
+		t.Run(name, func(t *testing.T) {
+			model := read(t, contract)
+			if !model.Contract.IsNull() {
+				t.Errorf("contract = %s, want null", model.Contract)
+			}
+			if _, sent := pipelineBody(model)["contract"]; sent {
+				t.Error("a pipeline without a contract sends one")
+			}
+		})
+	}
+}
+
+// TestPipelineStateBeforeContracts: a state written before contracts (version 2, no contract) reads
+// as it is, its contract null: no state upgrade.
+func TestPipelineStateBeforeContracts(t *testing.T) {
+	ctx := context.Background()
+	server, err := testProviders["inlet"]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, _ := json.Marshal(map[string]any{
+		"id": "p-1", "name": "orders", "state": "active", "target_uri": nil, "etag": `"e"`, "schedule": nil,
+		"source": map[string]any{"connection_id": "c-1", "topics": []string{"orders"}},
+		"target": map[string]any{"delta": map[string]any{"path": "bronze/orders"}},
+	})
+	resp, err := server.UpgradeResourceState(ctx, &tfprotov6.UpgradeResourceStateRequest{
+		TypeName: "inlet_pipeline", Version: 2, RawState: &tfprotov6.RawState{JSON: old},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range resp.Diagnostics {
+		t.Errorf("%s: %s", d.Summary, d.Detail)
+	}
+	if resp.UpgradedState == nil {
+		t.Fatal("no state")
+	}
+	value, err := resp.UpgradedState.Unmarshal(pipelineSchema().Type().TerraformType(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := tfValueJSON(t, value).(map[string]any)
+	if _, held := state["contract"]; !held || state["contract"] != nil {
+		t.Errorf("contract = %v, want null", state["contract"])
+	}
+	if state["target"].(map[string]any)["delta"].(map[string]any)["path"] != "bronze/orders" {
+		t.Errorf("target = %v", state["target"])
+	}
+}
+
+// TestPipelineContractRefusedAtPlan: what Inlet would refuse and needs nothing but the configuration
+// is an error at plan, at the attribute's path.
+func TestPipelineContractRefusedAtPlan(t *testing.T) {
+	ctx := context.Background()
+	server, err := testProviders["inlet"]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rule := func(name, fields string) string {
+		return fmt.Sprintf(`{"name": %q, "predicate": "amount > 0"%s}`, name, fields)
+	}
+	many := make([]string, 51)
+	for i := range many {
+		many[i] = rule(fmt.Sprintf("r%d", i), "")
+	}
+	at := func(steps ...any) *tftypes.AttributePath {
+		p := tftypes.NewAttributePath().WithAttributeName("contract").WithAttributeName("expectations")
+		for _, step := range steps {
+			switch s := step.(type) {
+			case int:
+				p = p.WithElementKeyInt(s)
+			case string:
+				p = p.WithAttributeName(s)
+			}
+		}
+		return p
+	}
+	long := strings.Repeat("é", 2000) // 2000 characters, 4000 bytes: Inlet counts characters
+	cases := map[string]struct {
+		rules  string
+		path   *tftypes.AttributePath // nil: accepted
+		detail string
+	}{
+		"two rules":             {rules: twoRules},
+		"no rules":              {rules: `{"expectations": []}`},
+		"no expectations":       {rules: `{}`},
+		"fifty rules":           {rules: `{"expectations": [` + strings.Join(many[:50], ",") + `]}`},
+		"a ratio of 1":          {rules: `{"expectations": [` + rule("r", `, "alert_over_ratio": 1`) + `]}`},
+		"2000 characters":       {rules: `{"expectations": [{"name": "r", "predicate": "` + long + `"}]}`},
+		"fifty-one rules":       {`{"expectations": [` + strings.Join(many, ",") + `]}`, at(), "at most 50"},
+		"a name with a space":   {`{"expectations": [` + rule("a b", "") + `]}`, at(0, "name"), "must start with a letter or _"},
+		"a name with a digit":   {`{"expectations": [` + rule("1st", "") + `]}`, at(0, "name"), "must start with a letter or _"},
+		"a name of 65":          {`{"expectations": [` + rule("n"+strings.Repeat("a", 64), "") + `]}`, at(0, "name"), "up to 63"},
+		"a name twice":          {`{"expectations": [` + rule("a", "") + "," + rule("b", "") + "," + rule("A", "") + `]}`, at(2, "name"), `contract.expectations[2].name: "A" is already the name of contract.expectations[0]`},
+		"an unknown action":     {`{"expectations": [` + rule("r", `, "action": "drop"`) + `]}`, at(0, "action"), `value must be one of: ["warn" "quarantine" "fail"]`},
+		"an empty predicate":    {`{"expectations": [{"name": "r", "predicate": ""}]}`, at(0, "predicate"), "between 1 and 2000"},
+		"2001 characters":       {`{"expectations": [{"name": "r", "predicate": "é` + long + `"}]}`, at(0, "predicate"), "between 1 and 2000"},
+		"no rows":               {`{"expectations": [` + rule("r", `, "alert_over_rows": 0`) + `]}`, at(0, "alert_over_rows"), "value must be between 1 and"},
+		"a ratio of 0":          {`{"expectations": [` + rule("r", `, "alert_over_ratio": 0`) + `]}`, at(0, "alert_over_ratio"), "must be greater than 0"},
+		"a ratio below 0":       {`{"expectations": [` + rule("r", `, "alert_over_ratio": -0.5`) + `]}`, at(0, "alert_over_ratio"), "must be greater than 0"},
+		"a ratio over 1":        {`{"expectations": [` + rule("r", `, "alert_over_ratio": 1.5`) + `]}`, at(0, "alert_over_ratio"), "must be at most 1"},
+		"the second rule's bad": {`{"expectations": [` + rule("r", "") + "," + rule("s", `, "action": "stop"`) + `]}`, at(1, "action"), "value must be one of"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			config := pipelineValue(t, `{"name": "orders", "source": `+contractSource+`,
+				"target": {"delta": {"path": "bronze/orders"}}, "contract": `+c.rules+`}`)
+			raw, err := config.ToTerraformValue(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			value, err := tfprotov6.NewDynamicValue(pipelineSchema().Type().TerraformType(ctx), raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := server.ValidateResourceConfig(ctx, &tfprotov6.ValidateResourceConfigRequest{
+				TypeName: "inlet_pipeline", Config: &value})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.path == nil {
+				for _, d := range resp.Diagnostics {
+					t.Errorf("refused: %s: %s (at %s)", d.Summary, d.Detail, d.Attribute)
+				}
+				return
+			}
+			if len(resp.Diagnostics) != 1 {
+				t.Fatalf("%d diagnostics, want 1: %v", len(resp.Diagnostics), resp.Diagnostics)
+			}
+			d := resp.Diagnostics[0]
+			if d.Severity != tfprotov6.DiagnosticSeverityError || !d.Attribute.Equal(c.path) || !strings.Contains(d.Detail, c.detail) {
+				t.Errorf("got %s at %s: %q\nwant an error at %s saying %q", d.Summary, d.Attribute, d.Detail, c.path, c.detail)
+			}
+		})
+	}
+}
+
+// TestUniqueNamesLeavesUnknownsToInlet: a name not known at plan (another resource's) is not compared.
+func TestUniqueNamesLeavesUnknownsToInlet(t *testing.T) {
+	ctx := context.Background()
+	ruleType := pipelineSchema().Attributes["contract"].GetType().(types.ObjectType).AttrTypes["expectations"].(types.ListType).ElemType.(types.ObjectType)
+	rule := func(name types.String) attr.Value {
+		fields := map[string]attr.Value{}
+		for field, t := range ruleType.AttrTypes {
+			fields[field] = nullOf(t)
+		}
+		fields["name"] = name
+		return types.ObjectValueMust(ruleType.AttrTypes, fields)
+	}
+	rules := types.ListValueMust(ruleType, []attr.Value{rule(types.StringUnknown()), rule(types.StringUnknown()),
+		types.ObjectUnknown(ruleType.AttrTypes), rule(types.StringValue("a"))})
+	var resp validator.ListResponse
+	uniqueNames().ValidateList(ctx, validator.ListRequest{Path: path.Root("contract").AtName("expectations"),
+		ConfigValue: rules}, &resp)
+	if resp.Diagnostics.HasError() {
+		t.Errorf("refused: %v", resp.Diagnostics)
+	}
+}
+
+// TestPipelineDataSourceContract: the data source's contract has the resource's type, read only.
+func TestPipelineDataSourceContract(t *testing.T) {
+	var resp datasource.SchemaResponse
+	newPipelineDataSource().Schema(context.Background(), datasource.SchemaRequest{}, &resp)
+	contract, ok := resp.Schema.Attributes["contract"]
+	if !ok {
+		t.Fatal("no contract attribute")
+	}
+	if want := pipelineSchema().Attributes["contract"].GetType(); !contract.GetType().Equal(want) {
+		t.Errorf("type %s, want %s", contract.GetType(), want)
+	}
+	if !contract.IsComputed() || contract.IsOptional() {
+		t.Error("the data source's contract is not read only")
+	}
+}
