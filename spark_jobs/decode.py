@@ -52,7 +52,7 @@ from spark_jobs.formats.wire import SubjectSchema, WireDecoder
 from spark_jobs.registry import RegistryConfig
 
 if TYPE_CHECKING:  # pydantic costs every Python worker ~1 s to import
-    from spark_jobs.contract.expectations import Verdicts
+    from spark_jobs.contract.rows import RowContract
     from spark_jobs.formats.json_values import JsonValues
     from spark_jobs.spec import SourceSpec
 
@@ -82,13 +82,13 @@ def decode_arrow(batch: pa.RecordBatch, value_format: str, run_id: str, schema: 
 
 
 def decode_json(batch: pa.RecordBatch, values: JsonValues, run_id: str, schema: pa.Schema,
-                quarantine_schema: pa.Schema, verdicts: Verdicts | None = None) -> tuple[pa.Table, pa.Table]:
+                quarantine_schema: pa.Schema, contract: RowContract | None = None) -> tuple[pa.Table, pa.Table]:
     """json records as table rows (in ``schema``) and quarantine rows (with the reason): ``values``
     reads each value as Spark's ``from_json`` would (``formats.json_values``); keys are strings, as
-    for string records. ``verdicts``: the pipeline's expectations, tested on the rows that decoded."""
+    for string records. ``contract``: the pipeline's, applied to the rows (``split_rows``)."""
     columns, reasons = values.decode(batch.column("value"))
     decoded = {"key": batch.column("key").view(pa.string()), **dict(zip(columns.column_names, columns.columns, strict=True))}
-    return split_rows(_rows(batch, schema, run_id, decoded), batch, reasons, run_id, quarantine_schema, verdicts)
+    return split_rows(_rows(batch, schema, run_id, decoded), batch, reasons, run_id, quarantine_schema, contract)
 
 
 def _rows(batch: pa.RecordBatch, schema: pa.Schema, run_id: str, decoded: Mapping[str, pa.Array | pa.ChunkedArray]) -> pa.Table:
@@ -110,17 +110,19 @@ def _rows(batch: pa.RecordBatch, schema: pa.Schema, run_id: str, decoded: Mappin
 
 
 def split_rows(rows: pa.Table, batch: pa.RecordBatch, reasons: pa.Array, run_id: str,
-               quarantine_schema: pa.Schema, verdicts: Verdicts | None = None) -> tuple[pa.Table, pa.Table]:
+               quarantine_schema: pa.Schema, contract: RowContract | None = None) -> tuple[pa.Table, pa.Table]:
     """The rows of the records that decoded (``reasons`` null) and pass the expectations' quarantine
-    rules (``verdicts``, which also counts every rule's violations), and the others as quarantine rows."""
-    if verdicts is not None:
-        reasons = verdicts.test(rows, reasons)
+    rules, and the others as quarantine rows; ``contract``: the pipeline's expectations (counted) and
+    sensitive fields (protected in the rows, sealed in the quarantine's raw records)."""
+    if contract is not None:
+        rows, reasons = contract.apply(rows, reasons)
     if reasons.null_count == len(reasons):
         return rows, quarantine_schema.empty_table()
     bad = pc.is_valid(reasons)
     run = pa.repeat(pa.scalar(run_id, pa.string()), batch.num_rows)
     quarantine = pa.Table.from_arrays([*batch.columns, reasons, run], schema=quarantine_schema)
-    return rows.filter(pc.invert(bad)), quarantine.filter(bad)
+    quarantine = quarantine.filter(bad)
+    return rows.filter(pc.invert(bad)), contract.sealed(quarantine) if contract is not None else quarantine
 
 
 def json_schema(ddl: str) -> StructType:
@@ -195,9 +197,9 @@ def quarantine_struct(read_schema: pa.Schema) -> pa.Schema:
 
 
 def decode_framed(batch: pa.RecordBatch, framed: Framed, run_id: str, schema: pa.Schema,
-                  quarantine_schema: pa.Schema, verdicts: Verdicts | None = None) -> tuple[pa.Table, pa.Table]:
+                  quarantine_schema: pa.Schema, contract: RowContract | None = None) -> tuple[pa.Table, pa.Table]:
     """A batch of Kafka records as table rows (in ``schema``) and quarantine rows (with the reason);
-    ``verdicts``: the pipeline's expectations, tested on the rows that decoded."""
+    ``contract``: the pipeline's, applied to the rows (``split_rows``)."""
     n = batch.num_rows
     reasons: list[str | None] = [None] * n
     decoded: dict[str, pa.Array] = {}
@@ -233,4 +235,4 @@ def decode_framed(batch: pa.RecordBatch, framed: Framed, run_id: str, schema: pa
             column = pa.nulls(n, f.type)
         columns.append(column.cast(f.type) if column.type != f.type else column)
     rows = pa.Table.from_arrays(columns, schema=schema)
-    return split_rows(rows, batch, pa.array(reasons, pa.string()), run_id, quarantine_schema, verdicts)
+    return split_rows(rows, batch, pa.array(reasons, pa.string()), run_id, quarantine_schema, contract)

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import WriterCommitMessage
 
 if TYPE_CHECKING:
-    from spark_jobs.contract.expectations import Verdicts
+    from spark_jobs.contract.rows import RowContract
 
 PartitionKey = tuple[str, int]  # (topic, partition)
 TableRole = Literal["main", "quarantine"]
@@ -82,10 +82,10 @@ class TaskReport(WriterCommitMessage):
     expectations: dict[str, int] = field(default_factory=dict)
     rows_violating: int = 0
 
-    def expected(self, verdicts: Verdicts | None) -> None:
+    def expected(self, contract: RowContract | None) -> None:
         """The task's counts of the expectations' violations (none without expectations)."""
-        if verdicts is not None:
-            self.expectations, self.rows_violating = dict(verdicts.counts), verdicts.rows_violating
+        if contract is not None and contract.verdicts is not None:
+            self.expectations, self.rows_violating = dict(contract.verdicts.counts), contract.verdicts.rows_violating
 
 
 def collect_read_stats(batch: pa.RecordBatch, into: dict[PartitionKey, PartitionStats]) -> None:

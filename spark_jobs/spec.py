@@ -244,10 +244,20 @@ class ExpectationSpec(_Model):
     action: ExpectationAction = "warn"
 
 
+class SensitiveFieldSpec(_Model):
+    """A field protected before anything is written (``contract.sensitive``; ``spark_jobs.contract.sensitive``)."""
+
+    field: str  # a top-level column, or dotted into structs
+    action: Literal["hash", "redact", "drop"]
+
+
 class ContractSpec(_Model):
     """The pipeline's data contract, as its runs apply it."""
 
     expectations: tuple[ExpectationSpec, ...] = ()
+    sensitive: tuple[SensitiveFieldSpec, ...] = ()
+    # The tenant's field key (a secret: base64 of 64 bytes), with sensitive fields only.
+    field_key: str | None = None
 
 
 class RunSpec(_Model):
@@ -267,8 +277,11 @@ class RunSpec(_Model):
         if (isinstance(self.target, DeltaTargetSpec) and self.target.mode == "upsert"
                 and self.source.value_format not in ("json", *REGISTRY_FORMATS)):
             raise ValueError("mode upsert reads json values or a registry format's (key columns are value fields)")
-        if self.contract.expectations and not (decodes and isinstance(self.target, DeltaTargetSpec)):
-            raise ValueError("expectations test the decoded rows of a Delta target (json or a registry format)")
+        if ((self.contract.expectations or self.contract.sensitive)
+                and not (decodes and isinstance(self.target, DeltaTargetSpec))):
+            raise ValueError("a contract applies to the decoded rows of a Delta target (json or a registry format)")
+        if bool(self.contract.sensitive) != (self.contract.field_key is not None):
+            raise ValueError("contract.field_key goes with sensitive fields, and sensitive fields need it")
         return self
 
     @property
@@ -294,6 +307,8 @@ class RunSpec(_Model):
             configs.append(self.target.kafka_config)
         else:
             configs.append(self.target.storage_options)
+        if self.contract.field_key is not None:
+            configs.append({"field_key_secret": self.contract.field_key})
         return secrets_in(configs)
 
 

@@ -1,4 +1,5 @@
-"""The orphan sweep: destroy every secret under ``tenants/`` that no connection or webhook refers to.
+"""The orphan sweep: destroy every secret under ``tenants/`` that no connection or webhook refers to
+(a tenant's field key is its tenant's: ``api.tenancy.field_keys``).
 
 A request that writes a secret (a connection's credentials, a webhook's signing secret) and then
 fails compensates by destroying it, and a delete destroys its secret after the commit; both can lose
@@ -24,7 +25,7 @@ from sqlmodel import Session, col, select
 
 from api.connections.models import Connection
 from api.core.db import utcnow
-from api.secrets.store import CONNECTIONS_ROOT, SecretStore
+from api.secrets.store import CONNECTIONS_ROOT, SecretStore, field_key_path
 from api.tenancy.models import Tenant
 from api.webhooks.models import Webhook
 
@@ -54,6 +55,8 @@ def sweep_orphaned_secrets(*, session: Session, secrets: SecretStore, grace_s: f
     # Read after the listing: a row committed in between is seen, so its secret is kept.
     referenced = {path for owner in (Connection, Webhook)
                   for path in session.exec(select(owner.secret_path).where(col(owner.secret_path).is_not(None))).all()}
+    referenced |= {field_key_path(tenant) for tenant in session.exec(
+        select(Tenant.id).where(col(Tenant.field_key_version).is_not(None))).all()}
     tenants = {str(t) for t in session.exec(select(Tenant.id)).all()}
     cutoff = utcnow() - timedelta(seconds=grace_s)
     for path in stored:

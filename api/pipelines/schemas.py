@@ -320,13 +320,17 @@ class PipelineSpec(BaseModel):
 
     @model_validator(mode="after")
     def _contract(self) -> PipelineSpec:
-        source, delta = self.source, isinstance(self.target, DeltaTarget)
-        columns = None
-        if source.value_format == "json":
-            key = self.target.key if isinstance(self.target, DeltaTarget) and self.target.key_from == "kafka_key" else None
-            columns = [*RESERVED_COLUMNS, *ddl_field_names(source.schema_ or ""), *(key or [])]
+        source, target = self.source, self.target
+        fields = ddl_field_names(source.schema_ or "") if source.value_format == "json" else []
+        identifying: list[str] = []
+        if isinstance(target, DeltaTarget):
+            if target.key_from == "kafka_key":
+                fields += target.key or []
+            identifying = [*(target.key or []), *target.partition_by, *target.table_features.cluster_by]
         check_contract(self.contract or NO_CONTRACT, decodes=source.value_format not in ("raw", "string"),
-                       delta=delta, columns=columns)
+                       delta=isinstance(target, DeltaTarget),
+                       columns=[*RESERVED_COLUMNS, *fields] if source.value_format == "json" else None,
+                       protected=["key", *fields], identifying=identifying)
         return self
 
     @model_validator(mode="after")

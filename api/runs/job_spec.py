@@ -9,6 +9,7 @@ from api.connections.client_configs import RegistryMissing, client_config, regis
 from api.connections.service import referenced_connection
 from api.core.config import Settings
 from api.kafka.config import check_option_sizes
+from api.pipelines.contract import PipelineContract
 from api.pipelines.definition import definition_of
 from api.pipelines.models import Pipeline
 from api.pipelines.schemas import registry_subject
@@ -17,6 +18,7 @@ from api.runs.delta_state import app_id
 from api.runs.models import Run
 from api.runs.planning import Plan
 from api.secrets.store import SecretStore
+from api.tenancy.field_keys import field_key
 from spark_jobs.public import (
     ContractSpec,
     DeltaTargetSpec,
@@ -25,6 +27,7 @@ from spark_jobs.public import (
     KafkaTargetSpec,
     RegistrySpec,
     RunSpec,
+    SensitiveFieldSpec,
     SourceSpec,
     SubjectRef,
     TableCreation,
@@ -89,7 +92,14 @@ def build_spec(session: Session, run: Run, pipeline: Pipeline, *, settings: Sett
         run_id=str(run.id), pipeline_id=str(pipeline.id), txn=Txn(app_id=app_id(pipeline.id), version=run.seq),
         source=spec_source, target=target,
         egress=Egress(deny=tuple(settings.tenant_egress_deny), allow=tuple(settings.egress_allow)),
-        contract=ContractSpec(expectations=tuple(
-            ExpectationSpec(name=e.name, predicate=e.predicate, action=e.action)
-            for e in definition.contract.expectations)),
+        contract=_contract(session, pipeline, definition.contract, secrets),
     )
+
+
+def _contract(session: Session, pipeline: Pipeline, contract: PipelineContract, secrets: SecretStore) -> ContractSpec:
+    """The pipeline's contract as its run applies it, with the tenant's field key if it has sensitive fields."""
+    return ContractSpec(
+        expectations=tuple(ExpectationSpec(name=e.name, predicate=e.predicate, action=e.action)
+                           for e in contract.expectations),
+        sensitive=tuple(SensitiveFieldSpec(field=s.field, action=s.action) for s in contract.sensitive),
+        field_key=field_key(session, pipeline.tenant_id, secrets) if contract.sensitive else None)

@@ -76,3 +76,8 @@ def connection_secret_path(tenant_id: uuid.UUID, connection_id: uuid.UUID) -> st
 
 def webhook_secret_path(tenant_id: uuid.UUID, webhook_id: uuid.UUID) -> str:
     return f"{CONNECTIONS_ROOT}/{tenant_id}/webhooks/{webhook_id}"
+
+
+def field_key_path(tenant_id: uuid.UUID) -> str:
+    """The tenant's field key (``api.tenancy.field_keys``)."""
+    return f"{CONNECTIONS_ROOT}/{tenant_id}/field-key"

@@ -19,6 +19,9 @@ class Tenant(SQLModel, table=True):
     id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
     name: str = Field(sa_column=Column(String(100), nullable=False, unique=True))
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+    field_key_version: int | None = Field(
+        default=None, description="The version of the tenant's field key in the secret store that every run "
+                                  "reads (api.tenancy.field_keys); null until a pipeline first needs one")
 
 
 class ApiKey(SQLModel, table=True):

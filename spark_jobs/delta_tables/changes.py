@@ -37,7 +37,7 @@ from spark_jobs.decode import Framed, split_rows
 from spark_jobs.errors import JobError
 
 if TYPE_CHECKING:
-    from spark_jobs.contract.expectations import Verdicts
+    from spark_jobs.contract.rows import RowContract
     from spark_jobs.formats.json_values import JsonValues
     from spark_jobs.formats.wire import SubjectSchema
 
@@ -102,6 +102,7 @@ class ChangeReader:
             raise JobError("invalid_spec", f"partition_by {', '.join(missing)} is not a field of {where}: a keyed table "
                                            "is partitioned by its row's fields")
         self.key, self.sequence_by, self.debezium, self.soft_deletes = tuple(key), sequence_by, debezium, soft_deletes
+        self.partition_by = partition_by
         soft = [pa.field(DELETED_AT, pa.timestamp("us", "UTC")), pa.field(VALUES_SEQUENCE, pa.int64())] if soft_deletes else []
         self.schema = pa.schema([*self.row_schema, pa.field(SEQUENCE, pa.int64(), False),
                                  pa.field(DELETED, pa.bool_(), False), *soft, pa.field(RUN_ID, pa.string(), False)])
@@ -118,11 +119,20 @@ class ChangeReader:
                     rows[k] if isinstance(rows, StructType) else StructField(k, from_arrow_type(value_fields.field(k).type))
                     for k in key])), time_zone)
 
+    def without(self, dropped: frozenset[str]) -> None:
+        """The row's columns less ``dropped`` (the sensitive fields a pipeline drops): never a key or a
+        partition column, which identify and place the row."""
+        if clash := sorted(dropped & {*self.key, *self.partition_by}):
+            raise JobError("invalid_spec", f"sensitive fields {clash} are key or partition columns: hash them, "
+                                           "a keyed table's rows are found by them")
+        self.row_schema = pa.schema([f for f in self.row_schema if f.name not in dropped])
+        self.schema = pa.schema([f for f in self.schema if f.name not in dropped])
+
     def read(self, batch: pa.RecordBatch, run_id: str, quarantine_schema: pa.Schema,
-             verdicts: Verdicts | None = None) -> tuple[pa.Table, pa.Table, int]:
+             contract: RowContract | None = None) -> tuple[pa.Table, pa.Table, int]:
         """``batch``'s changes (in ``schema``, plus ``HIDDEN``), its quarantine rows, and how many
-        records were skipped (debezium's tombstones); ``verdicts``: the pipeline's expectations, tested
-        on the changes that set a row."""
+        records were skipped (debezium's tombstones); ``contract``: the pipeline's, applied to the
+        changes (its expectations test those that set a row)."""
         n = batch.num_rows
         tombstone = pc.is_null(batch.column("value"))
         decoded, reasons = self._values(batch)
@@ -182,7 +192,7 @@ class ChangeReader:
                                 if self.soft_deletes else [])]))
         rows, kept = rows.filter(keep), batch.filter(keep)
         changes, quarantine = split_rows(rows, kept, pa.array(reasons, pa.string()).filter(keep), run_id,
-                                         quarantine_schema, verdicts)
+                                         quarantine_schema, contract)
         return changes, quarantine, n - kept.num_rows
 
 

@@ -43,7 +43,9 @@ from spark_jobs.read_budget import ReadBudget
 from spark_jobs.storage import Store
 
 if TYPE_CHECKING:
-    from spark_jobs.contract.expectations import Expectations, Verdicts
+    from spark_jobs.contract.expectations import Expectations
+    from spark_jobs.contract.rows import RowContract
+    from spark_jobs.contract.sensitive import Protection
     from spark_jobs.formats.json_values import JsonValues
     from spark_jobs.spec import Ranges, ValueFormat  # pydantic costs every Python worker ~1 s to import
 
@@ -74,21 +76,26 @@ class DirectWritePlan:
     json: JsonValues | None = None  # json: the decoder of the pipeline's schema, in the session's time zone
     quarantine_uri: str | None = None  # where the records that do not decode go (json, registry formats)
     expectations: Expectations | None = None  # the pipeline's rules on decoded rows (json, registry formats)
+    protection: Protection | None = None  # its sensitive fields (json, registry formats)
 
-    def decode(self, batch: pa.RecordBatch, verdicts: Verdicts | None = None) -> tuple[pa.Table, pa.Table | None]:
+    def decode(self, batch: pa.RecordBatch, contract: RowContract | None = None) -> tuple[pa.Table, pa.Table | None]:
         """A batch of records as table rows, and as quarantine rows those that do not decode or break
-        an expectation's quarantine rule (None: every record of this format decodes); ``verdicts``
-        counts the expectations' violations."""
+        an expectation's quarantine rule (None: every record of this format decodes); ``contract``:
+        the task's (``row_contract``)."""
         if self.json is not None:
-            return decode_json(batch, self.json, self.run_id, self.schema, quarantine_struct(self.read_schema), verdicts)
+            return decode_json(batch, self.json, self.run_id, self.schema, quarantine_struct(self.read_schema), contract)
         if self.framed is not None:
             return decode_framed(batch, self.framed, self.run_id, self.schema, quarantine_struct(self.read_schema),
-                                 verdicts)
+                                 contract)
         return decode_arrow(batch, self.value_format, self.run_id, self.schema), None
 
-    def verdicts(self) -> Verdicts | None:
-        """A task's tally of the expectations; None without any."""
-        return self.expectations.tally() if self.expectations is not None else None
+    def row_contract(self) -> RowContract | None:
+        """A task's contract on its rows (its own count of the expectations); None without one."""
+        if self.expectations is None and self.protection is None:
+            return None
+        from spark_jobs.contract.rows import RowContract
+
+        return RowContract(self.expectations.tally() if self.expectations is not None else None, self.protection)
 
 
 @dataclass(frozen=True)
@@ -148,15 +155,15 @@ def write_unit(plan: DirectWritePlan, unit: WriteUnit) -> TaskReport:
         elif unit.rewrite is not None:
             files.write(carried_rows(plan.store, unit.rewrite, plan.replace_ranges, plan.schema))
         else:
-            verdicts = plan.verdicts()
+            contract = plan.row_contract()
             for chunk, batch in read_counted(plan, unit.chunks, report):
-                rows, bad = plan.decode(batch, verdicts)
+                rows, bad = plan.decode(batch, contract)
                 files.write(rows, (chunk.topic, chunk.partition) if chunk.end - chunk.start >= OWN_FILE_RECORDS else ())
                 if bad is not None:
                     report.quarantined += bad.num_rows
                     if quarantine is not None:
                         quarantine.write(bad)
-            report.expected(verdicts)
+            report.expected(contract)
         report.files = files.close() + (quarantine.close() if quarantine else [])
     except BaseException:
         files.discard()

@@ -11,7 +11,7 @@ pyproject.toml, run by tests/core/test_layering.py).
 - The failures a job reports (``spark_jobs.errors``) and the columns it writes beside a record's
   decoded fields (``spark_jobs.columns``).
 - The language of expectations' predicates, parsed when a pipeline is written
-  (``spark_jobs.contract.predicates``).
+  (``spark_jobs.contract.predicates``), and a new tenant's field key (``spark_jobs.contract.sensitive``).
 - What the control plane shares with the job to reach a tenant's systems: the egress policy
   (``spark_jobs.egress``), OAuth token sources (``spark_jobs.oauth``), the Schema Registry client
   (``spark_jobs.registry``) and which Kafka errors are refused credentials (``spark_jobs.kafka_errors``).
@@ -26,6 +26,7 @@ from spark_jobs.columns import RESERVED as RESERVED_COLUMNS
 from spark_jobs.contract.predicates import PredicateError
 from spark_jobs.contract.predicates import columns_of as predicate_columns
 from spark_jobs.contract.predicates import parse as parse_predicate
+from spark_jobs.contract.sensitive import new_field_key
 from spark_jobs.egress import DEFAULT_DENY, PRIVATE_RANGES, EgressPolicy, EgressRefused, http_client, networks, open_tcp
 from spark_jobs.errors import JobError
 from spark_jobs.jars import spark_conf as jars_conf
@@ -64,6 +65,7 @@ from spark_jobs.spec import (
     RegistrySpec,
     RunResult,
     RunSpec,
+    SensitiveFieldSpec,
     SourceSpec,
     SubjectRef,
     TableCreation,
@@ -112,6 +114,7 @@ __all__ = [
     "RegistryUnavailable",
     "RunResult",
     "RunSpec",
+    "SensitiveFieldSpec",
     "SourceSpec",
     "SparkMaintenance",
     "Store",
@@ -133,6 +136,7 @@ __all__ = [
     "jars_conf",
     "maintain_table",
     "networks",
+    "new_field_key",
     "open_tcp",
     "parse_extensions",
     "parse_predicate",

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, cast
 import pyarrow as pa
 
 from spark_jobs.contract.expectations import Expectations
+from spark_jobs.contract.sensitive import Protection
 from spark_jobs.delta_tables import Table
 from spark_jobs.delta_tables.commit import already_committed, commit_files, last_note
 from spark_jobs.delta_tables.create import create_on_spark
@@ -70,6 +71,7 @@ class DeltaAppend:
         self.writers: dict[TableRole, Writer] = {}  # who commits each existing table (table_features.writer_for)
         self.context: SparkContext | None = None  # the run's, from write
         self.expectations = Expectations.of(spec.contract.expectations)  # tested by the tasks on decoded rows
+        self.protection = Protection.of(spec.contract.sensitive, spec.contract.field_key)  # its sensitive fields
 
     def prepare(self) -> Committed | None:
         txn = self.spec.txn
@@ -113,8 +115,9 @@ class DeltaAppend:
         from spark_jobs.delta_tables.direct_write import DirectWritePlan
 
         assert self.read_schema is not None  # by prepare
-        if self.expectations is not None:  # before anything is read: every rule applies to the rows
-            self.expectations.check(schema)
+        for rules in (self.expectations, self.protection):  # before anything is read: each applies to the rows
+            if rules is not None:
+                rules.check(schema)
         return DirectWritePlan(
             uri=self.main.uri,
             partition_by=list(self.main.partition_by),
@@ -131,6 +134,7 @@ class DeltaAppend:
             json=values,
             quarantine_uri=self.quarantine.uri if self.quarantine else None,
             expectations=self.expectations,
+            protection=self.protection,
         )
 
     def commit(self, reports: list[TaskReport]) -> Committed:
@@ -236,15 +240,21 @@ class DeltaAppend:
     def _plan_framed_columns(self, framed: Framed) -> None:
         """Registry formats: the table's columns, the subjects' merged with the existing table's."""
         assert self.read_schema is not None  # by _plan_columns
-        self.schemas["main"] = _merged_columns(self.main, _framed_columns(framed, self.spec.source, self.read_schema), framed)
+        columns = _framed_columns(framed, self.spec.source, self.read_schema)
+        if self.protection is not None:  # a dropped field is no column of a new table
+            columns = self.protection.without_dropped(columns)
+        self.schemas["main"] = _merged_columns(self.main, columns, framed)
 
     def _plain_columns(self) -> None:
         """raw, string and json: the table's columns (``decode.decoded_struct``) and the existing table's."""
         from pyspark.sql.pandas.types import to_arrow_schema
+        from pyspark.sql.types import StructType
 
         from spark_jobs.decode import decoded_struct
 
         struct = decoded_struct(self.spec.source)
+        if self.protection is not None:  # a dropped field is no column of a new table
+            struct = StructType([f for f in struct.fields if f.name not in self.protection.dropped])
         for name, data_type in _missing_columns(struct.fieldNames(), self.main):
             struct.add(name, data_type, True)
         self.schemas["main"] = to_arrow_schema(struct, timezone="UTC")

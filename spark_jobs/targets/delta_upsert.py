@@ -85,6 +85,8 @@ class DeltaUpsert(DeltaAppend):
                                                 soft_deletes=target.deletes == "soft")
         except (TypeError, ValueError) as exc:  # a type or zone the json decoder refuses
             raise JobError("invalid_spec", f"schema: {exc}") from None
+        if self.protection is not None:
+            reader.without(self.protection.dropped)
         self.schemas["main"] = reader.schema
         self.context = reading.context
         self._check_spark_writes()
@@ -162,9 +164,9 @@ def changes_unit(reader: ChangeReader, kept_per: tuple[str, ...], plan: DirectWr
     quarantine = FileSet("quarantine", plan.store, plan.quarantine_uri, schema, [], plan.token) if plan.quarantine_uri else None
     try:
         parts: list[pa.Table] = []
-        verdicts = plan.verdicts()
+        contract = plan.row_contract()
         for _, batch in read_counted(plan, unit.chunks, report):
-            changes, bad, skipped = reader.read(batch, plan.run_id, schema, verdicts)
+            changes, bad, skipped = reader.read(batch, plan.run_id, schema, contract)
             parts.append(latest(changes, kept_per))
             report.skipped += skipped
             report.quarantined += bad.num_rows
@@ -176,7 +178,7 @@ def changes_unit(reader: ChangeReader, kept_per: tuple[str, ...], plan: DirectWr
             with pa.ipc.new_stream(sink, table.schema) as stream:
                 stream.write_table(table)
             report.changes = sink.getvalue().to_pybytes()
-        report.expected(verdicts)
+        report.expected(contract)
         report.files = quarantine.close() if quarantine else []
     except BaseException:
         if quarantine:

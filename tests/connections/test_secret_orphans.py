@@ -158,3 +158,29 @@ def test_a_create_while_vault_stalls_leaves_no_secret_behind(settings, tenant, v
     # Every secret that outlived its request was named by path, with what became of it.
     assert caplog.text.count("orphaned secret at tenants/") == left_by_the_race
     print(f"\n{tries} stalled creates: {left_by_the_race} secret(s) outlived their request, 0 survived the sweep")
+
+
+def test_a_tenants_field_key_is_made_once_and_kept_by_the_sweep(app, backend_settings, tenant) -> None:
+    """Two runs needing the tenant's field key at once get the same key; the sweep keeps it, an owner's."""
+    from api.secrets.store import field_key_path
+    from api.tenancy.field_keys import field_key
+
+    store = app.state.secrets = build_secret_store(backend_settings)
+    tenant_id = uuid.UUID(tenant.id)
+    keys: list[str] = []
+
+    def needs_it() -> None:
+        with Session(app.state.engine) as session:
+            keys.append(field_key(session, tenant_id, store))
+            session.commit()
+
+    runs = [threading.Thread(target=needs_it) for _ in range(2)]
+    for run in runs:
+        run.start()
+    for run in runs:
+        run.join()
+    with Session(app.state.engine) as session:
+        again = field_key(session, tenant_id, store)
+        swept = sweep_orphaned_secrets(session=session, secrets=store, grace_s=0)
+    assert len(keys) == 2 and keys[0] == keys[1] == again
+    assert swept.destroyed == [] and store.describe(field_key_path(tenant_id)) is not None

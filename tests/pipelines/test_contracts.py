@@ -41,7 +41,7 @@ def test_a_contract_reads_back_as_written_and_none_reads_back_as_none(client: Te
 @pytest.mark.parametrize(("contract", "field", "says"), [
     ({"expectations": [{"name": "p", "predicate": "amount >"}]}, "contract.expectations[0].predicate", "ends"),
     ({"expectations": [RULES[0], {"name": "t", "predicate": "total > 0"}]}, "contract.expectations[1].predicate",
-     "not columns of the table: total"),
+     "not columns of the table (or dropped as sensitive): total"),
     ({"expectations": [{"name": "p", "predicate": "amount > 0; DROP TABLE x"}]}, "contract.expectations[0].predicate",
      "unexpected character at 11"),
     ({"expectations": [{"name": "p", "predicate": "reflect('java.lang.Runtime', 'exec', 'id')"}]},
@@ -80,3 +80,34 @@ def test_a_patch_that_breaks_a_predicate_changes_nothing(client: TestClient, ten
     assert_problem(refused, 422, fields={"contract.expectations[0].predicate"})
     after = client.get(f"/pipelines/{created.json()['id']}", headers=tenant.viewer)
     assert after.headers["etag"] == created.headers["etag"] and after.json()["contract"] == {"expectations": RULES}
+
+
+@pytest.mark.parametrize(("sensitive", "target", "field", "says"), [
+    ([{"field": "mail", "action": "hash"}], None, "contract.sensitive[0].field", "not a column"),
+    ([{"field": "amount.x", "action": "drop"}], None, "contract.sensitive[0].field", "top-level"),
+    ([{"field": "amount", "action": "mask"}], None, "contract.sensitive[0].action", "hash"),
+    ([{"field": "id", "action": "hash"}, {"field": "ID", "action": "drop"}], None, "contract.sensitive", "once"),
+    ([{"field": "id", "action": "drop"}], {"mode": "upsert", "key": ["id"]}, "contract.sensitive[0].action",
+     "hash it"),
+    ([{"field": "amount", "action": "redact"}], {"partition_by": ["amount"]}, "contract.sensitive[0].action",
+     "hash it"),
+])
+def test_a_sensitive_field_that_cannot_be_is_a_422(client: TestClient, tenant: Tenant, sensitive: list[dict[str, str]],
+                                                  target: dict[str, Any] | None, field: str, says: str) -> None:
+    conn = create_connection(client, tenant)
+    body = pipeline_body(conn["id"], contract={"sensitive": sensitive})
+    body["target"] |= target or {}
+    problem = assert_problem(client.post("/pipelines", json=body, headers=tenant.editor), 422, fields={field})
+    assert any(says in e["message"] for e in problem["errors"] if e["field"] == field), problem
+
+
+def test_a_dropped_field_is_no_column_an_expectation_may_test(client: TestClient, tenant: Tenant) -> None:
+    conn = create_connection(client, tenant)
+    contract = {"sensitive": [{"field": "amount", "action": "drop"}, {"field": "key", "action": "hash"}],
+                "expectations": [{"name": "positive", "predicate": "amount > 0"}]}
+    refused = client.post("/pipelines", json=pipeline_body(conn["id"], contract=contract), headers=tenant.editor)
+    assert_problem(refused, 422, fields={"contract.expectations[0].predicate"})
+    contract["expectations"] = [{"name": "known", "predicate": "id IS NOT NULL"}]
+    created = client.post("/pipelines", json=pipeline_body(conn["id"], contract=contract), headers=tenant.editor)
+    assert created.status_code == 201, created.text
+    assert created.json()["contract"] == contract
