@@ -1,6 +1,7 @@
-"""A pipeline's contract (its expectations) through the portal: typed a rule a line in the pipeline form,
-refused beside that input, shown on the pipeline's page, kept by edits (thresholds the form cannot show
-included), and each rule's count of violating rows on a run's page."""
+"""A pipeline's contract through the portal: its expectations typed a rule a line and its sensitive
+fields a field a line in the pipeline form, refused beside their input, shown on the pipeline's page,
+kept by edits (thresholds the form cannot show included), and each rule's count of violating rows on a
+run's page."""
 
 from __future__ import annotations
 
@@ -78,8 +79,11 @@ def test_a_pipeline_without_a_contract_saved_from_its_form_still_has_none(
     pipeline = create_pipeline(client, tenant, name="orders", state="paused")
     sign_in(client, tenant.keys["editor"])
     page = client.get(f"/portal/pipelines/{pipeline['id']}").text
-    assert 'id="expectations"' not in page
-    assert save_edit(client, pipeline["id"], expectations=" \r\n").headers["location"].endswith("?notice=unchanged")
+    assert 'id="expectations"' not in page and 'id="sensitive"' not in page
+    before = _api(client, tenant, pipeline["id"])
+    unchanged = save_edit(client, pipeline["id"], expectations=" \r\n", sensitive="# none\r\n")
+    assert unchanged.headers["location"].endswith("?notice=unchanged"), unchanged.text
+    assert _api(client, tenant, pipeline["id"]).headers["etag"] == before.headers["etag"]
     changed = save_edit(client, pipeline["id"], max_offsets_per_run="500")
     assert changed.headers["location"].endswith("?notice=saved"), changed.text
     with unit_of_work(app.state.engine) as session:
@@ -119,10 +123,10 @@ def test_the_expectations_refusals_sit_beside_the_input_naming_their_line(client
     for fields, expected in (
         ({"expectations": "amount > 0"}, [f"Line 1: {how}"]),
         ({"expectations": "ok: amount > 0\n\nbad: amount >"}, ["Line 3: the predicate ends too soon"]),
-        ({"expectations": "ok: amount > 0\nbad: total > 0"}, ["Line 2: not columns of the table: total"]),
+        ({"expectations": "ok: amount > 0\nbad: total > 0"}, ["Line 2: not columns of the table (or dropped as sensitive): total"]),
         ({"expectations": "ok maybe: amount > 0"}, ["Line 1: Input should be 'warn', 'quarantine' or 'fail'"]),
         ({"expectations": "ok: amount > 0", "value_format": "string"},
-         [("expectations test a decoded row's columns: value_format json or a registry format (avro, protobuf, "
+         [("a contract applies to a decoded row's columns: value_format json or a registry format (avro, protobuf, "
            "json_schema)")]),
     ):
         refused = client.post("/portal/pipelines/new", data={**data, **fields})
@@ -130,6 +134,64 @@ def test_the_expectations_refusals_sit_beside_the_input_naming_their_line(client
         assert _errors(refused.text, "expectations") == expected, fields
         assert re.findall(r'<p class="error" id="err-(\w+)">', refused.text) == ["expectations"] * len(expected)
         assert form_fields(refused.text, "/portal/pipelines/new")["expectations"] == fields["expectations"]
+    assert client.get("/pipelines", headers=tenant.viewer).json()["total"] == 0
+
+
+SENSITIVE_SCHEMA = "id BIGINT, amount DOUBLE, email STRING, customer STRUCT<ssn: STRING>, notes STRING"
+
+
+def test_sensitive_fields_are_typed_a_field_a_line_listed_and_kept_by_an_unchanged_edit(
+        client: TestClient, tenant: Tenant) -> None:
+    data = {**_base(client, tenant), "schema": SENSITIVE_SCHEMA}
+    new = client.get("/portal/pipelines/new").text
+    assert form_fields(new, "/portal/pipelines/new")["sensitive"] == ""
+    made = client.post("/portal/pipelines/new", data={
+        **data, "sensitive": "email hash\r\n# the customer's\r\ncustomer.ssn redact\r\n\r\nnotes drop\r\n"},
+        follow_redirects=False)
+    ident = created_id(made)
+    fields = [{"field": "email", "action": "hash"}, {"field": "customer.ssn", "action": "redact"},
+              {"field": "notes", "action": "drop"}]
+    assert _api(client, tenant, ident).json()["contract"] == {"sensitive": fields}
+
+    page = client.get(f"/portal/pipelines/{ident}").text
+    assert _rows(page, "sensitive") == [["email", "hash"], ["customer.ssn", "redact"], ["notes", "drop"]]
+    assert 'id="expectations"' not in page
+    action = f"/portal/pipelines/{ident}/edit"
+    assert form_fields(client.get(action).text, action)["sensitive"] == "email hash\ncustomer.ssn redact\nnotes drop"
+    before = _api(client, tenant, ident)
+    unchanged = save_edit(client, ident)
+    assert unchanged.headers["location"].endswith("?notice=unchanged"), unchanged.text
+    after = _api(client, tenant, ident)
+    assert after.json() == before.json() and after.headers["etag"] == before.headers["etag"]
+
+    changed = save_edit(client, ident, sensitive="email redact", expectations="has_id: id IS NOT NULL")
+    assert changed.headers["location"].endswith("?notice=saved"), changed.text
+    assert _api(client, tenant, ident).json()["contract"] == {
+        "expectations": [{"name": "has_id", "predicate": "id IS NOT NULL"}],
+        "sensitive": [{"field": "email", "action": "redact"}]}
+    assert _rows(client.get(f"/portal/pipelines/{ident}").text, "sensitive") == [["email", "redact"]]
+
+
+def test_the_sensitive_fields_refusals_sit_beside_their_input_naming_their_line(
+        client: TestClient, tenant: Tenant) -> None:
+    data = {**_base(client, tenant), "schema": SENSITIVE_SCHEMA}
+    how = "write field action, such as customer.email hash (hash, redact or drop)"
+    for fields, expected in (
+        ({"sensitive": "email"}, [f"Line 1: {how}"]),
+        ({"sensitive": "email hash\n\nmail hash"}, ["Line 3: not a column of the table (a field of the value, or key)"]),
+        ({"sensitive": "# first\nemail mask"}, ["Line 2: Input should be 'hash', 'redact' or 'drop'"]),
+        ({"sensitive": "notes drop\ncustomer.ssn drop"},
+         ["Line 2: drop takes a top-level column; hash or redact a field of a struct"]),
+        ({"sensitive": "email hash\nEmail drop"}, ["a field is named once (in any case)"]),
+        ({"sensitive": "email hash", "value_format": "string"},
+         [("a contract applies to a decoded row's columns: value_format json or a registry format (avro, protobuf, "
+           "json_schema)")]),
+    ):
+        refused = client.post("/portal/pipelines/new", data={**data, **fields})
+        assert refused.status_code == 422, fields
+        assert _errors(refused.text, "sensitive") == expected, fields
+        assert re.findall(r'<p class="error" id="err-(\w+)">', refused.text) == ["sensitive"] * len(expected)
+        assert form_fields(refused.text, "/portal/pipelines/new")["sensitive"] == fields["sensitive"]
     assert client.get("/pipelines", headers=tenant.viewer).json()["total"] == 0
 
 

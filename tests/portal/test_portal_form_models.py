@@ -252,6 +252,16 @@ def _read(spec: PipelineSpec) -> PipelineRead:
     {"name": "no-rules", "source": {"connection_id": CONNECTION_ID, "topics": ["orders"], "value_format": "json",
                                     "schema": "id BIGINT"},
      "target": {"type": "delta", "path": "bronze/no-rules"}, "state": "active", "contract": {"expectations": []}},
+    # Sensitive fields beside rules, and a contract that wrote an empty list of them.
+    {"name": "protected", "source": {"connection_id": CONNECTION_ID, "topics": ["orders"], "value_format": "json",
+                                     "schema": "id BIGINT, email STRING, customer STRUCT<ssn: STRING>, notes STRING"},
+     "target": {"type": "delta", "path": "bronze/protected"}, "state": "active",
+     "contract": {"sensitive": [{"field": "email", "action": "hash"}, {"field": "customer.ssn", "action": "redact"},
+                                {"field": "notes", "action": "drop"}],
+                  "expectations": [{"name": "has_id", "predicate": "id IS NOT NULL"}]}},
+    {"name": "none-sensitive", "source": {"connection_id": CONNECTION_ID, "topics": ["orders"], "value_format": "json",
+                                          "schema": "id BIGINT"},
+     "target": {"type": "delta", "path": "bronze/none-sensitive"}, "state": "active", "contract": {"sensitive": []}},
     # A keyed table: the form has no inputs for its settings, and keeps them.
     {"name": "keyed", "source": {"connection_id": CONNECTION_ID, "topics": ["shop.public.customers"],
                                  "value_format": "json", "schema": "id BIGINT, name STRING"},
@@ -313,10 +323,10 @@ def test_a_malformed_expectation_line_and_the_apis_refusal_of_a_rule_name_its_li
     # The pipeline's own rules on its contract (checked by the API with the whole pipeline) sit there too.
     unknown = PipelineForm.model_validate({**JSON_ORDERS, "expectations": "# first\nok: amount > 0\nbad: total > 0"})
     assert unknown.errors(_refusal(unknown.spec, ValidationFailed)) == FormErrors(fields={"expectations": [
-        "Line 3: not columns of the table: total"]})
+        "Line 3: not columns of the table (or dropped as sensitive): total"]})
     strings = PipelineForm.model_validate({**JSON_ORDERS, "value_format": "string", "expectations": "ok: amount > 0"})
     assert strings.errors(_refusal(strings.spec, ValidationFailed)) == FormErrors(fields={"expectations": [
-        ("expectations test a decoded row's columns: value_format json or a registry format (avro, protobuf, "
+        ("a contract applies to a decoded row's columns: value_format json or a registry format (avro, protobuf, "
          "json_schema)")]})
     twice = PipelineForm.model_validate({**JSON_ORDERS, "expectations": "ok: amount > 0\nOK: id > 0"})
     assert twice.errors(_refusal(twice.spec, ValidationFailed)) == FormErrors(fields={"expectations": [
@@ -352,6 +362,86 @@ def test_an_edit_of_the_expectations_keeps_what_the_input_cannot_show_for_the_ru
         {"name": "has_id", "predicate": "id IS NOT NULL AND id > 0", "action": "fail", "alert_over_rows": 5}]}
     # Emptied: the contract the pipeline had written stays written, with no rule.
     assert contract("") == {"expectations": []}
+
+
+def test_a_pipeline_forms_sensitive_fields_become_its_contract_one_a_line() -> None:
+    form = PipelineForm.model_validate({**JSON_ORDERS, "schema": "email STRING, customer STRUCT<ssn: STRING>, notes STRING",
+                                        "sensitive": "  email   hash \r\n\r\n# the customer's\r\n"
+                                                     "customer.ssn redact\r\nnotes drop\r\n"})
+    assert form.spec().model_dump(mode="json", by_alias=True)["contract"] == {"sensitive": [
+        {"field": "email", "action": "hash"}, {"field": "customer.ssn", "action": "redact"},
+        {"field": "notes", "action": "drop"}]}  # no expectation typed: none written
+    both = PipelineForm.model_validate({**JSON_ORDERS, "expectations": "has_id: id IS NOT NULL", "sensitive": "label hash"})
+    assert both.spec().model_dump(mode="json", by_alias=True)["contract"] == {
+        "expectations": [{"name": "has_id", "predicate": "id IS NOT NULL"}],
+        "sensitive": [{"field": "label", "action": "hash"}]}
+    # Empty (or comments only) on a new pipeline: no contract at all; hidden for a Kafka target: not sent.
+    assert PipelineForm.model_validate({**JSON_ORDERS, "sensitive": " \n# none yet\n"}).spec().contract is None
+    kafka = PipelineForm.model_validate({**JSON_ORDERS, "target_type": "kafka", "target_connection_id": CONNECTION_ID,
+                                         "target_topic": "copy", "sensitive": "label hash"})
+    assert kafka.spec().contract is None
+
+
+def test_a_malformed_sensitive_line_and_the_apis_refusal_of_a_field_name_its_line() -> None:
+    form = PipelineForm.model_validate({**JSON_ORDERS, "expectations": "ok: amount > 0\nlate explode: amount > 0",
+                                        "sensitive": ("email\n# mask it\nlabel mask\nthree words here\n"
+                                                      "1st hash\ncustomer.ssn drop\nid hash")})
+    refused = _refusal(form.spec, ValidationFailed)
+    how = "write field action, such as customer.email hash (hash, redact or drop)"
+    assert refused.errors == [
+        {"field": "contract.sensitive", "message": f"Line 1: {how}", "type": "value_error"},
+        {"field": "contract.sensitive", "message": f"Line 4: {how}", "type": "value_error"},
+        {"field": "contract.expectations[1].action", "message": "Input should be 'warn', 'quarantine' or 'fail'",
+         "type": "literal_error"},
+        {"field": "contract.sensitive[0].action", "message": "Input should be 'hash', 'redact' or 'drop'",
+         "type": "literal_error"},
+        {"field": "contract.sensitive[1].field",
+         "message": "String should match pattern '^[A-Za-z_][A-Za-z0-9_]{0,127}(\\.[A-Za-z_][A-Za-z0-9_]{0,127}){0,15}$'",
+         "type": "string_pattern_mismatch"},
+        {"field": "contract.sensitive[2].field",
+         "message": "Value error, drop takes a top-level column; hash or redact a field of a struct",
+         "type": "value_error"},
+    ]
+    # Each input's entries are numbered by their own lines: the same index is another line in each.
+    assert form.errors(refused) == FormErrors(fields={
+        "sensitive": [f"Line 1: {how}", f"Line 4: {how}", "Line 3: Input should be 'hash', 'redact' or 'drop'",
+                      "Line 5: String should match pattern '^[A-Za-z_][A-Za-z0-9_]{0,127}(\\.[A-Za-z_][A-Za-z0-9_]{0,127}){0,15}$'",
+                      "Line 6: drop takes a top-level column; hash or redact a field of a struct"],
+        "expectations": ["Line 2: Input should be 'warn', 'quarantine' or 'fail'"]})
+
+    # The API's rules with the whole pipeline: a field by its line, the list as a whole without one.
+    unknown = PipelineForm.model_validate({**JSON_ORDERS, "sensitive": "label hash\n\nmail hash"})
+    assert unknown.errors(_refusal(unknown.spec, ValidationFailed)) == FormErrors(fields={"sensitive": [
+        "Line 3: not a column of the table (a field of the value, or key)"]})
+    twice = PipelineForm.model_validate({**JSON_ORDERS, "sensitive": "label hash\nLABEL drop"})
+    assert twice.errors(_refusal(twice.spec, ValidationFailed)) == FormErrors(fields={"sensitive": [
+        "a field is named once (in any case)"]})
+    strings = PipelineForm.model_validate({**JSON_ORDERS, "value_format": "string", "sensitive": "label hash"})
+    assert strings.errors(_refusal(strings.spec, ValidationFailed)) == FormErrors(fields={"sensitive": [
+        ("a contract applies to a decoded row's columns: value_format json or a registry format (avro, protobuf, "
+         "json_schema)")]})
+
+
+def test_an_edit_of_the_sensitive_fields_keeps_the_rest_of_the_contract_as_written() -> None:
+    spec = PipelineSpec.model_validate({
+        "name": "orders", "source": {"connection_id": CONNECTION_ID, "topics": ["orders"], "value_format": "json",
+                                     "schema": "id BIGINT, amount DOUBLE, email STRING, notes STRING"},
+        "target": {"type": "delta", "path": "bronze/orders"},
+        "contract": {"expectations": [{"name": "positive_amount", "predicate": "amount > 0", "alert_over_rows": 100}],
+                     "sensitive": [{"field": "email", "action": "hash"}, {"field": "notes", "action": "drop"}]}})
+    stored = spec.model_dump(mode="json", by_alias=True)
+    form = PipelineForm.of(_read(spec), etag='"e"')
+    assert (form.expectations, form.sensitive) == ("positive_amount warn: amount > 0", "email hash\nnotes drop")
+
+    def contract(text: str) -> object:
+        edited = form.model_copy(update={"sensitive": text})
+        return edited.spec(stored=stored).model_dump(mode="json", by_alias=True)["contract"]
+
+    rules = [{"name": "positive_amount", "predicate": "amount > 0", "alert_over_rows": 100}]
+    assert contract("EMAIL redact\namount hash") == {"expectations": rules, "sensitive": [
+        {"field": "EMAIL", "action": "redact"}, {"field": "amount", "action": "hash"}]}
+    # Emptied: the list the pipeline had written stays written, empty; the rules are untouched.
+    assert contract("") == {"expectations": rules, "sensitive": []}
 
 
 def test_the_replay_form_goes_back_a_time_or_to_the_starting_offsets() -> None:

@@ -1,5 +1,5 @@
 """The pipeline forms: the list's filters, and the create and edit form (source, target, schedule,
-the contract's expectations)."""
+the contract's expectations and sensitive fields)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from api.portal.forms.base import (
     utc_input,
     utc_moment,
 )
-from api.portal.forms.expectations import contract_of, expectations_text, numbered
+from api.portal.forms.contract import contract_of, expectations_text, numbered, sensitive_text
 from api.portal.views import FormErrors
 
 
@@ -99,7 +99,8 @@ class PipelineForm(PortalForm):
     one), so that an unchanged form saved is no change, and Terraform sees no drift.
 
     The contract's expectations are one input, a rule a line: ``name action: predicate`` (``name:
-    predicate`` is warn). A pipeline that had written no contract and whose input is empty sends none."""
+    predicate`` is warn); its sensitive fields another, ``field action`` a line. A pipeline that had
+    written no contract and whose inputs are empty sends none."""
 
     name: str = ""
     connection_id: str = ""
@@ -148,6 +149,7 @@ class PipelineForm(PortalForm):
     cron: str = ""
     timezone: str = ""
     expectations: str = ""
+    sensitive: str = ""
     state: str = ""
     etag: str = ""
 
@@ -183,7 +185,7 @@ class PipelineForm(PortalForm):
         "schedule": "schedule", "schedule.cron": "cron", "schedule.timezone": "timezone",
         "schedule.idle_wait_ms": "idle_wait_ms", "schedule.max_offsets_per_run": "continuous_max_offsets",
         "schedule.interval_seconds": "interval_seconds",
-        "contract": "expectations", "contract.expectations": "expectations",
+        "contract": "expectations", "contract.expectations": "expectations", "contract.sensitive": "sensitive",
     }
     CONFLICT_FIELD = "name"
 
@@ -226,7 +228,7 @@ class PipelineForm(PortalForm):
             "idle_wait_ms": str(schedule.idle_wait_ms) if isinstance(schedule, ContinuousSchedule) else "",
             "continuous_max_offsets": (str(schedule.max_offsets_per_run) if isinstance(schedule, ContinuousSchedule)
                                        else ""),
-            "expectations": expectations_text(read.contract),
+            "expectations": expectations_text(read.contract), "sensitive": sensitive_text(read.contract),
         }
         if isinstance(target, KafkaTarget):
             creation = target.create_topic
@@ -251,7 +253,8 @@ class PipelineForm(PortalForm):
         if fields is None and self.starting_offsets == "offsets":
             fields = {**self.FIELDS, "source.starting_offsets": "starting_offsets_json"}
         if isinstance(failure, ValidationFailed) and not isinstance(failure, FormInvalid) and failure.errors:
-            failure = ValidationFailed(failure.detail, errors=numbered(failure.errors, self.expectations))
+            failure = ValidationFailed(failure.detail, errors=numbered(
+                failure.errors, {"expectations": self.expectations, "sensitive": self.sensitive}))
         return super().errors(failure, fields)
 
     def spec(self, stored: Mapping[str, Any] | None = None) -> PipelineSpec:
@@ -266,8 +269,9 @@ class PipelineForm(PortalForm):
                                 "target": self._target(parts, written["target"]),
                                 "schedule": self._schedule(parts, written["schedule"]),
                                 "state": self.state.strip() or "active"}
-        rules = self.expectations if self.target_type.strip() != "kafka" else ""  # the page hides the input
-        contract = contract_of(parts, rules, written["contract"])
+        shown = self.target_type.strip() != "kafka"  # the page hides the contract's inputs for a Kafka target
+        contract = contract_of(parts, written["contract"], expectations=self.expectations if shown else "",
+                               sensitive=self.sensitive if shown else "")
         if contract or (stored or {}).get("contract") is not None:  # none written, none asked for: none sent
             spec["contract"] = parts.check(PipelineContract, contract, "contract")
         return parts.whole(PipelineSpec, spec, "The pipeline is not valid")
