@@ -57,8 +57,8 @@ func (r *pipelineResource) Metadata(_ context.Context, req resource.MetadataRequ
 func pipelineSchema() schema.Schema {
 	return schema.Schema{
 		// 2: typed source, target and schedule (1, the Python provider's: jsonencode strings). Optional
-		// attributes added since (schedule.continuous, contract) keep 2: a state without them reads them
-		// as null, which a configuration without them plans as no change.
+		// attributes added since (schedule.continuous, contract, contract.sensitive) keep 2: a state
+		// without them reads them as null, which a configuration without them plans as no change.
 		Version:     2,
 		Description: "An Inlet pipeline: a Kafka source, a Delta or Kafka target, a schedule, a data contract.",
 		Attributes: map[string]schema.Attribute{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -28,6 +29,11 @@ const twoRules = `{"expectations": [
 	{"name": "positive_amount", "predicate": "amount > 0", "action": "quarantine",
 	 "alert_over_rows": 100, "alert_over_ratio": 0.01},
 	{"name": "has_id", "predicate": "id IS NOT NULL"}]}`
+
+// The sensitive fields of docs/terraform.md's kind, one of each action, beside the two rules.
+const protected = `{"expectations": [{"name": "has_id", "predicate": "id IS NOT NULL"}],
+	"sensitive": [{"field": "email", "action": "hash"}, {"field": "customer.ssn", "action": "redact"},
+		{"field": "notes", "action": "drop"}]}`
 
 // pipelineValue is the inlet_pipeline object that document describes (attributes it leaves out null),
 // as a configuration or a plan would hold it.
@@ -68,8 +74,9 @@ func canonical(t *testing.T, document any) string {
 	return string(out)
 }
 
-// TestPipelineContractBody: a contract goes out as written, fields left out left out; a pipeline
-// without one goes out as before contracts, with no contract field at all.
+// TestPipelineContractBody: a contract goes out as written, fields left out left out (one without
+// sensitive fields sends none, as before them); a pipeline without one goes out as before contracts,
+// with no contract field at all.
 func TestPipelineContractBody(t *testing.T) {
 	cases := map[string]struct{ config, body string }{
 		"two rules": {
@@ -90,6 +97,18 @@ func TestPipelineContractBody(t *testing.T) {
 			body: `{"name": "orders", "source": ` + contractSource + `, "schedule": null,
 				"target": {"type": "delta", "path": "b"}, "contract": {}}`,
 		},
+		"sensitive fields": {
+			config: `{"name": "orders", "source": ` + contractSource + `, "target": {"delta": {"path": "b"}},
+				"contract": ` + protected + `}`,
+			body: `{"name": "orders", "source": ` + contractSource + `, "schedule": null,
+				"target": {"type": "delta", "path": "b"}, "contract": ` + protected + `}`,
+		},
+		"no sensitive fields": {
+			config: `{"name": "orders", "source": ` + contractSource + `, "target": {"delta": {"path": "b"}},
+				"contract": {"sensitive": []}}`,
+			body: `{"name": "orders", "source": ` + contractSource + `, "schedule": null,
+				"target": {"type": "delta", "path": "b"}, "contract": {"sensitive": []}}`,
+		},
 		"no rules": {
 			config: `{"name": "orders", "source": ` + contractSource + `, "target": {"delta": {"path": "b"}},
 				"contract": {"expectations": []}}`,
@@ -107,7 +126,7 @@ func TestPipelineContractBody(t *testing.T) {
 }
 
 // TestPipelineContractFromAnswer: Inlet's contract reads as the configuration that wrote it, and goes
-// out again unchanged; an answer with no contract (null, or none at all: an Inlet before contracts)
+// out again unchanged (one without sensitive fields reads them as null); an answer with no contract (null, or none at all: an Inlet before contracts)
 // reads as null.
 func TestPipelineContractFromAnswer(t *testing.T) {
 	ctx := context.Background()
@@ -146,7 +165,28 @@ func TestPipelineContractFromAnswer(t *testing.T) {
 		if ratio := rules[0].(types.Object).Attributes()["alert_over_ratio"]; !ratio.Equal(types.Float64Value(0.01)) {
 			t.Errorf("expectations[0].alert_over_ratio = %s, want 0.01", ratio)
 		}
+		if sensitive := model.Contract.Attributes()["sensitive"]; !sensitive.IsNull() {
+			t.Errorf("sensitive = %s, want null (left out)", sensitive)
+		}
 		if got, want := canonical(t, pipelineBody(model)["contract"]), canonical(t, twoRules); got != want {
+			t.Errorf("sent again\n got %s\nwant %s", got, want)
+		}
+	})
+	t.Run("sensitive fields", func(t *testing.T) {
+		model := read(t, protected)
+		written := pipelineOf(t, `{"contract": `+protected+`}`).Contract
+		if !model.Contract.Equal(written) {
+			t.Errorf("contract\n got %s\nwant %s", model.Contract, written)
+		}
+		fields := model.Contract.Attributes()["sensitive"].(types.List).Elements()
+		if len(fields) != 3 {
+			t.Fatalf("sensitive = %s, want 3 fields", fields)
+		}
+		second := fields[1].(types.Object).Attributes()
+		if !second["field"].Equal(types.StringValue("customer.ssn")) || !second["action"].Equal(types.StringValue("redact")) {
+			t.Errorf("sensitive[1] = %s, want customer.ssn redacted", fields[1])
+		}
+		if got, want := canonical(t, pipelineBody(model)["contract"]), canonical(t, protected); got != want {
 			t.Errorf("sent again\n got %s\nwant %s", got, want)
 		}
 	})
@@ -172,18 +212,50 @@ func TestPipelineContractFromAnswer(t *testing.T) {
 // TestPipelineStateBeforeContracts: a state written before contracts (version 2, no contract) reads
 // as it is, its contract null: no state upgrade.
 func TestPipelineStateBeforeContracts(t *testing.T) {
+	state := stateOfVersion2(t, map[string]any{
+		"id": "p-1", "name": "orders", "state": "active", "target_uri": nil, "etag": `"e"`, "schedule": nil,
+		"source": map[string]any{"connection_id": "c-1", "topics": []string{"orders"}},
+		"target": map[string]any{"delta": map[string]any{"path": "bronze/orders"}},
+	})
+	if _, held := state["contract"]; !held || state["contract"] != nil {
+		t.Errorf("contract = %v, want null", state["contract"])
+	}
+	if state["target"].(map[string]any)["delta"].(map[string]any)["path"] != "bronze/orders" {
+		t.Errorf("target = %v", state["target"])
+	}
+}
+
+// TestPipelineStateBeforeSensitiveFields: a contract in a state written before sensitive fields reads
+// as it is, its sensitive null: no state upgrade.
+func TestPipelineStateBeforeSensitiveFields(t *testing.T) {
+	rule := map[string]any{"name": "has_id", "predicate": "id IS NOT NULL", "action": nil,
+		"alert_over_rows": nil, "alert_over_ratio": nil}
+	state := stateOfVersion2(t, map[string]any{
+		"id": "p-1", "name": "orders", "state": "active", "target_uri": nil, "etag": `"e"`, "schedule": nil,
+		"source":   map[string]any{"connection_id": "c-1", "topics": []string{"orders"}},
+		"target":   map[string]any{"delta": map[string]any{"path": "bronze/orders"}},
+		"contract": map[string]any{"expectations": []any{rule}},
+	})
+	contract, _ := state["contract"].(map[string]any)
+	if _, held := contract["sensitive"]; !held || contract["sensitive"] != nil {
+		t.Errorf("contract = %v, want sensitive null", state["contract"])
+	}
+	if rules, _ := contract["expectations"].([]any); len(rules) != 1 || !reflect.DeepEqual(rules[0], rule) {
+		t.Errorf("expectations = %v, want [%v]", contract["expectations"], rule)
+	}
+}
+
+// stateOfVersion2 is the state the provider reads from old, a version 2 state's JSON.
+func stateOfVersion2(t *testing.T, old map[string]any) map[string]any {
+	t.Helper()
 	ctx := context.Background()
 	server, err := testProviders["inlet"]()
 	if err != nil {
 		t.Fatal(err)
 	}
-	old, _ := json.Marshal(map[string]any{
-		"id": "p-1", "name": "orders", "state": "active", "target_uri": nil, "etag": `"e"`, "schedule": nil,
-		"source": map[string]any{"connection_id": "c-1", "topics": []string{"orders"}},
-		"target": map[string]any{"delta": map[string]any{"path": "bronze/orders"}},
-	})
+	raw, _ := json.Marshal(old)
 	resp, err := server.UpgradeResourceState(ctx, &tfprotov6.UpgradeResourceStateRequest{
-		TypeName: "inlet_pipeline", Version: 2, RawState: &tfprotov6.RawState{JSON: old},
+		TypeName: "inlet_pipeline", Version: 2, RawState: &tfprotov6.RawState{JSON: raw},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -198,13 +270,7 @@ func TestPipelineStateBeforeContracts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	state := tfValueJSON(t, value).(map[string]any)
-	if _, held := state["contract"]; !held || state["contract"] != nil {
-		t.Errorf("contract = %v, want null", state["contract"])
-	}
-	if state["target"].(map[string]any)["delta"].(map[string]any)["path"] != "bronze/orders" {
-		t.Errorf("target = %v", state["target"])
-	}
+	return tfValueJSON(t, value).(map[string]any)
 }
 
 // TestPipelineContractRefusedAtPlan: what Inlet would refuse and needs nothing but the configuration
@@ -222,19 +288,37 @@ func TestPipelineContractRefusedAtPlan(t *testing.T) {
 	for i := range many {
 		many[i] = rule(fmt.Sprintf("r%d", i), "")
 	}
-	at := func(steps ...any) *tftypes.AttributePath {
-		p := tftypes.NewAttributePath().WithAttributeName("contract").WithAttributeName("expectations")
-		for _, step := range steps {
-			switch s := step.(type) {
-			case int:
-				p = p.WithElementKeyInt(s)
-			case string:
-				p = p.WithAttributeName(s)
+	under := func(list string) func(steps ...any) *tftypes.AttributePath {
+		return func(steps ...any) *tftypes.AttributePath {
+			p := tftypes.NewAttributePath().WithAttributeName("contract").WithAttributeName(list)
+			for _, step := range steps {
+				switch s := step.(type) {
+				case int:
+					p = p.WithElementKeyInt(s)
+				case string:
+					p = p.WithAttributeName(s)
+				}
 			}
+			return p
 		}
-		return p
 	}
+	at, atField := under("expectations"), under("sensitive")
 	long := strings.Repeat("é", 2000) // 2000 characters, 4000 bytes: Inlet counts characters
+	sensitive := func(fields ...string) string {
+		entries := make([]string, 0, len(fields)/2)
+		for i := 0; i < len(fields); i += 2 {
+			entries = append(entries, fmt.Sprintf(`{"field": %q, "action": %q}`, fields[i], fields[i+1]))
+		}
+		return `{"sensitive": [` + strings.Join(entries, ",") + `]}`
+	}
+	hundred := make([]string, 0, 202)
+	for i := range 101 {
+		hundred = append(hundred, fmt.Sprintf("f%d", i), "hash")
+	}
+	name128 := "n" + strings.Repeat("a", 127)
+	deep := strings.TrimSuffix(strings.Repeat("s.", 16), ".") // 16 names
+	const pathDetail = "must be a column or a field of a struct, dotted"
+	const dropDetail = "drop takes a top-level column; hash or redact a field of a struct"
 	cases := map[string]struct {
 		rules  string
 		path   *tftypes.AttributePath // nil: accepted
@@ -259,6 +343,28 @@ func TestPipelineContractRefusedAtPlan(t *testing.T) {
 		"a ratio below 0":       {`{"expectations": [` + rule("r", `, "alert_over_ratio": -0.5`) + `]}`, at(0, "alert_over_ratio"), "must be greater than 0"},
 		"a ratio over 1":        {`{"expectations": [` + rule("r", `, "alert_over_ratio": 1.5`) + `]}`, at(0, "alert_over_ratio"), "must be at most 1"},
 		"the second rule's bad": {`{"expectations": [` + rule("r", "") + "," + rule("s", `, "action": "stop"`) + `]}`, at(1, "action"), "value must be one of"},
+
+		"sensitive fields":            {rules: protected},
+		"no sensitive fields":         {rules: `{"sensitive": []}`},
+		"a hundred fields":            {rules: sensitive(hundred[:200]...)},
+		"a name of 128":               {rules: sensitive(name128+"."+name128, "hash")},
+		"16 names":                    {rules: sensitive(deep, "redact")},
+		"a column dropped":            {rules: sensitive("_notes", "drop")},
+		"a hundred and one fields":    {sensitive(hundred...), atField(), "at most 100"},
+		"a field with a space":        {sensitive("e mail", "hash"), atField(0, "field"), pathDetail},
+		"a field with a digit first":  {sensitive("customer.1st", "hash"), atField(0, "field"), pathDetail},
+		"a field with a dash":         {sensitive("e-mail", "hash"), atField(0, "field"), pathDetail},
+		"an empty field":              {sensitive("", "hash"), atField(0, "field"), pathDetail},
+		"an empty name":               {sensitive("customer..ssn", "hash"), atField(0, "field"), pathDetail},
+		"a trailing dot":              {sensitive("customer.", "hash"), atField(0, "field"), pathDetail},
+		"a name of 129":               {sensitive("customer."+name128+"a", "hash"), atField(0, "field"), pathDetail},
+		"17 names":                    {sensitive(deep+".s", "hash"), atField(0, "field"), pathDetail},
+		"a field twice":               {sensitive("email", "hash", "notes", "drop", "Email", "redact"), atField(2, "field"), `contract.sensitive[2].field: "Email" is already the field of contract.sensitive[0]`},
+		"a struct's field twice":      {sensitive("customer.ssn", "hash", "CUSTOMER.SSN", "hash"), atField(1, "field"), "fields are unique in contract.sensitive, in any case"},
+		"an unknown sensitive action": {sensitive("email", "mask"), atField(0, "action"), `value must be one of: ["hash" "redact" "drop"]`},
+		"an action in capitals":       {sensitive("email", "HASH"), atField(0, "action"), "value must be one of"},
+		"a struct's field dropped":    {sensitive("customer.ssn", "drop"), atField(0, "field"), dropDetail},
+		"the second field's dropped":  {sensitive("email", "hash", "customer.ssn", "drop"), atField(1, "field"), `contract.sensitive[1].field: ` + dropDetail + `; got "customer.ssn"`},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -316,6 +422,44 @@ func TestUniqueNamesLeavesUnknownsToInlet(t *testing.T) {
 	}
 }
 
+// TestSensitiveFieldsLeaveUnknownsToInlet: a field or an action not known at plan (another
+// resource's) is neither compared nor checked for a drop; a known one still is.
+func TestSensitiveFieldsLeaveUnknownsToInlet(t *testing.T) {
+	ctx := context.Background()
+	fieldType := pipelineSchema().Attributes["contract"].GetType().(types.ObjectType).AttrTypes["sensitive"].(types.ListType).ElemType.(types.ObjectType)
+	entry := func(field, action types.String) types.Object {
+		return types.ObjectValueMust(fieldType.AttrTypes, map[string]attr.Value{"field": field, "action": action})
+	}
+	at := path.Root("contract").AtName("sensitive")
+	fields := types.ListValueMust(fieldType, []attr.Value{entry(types.StringUnknown(), types.StringValue("hash")),
+		entry(types.StringUnknown(), types.StringValue("hash")), types.ObjectUnknown(fieldType.AttrTypes),
+		entry(types.StringValue("a"), types.StringUnknown())})
+	var list validator.ListResponse
+	uniqueFields().ValidateList(ctx, validator.ListRequest{Path: at, ConfigValue: fields}, &list)
+	if list.Diagnostics.HasError() {
+		t.Errorf("refused: %v", list.Diagnostics)
+	}
+	for name, c := range map[string]struct {
+		value   types.Object
+		refused bool
+	}{
+		"an unknown action":     {entry(types.StringValue("customer.ssn"), types.StringUnknown()), false},
+		"an unknown field":      {entry(types.StringUnknown(), types.StringValue("drop")), false},
+		"an unknown entry":      {types.ObjectUnknown(fieldType.AttrTypes), false},
+		"a known drop":          {entry(types.StringValue("customer.ssn"), types.StringValue("drop")), true},
+		"a known column drop":   {entry(types.StringValue("ssn"), types.StringValue("drop")), false},
+		"a known struct's hash": {entry(types.StringValue("customer.ssn"), types.StringValue("hash")), false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var resp validator.ObjectResponse
+			topLevelDrop().ValidateObject(ctx, validator.ObjectRequest{Path: at.AtListIndex(0), ConfigValue: c.value}, &resp)
+			if resp.Diagnostics.HasError() != c.refused {
+				t.Errorf("refused %t, want %t: %v", resp.Diagnostics.HasError(), c.refused, resp.Diagnostics)
+			}
+		})
+	}
+}
+
 // TestPipelineDataSourceContract: the data source's contract has the resource's type, read only.
 func TestPipelineDataSourceContract(t *testing.T) {
 	var resp datasource.SchemaResponse
@@ -329,5 +473,10 @@ func TestPipelineDataSourceContract(t *testing.T) {
 	}
 	if !contract.IsComputed() || contract.IsOptional() {
 		t.Error("the data source's contract is not read only")
+	}
+	fields := contract.GetType().(types.ObjectType).AttrTypes["sensitive"]
+	if want := (types.ListType{ElemType: types.ObjectType{AttrTypes: map[string]attr.Type{
+		"field": types.StringType, "action": types.StringType}}}); !fields.Equal(want) {
+		t.Errorf("sensitive: type %s, want %s", fields, want)
 	}
 }

@@ -224,8 +224,9 @@ func scheduleAttribute() schema.SingleNestedAttribute {
 
 func contractAttribute() schema.SingleNestedAttribute {
 	return schema.SingleNestedAttribute{
-		Optional:    true,
-		Description: "The data contract: rules on each decoded row of a Delta target; none: rows are not checked.",
+		Optional: true,
+		Description: "The data contract of a Delta target's decoded rows: rules on each row, and its sensitive " +
+			"fields; none: rows are not checked and are written as they came.",
 		Attributes: map[string]schema.Attribute{
 			"expectations": schema.ListNestedAttribute{
 				Optional:    true,
@@ -251,6 +252,27 @@ func contractAttribute() schema.SingleNestedAttribute {
 						Description: "Or when more than this share of its records violate it (0 < ratio <= 1).",
 						Validators:  []validator.Float64{float64validator.AtMost(1), aboveZero()}},
 				}},
+			},
+			// Whether a field is a column of the row, and a key, partition or clustering column only
+			// hashed, needs the source's schema and the target: Inlet's 422 names it at apply.
+			"sensitive": schema.ListNestedAttribute{
+				Optional: true,
+				Description: "Up to 100 fields hashed, redacted or dropped before anything is written, after the " +
+					"expectations tested the row, each named once in any case (default none).",
+				Validators: []validator.List{listvalidator.SizeAtMost(100), uniqueFields()},
+				NestedObject: schema.NestedAttributeObject{
+					Validators: []validator.Object{topLevelDrop()},
+					Attributes: map[string]schema.Attribute{
+						"field": schema.StringAttribute{Required: true,
+							Description: "A column, or a field of a struct column, dotted (customer.email; hash and redact).",
+							Validators:  []validator.String{structField()}},
+						"action": schema.StringAttribute{Required: true,
+							Description: "hash (HMAC-SHA-256 keyed with the tenant's field key: 64 hex characters, the same " +
+								"value hashing the same in every pipeline of the tenant), redact (the mask REDACTED) or " +
+								"drop (not written; a top-level column). hash and redact take string fields.",
+							Validators: []validator.String{stringvalidator.OneOf("hash", "redact", "drop")}},
+					},
+				},
 			},
 		},
 	}

@@ -264,8 +264,9 @@ resource "inlet_pipeline" "customers" {
 }
 
 // contractConfig is a pipeline of json values into Delta (a contract tests decoded rows) whose contract
-// has two rules, the first's action given; without an action, the pipeline has no contract.
-func contractConfig(name, bootstrap, topic, action string) string {
+// has two rules, the first's action given, and one sensitive field, email, protected as protect says;
+// without an action, the pipeline has no contract.
+func contractConfig(name, bootstrap, topic, action, protect string) string {
 	contract := ""
 	if action != "" {
 		contract = fmt.Sprintf(`contract = {
@@ -273,7 +274,8 @@ func contractConfig(name, bootstrap, topic, action string) string {
       { name = "positive_amount", predicate = "amount > 0", action = %q, alert_over_rows = 100, alert_over_ratio = 0.01 },
       { name = "has_id", predicate = "id IS NOT NULL" },
     ]
-  }`, action)
+    sensitive = [{ field = "email", action = %q }]
+  }`, action, protect)
 	}
 	return fmt.Sprintf(`
 resource "inlet_connection" "c" {
@@ -287,7 +289,7 @@ resource "inlet_pipeline" "payments" {
     connection_id = inlet_connection.c.id
     topics        = [%[3]q]
     value_format  = "json"
-    schema        = "id BIGINT, amount DOUBLE"
+    schema        = "id BIGINT, amount DOUBLE, email STRING"
   }
   target = { delta = { path = "bronze/${inlet_connection.c.id}" } }
   %[4]s
@@ -299,25 +301,26 @@ data "inlet_pipeline" "by_id" {
 `, name, bootstrap, topic, contract)
 }
 
-// TestAccPipelineContract: a contract of two rules is created as written and plans no change after,
-// an action changes in place, an import reads it back, a predicate Inlet cannot parse is its 422
-// naming the rule, and a configuration without the contract removes it.
+// TestAccPipelineContract: a contract of two rules and a sensitive field is created as written and
+// plans no change after, an action of each changes in place, an import reads it back, a predicate
+// Inlet cannot parse and a field that is not a column are its 422 naming them, and a configuration
+// without the contract removes it.
 func TestAccPipelineContract(t *testing.T) {
 	name := acctest.RandomWithPrefix("acc-contract")
 	bootstrap, topic := accEnv(t, "INLET_ACC_BOOTSTRAP"), accEnv(t, "INLET_ACC_TOPIC")
-	rules := func(action string) any {
+	rules := func(action, protect string) any {
 		return map[string]any{"expectations": []any{
 			map[string]any{"name": "positive_amount", "predicate": "amount > 0", "action": action,
 				"alert_over_rows": float64(100), "alert_over_ratio": 0.01},
 			map[string]any{"name": "has_id", "predicate": "id IS NOT NULL"},
-		}}
+		}, "sensitive": []any{map[string]any{"field": "email", "action": protect}}}
 	}
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { accPreCheck(t) },
 		ProtoV6ProviderFactories: testProviders,
 		Steps: []resource.TestStep{
 			{
-				Config: contractConfig(name, bootstrap, topic, "quarantine"),
+				Config: contractConfig(name, bootstrap, topic, "quarantine", "hash"),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
 					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
 				},
@@ -327,14 +330,17 @@ func TestAccPipelineContract(t *testing.T) {
 					resource.TestCheckResourceAttr("inlet_pipeline.payments", "contract.expectations.0.alert_over_ratio", "0.01"),
 					resource.TestCheckNoResourceAttr("inlet_pipeline.payments", "contract.expectations.1.action"),
 					resource.TestCheckResourceAttr("data.inlet_pipeline.by_id", "contract.expectations.1.name", "has_id"),
+					resource.TestCheckResourceAttr("inlet_pipeline.payments", "contract.sensitive.#", "1"),
+					resource.TestCheckResourceAttr("inlet_pipeline.payments", "contract.sensitive.0.field", "email"),
+					resource.TestCheckResourceAttr("data.inlet_pipeline.by_id", "contract.sensitive.0.action", "hash"),
 					// as written: the second rule's action and thresholds left out
 					expectDocument(t, "inlet_pipeline.payments", "contract", func(*terraform.State) any {
-						return rules("quarantine")
+						return rules("quarantine", "hash")
 					}),
 				),
 			},
-			{ // one action changes in place; target_uri stays known in the plan
-				Config: contractConfig(name, bootstrap, topic, "fail"),
+			{ // a rule's action and the field's change in place; target_uri stays known in the plan
+				Config: contractConfig(name, bootstrap, topic, "fail", "redact"),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
 					PreApply: []plancheck.PlanCheck{
 						plancheck.ExpectResourceAction("inlet_pipeline.payments", plancheck.ResourceActionUpdate),
@@ -345,18 +351,24 @@ func TestAccPipelineContract(t *testing.T) {
 				Check: resource.ComposeAggregateTestCheckFunc(
 					resource.TestCheckResourceAttr("inlet_pipeline.payments", "contract.expectations.0.action", "fail"),
 					resource.TestCheckResourceAttr("data.inlet_pipeline.by_id", "contract.expectations.0.action", "fail"),
+					resource.TestCheckResourceAttr("inlet_pipeline.payments", "contract.sensitive.0.action", "redact"),
+					resource.TestCheckResourceAttr("data.inlet_pipeline.by_id", "contract.sensitive.0.action", "redact"),
 					expectDocument(t, "inlet_pipeline.payments", "contract", func(*terraform.State) any {
-						return rules("fail")
+						return rules("fail", "redact")
 					}),
 				),
 			},
 			{ResourceName: "inlet_pipeline.payments", ImportState: true, ImportStateVerify: true},
 			{ // the predicate is Inlet's to parse: its 422 names the rule
-				Config:      strings.Replace(contractConfig(name, bootstrap, topic, "fail"), "id IS NOT NULL", "id IS NOT", 1),
+				Config:      strings.Replace(contractConfig(name, bootstrap, topic, "fail", "redact"), "id IS NOT NULL", "id IS NOT", 1),
 				ExpectError: regexp.MustCompile(`contract\.expectations\[1\]\.predicate`),
 			},
+			{ // whether a field is a column of the schema is Inlet's to say: its 422 names the field
+				Config:      strings.Replace(contractConfig(name, bootstrap, topic, "fail", "redact"), `"email"`, `"phone"`, 1),
+				ExpectError: regexp.MustCompile(`contract\.sensitive\[0\]\.field`),
+			},
 			{ // left out of the configuration: Inlet holds no contract
-				Config: contractConfig(name, bootstrap, topic, ""),
+				Config: contractConfig(name, bootstrap, topic, "", ""),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction("inlet_pipeline.payments", plancheck.ResourceActionUpdate),
 				}},
@@ -412,6 +424,8 @@ resource "inlet_pipeline" "p" {
 			`contract.expectations\[0\].action[\s\S]*value\s+must\s+be\s+one\s+of`},
 		{withContract(good, delta, "null", `{ expectations = [{ name = "a", predicate = "x > 0", alert_over_ratio = 0 }] }`),
 			`contract.expectations\[0\].alert_over_ratio[\s\S]*greater\s+than\s+0`},
+		{withContract(good, delta, "null", `{ sensitive = [{ field = "customer.ssn", action = "drop" }] }`),
+			`contract.sensitive\[0\].field[\s\S]*drop\s+takes\s+a\s+top-level\s+column`},
 	}
 	steps := make([]resource.TestStep, 0, len(cases))
 	for _, c := range cases {

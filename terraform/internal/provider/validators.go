@@ -53,21 +53,24 @@ func (v aboveZeroValidator) ValidateFloat64(ctx context.Context, req validator.F
 	}
 }
 
-// uniqueNames refuses a list of objects in which two share a name, in any case (Inlet's rule); the
-// error is at the second's name. A name not known yet (from another resource) is Inlet's to check.
-func uniqueNames() validator.List { return uniqueNamesValidator{} }
+// uniqueNames and uniqueFields refuse a list of objects in which two share a name (a field), in any
+// case (Inlet's rule); the error is at the second's. A value not known yet (from another resource) is
+// Inlet's to check.
+func uniqueNames() validator.List { return uniqueValidator{attribute: "name"} }
 
-type uniqueNamesValidator struct{}
+func uniqueFields() validator.List { return uniqueValidator{attribute: "field"} }
 
-func (uniqueNamesValidator) Description(context.Context) string {
-	return "names must be unique in the list, in any case"
+type uniqueValidator struct{ attribute string }
+
+func (v uniqueValidator) Description(context.Context) string {
+	return v.attribute + "s must be unique in the list, in any case"
 }
 
-func (v uniqueNamesValidator) MarkdownDescription(ctx context.Context) string {
+func (v uniqueValidator) MarkdownDescription(ctx context.Context) string {
 	return v.Description(ctx)
 }
 
-func (v uniqueNamesValidator) ValidateList(_ context.Context, req validator.ListRequest, resp *validator.ListResponse) {
+func (v uniqueValidator) ValidateList(_ context.Context, req validator.ListRequest, resp *validator.ListResponse) {
 	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
 		return
 	}
@@ -77,18 +80,79 @@ func (v uniqueNamesValidator) ValidateList(_ context.Context, req validator.List
 		if !ok || object.IsNull() || object.IsUnknown() {
 			continue
 		}
-		name, ok := object.Attributes()["name"].(types.String)
-		if !ok || name.IsNull() || name.IsUnknown() {
+		value, ok := object.Attributes()[v.attribute].(types.String)
+		if !ok || value.IsNull() || value.IsUnknown() {
 			continue
 		}
-		at := req.Path.AtListIndex(i).AtName("name")
-		key := strings.ToLower(name.ValueString())
+		at := req.Path.AtListIndex(i).AtName(v.attribute)
+		key := strings.ToLower(value.ValueString())
 		if j, seen := first[key]; seen {
-			resp.Diagnostics.AddAttributeError(at, "Duplicate name",
-				fmt.Sprintf("%s: %s is already the name of %s; names are unique in %s, in any case.",
-					at, name, req.Path.AtListIndex(j), req.Path))
+			resp.Diagnostics.AddAttributeError(at, "Duplicate "+v.attribute,
+				fmt.Sprintf("%s: %s is already the %s of %s; %ss are unique in %s, in any case.",
+					at, value, v.attribute, req.Path.AtListIndex(j), v.attribute, req.Path))
 			continue
 		}
 		first[key] = i
+	}
+}
+
+// structField refuses a string that is not a column or a field of a struct column, dotted: Inlet's
+// ^[A-Za-z_][A-Za-z0-9_]{0,127}(\.[A-Za-z_][A-Za-z0-9_]{0,127}){0,15}$, whose nested repetition is
+// more than Go's regexp compiles, checked name by name.
+func structField() validator.String { return structFieldValidator{} }
+
+type structFieldValidator struct{}
+
+func (structFieldValidator) Description(context.Context) string {
+	return "must be a column or a field of a struct, dotted (customer.email): up to 16 names, each a letter " +
+		"or _, then up to 127 letters, digits or _"
+}
+
+func (v structFieldValidator) MarkdownDescription(ctx context.Context) string {
+	return v.Description(ctx)
+}
+
+func (v structFieldValidator) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	names := strings.Split(req.ConfigValue.ValueString(), ".")
+	valid := len(names) <= 16
+	for _, name := range names {
+		valid = valid && columnName.MatchString(name)
+	}
+	if !valid {
+		resp.Diagnostics.AddAttributeError(req.Path, "Not a field",
+			req.Path.String()+" "+v.Description(ctx)+"; got "+req.ConfigValue.String()+".")
+	}
+}
+
+// topLevelDrop refuses a sensitive field dropped that is a struct's field: Inlet drops columns only.
+// The error is at the field, as Inlet's 422 is.
+func topLevelDrop() validator.Object { return topLevelDropValidator{} }
+
+type topLevelDropValidator struct{}
+
+func (topLevelDropValidator) Description(context.Context) string {
+	return "drop takes a top-level column; hash or redact a field of a struct"
+}
+
+func (v topLevelDropValidator) MarkdownDescription(ctx context.Context) string {
+	return v.Description(ctx)
+}
+
+func (v topLevelDropValidator) ValidateObject(ctx context.Context, req validator.ObjectRequest, resp *validator.ObjectResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	field, _ := req.ConfigValue.Attributes()["field"].(types.String)
+	action, _ := req.ConfigValue.Attributes()["action"].(types.String)
+	if field.IsNull() || field.IsUnknown() || action.IsUnknown() || action.ValueString() != "drop" {
+		return
+	}
+	if strings.Contains(field.ValueString(), ".") {
+		at := req.Path.AtName("field")
+		resp.Diagnostics.AddAttributeError(at, "A struct's field dropped",
+			at.String()+": "+v.Description(ctx)+"; got "+field.String()+".")
 	}
 }
