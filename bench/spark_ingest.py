@@ -10,7 +10,10 @@ and one-record runs, whose duration is the fixed cost of a run (on the warm engi
 With ``--formats string,json`` the messages are the JSON orders of ``bench/json_decode.py`` (~140 B)
 instead, read once as string values and once as json values of the orders' DDL schema (decoded in
 the tasks by ``formats.json_values``), and each json run is also set against the string run of the
-same engine: issue 35's target is a json run at 0.8 times a plain one or better.
+same engine: issue 35's target is a json run at 0.8 times a plain one or better. ``json_nested``
+adds a second topic of the same number of nested orders (a struct holding a timestamp, a decimal as
+a string, an array of strings, a timestamp, a boolean: ``json_decode.nested_order``), read by its own
+plain reader and by a json run (issue 55's target: at least 1.0 times its plain reader).
 
     .venv/bin/python bench/spark_ingest.py [--messages 1000000] [--partitions 64] [--master local[2]]
         [--engines submit,warm] [--formats raw]
@@ -24,7 +27,7 @@ import time
 import uuid
 from pathlib import Path
 
-from json_decode import orders
+from json_decode import NESTED_DDL, orders
 
 from sandbox.cluster import SandboxCluster
 from worker.launch import Launcher, SparkSubmitSettings, SubmitLauncher, WarmLauncher
@@ -32,7 +35,8 @@ from worker.launch import Launcher, SparkSubmitSettings, SubmitLauncher, WarmLau
 from kafka_bench import ORDER_DDL, Ranges, produce, spec_for, timed, timed_plain_read
 
 SOURCES: dict[str, dict[str, str]] = {
-    "raw": {}, "string": {"value_format": "string"}, "json": {"value_format": "json", "schema": ORDER_DDL}}
+    "raw": {}, "string": {"value_format": "string"}, "json": {"value_format": "json", "schema": ORDER_DDL},
+    "json_nested": {"value_format": "json", "schema": NESTED_DDL}}
 
 
 def measure(launcher: Launcher, name: str, bootstrap: str, topic: str, ranges: Ranges, tmp: str, plain: float,
@@ -64,7 +68,8 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=64)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--engines", default="submit,warm")
-    parser.add_argument("--formats", default="raw", help="value formats to run: raw, string, json (JSON orders for all)")
+    parser.add_argument("--formats", default="raw", help="value formats to run: raw, string, json (JSON orders for "
+                                                          "all), json_nested (nested JSON orders, a topic of their own)")
     args = parser.parse_args()
     formats = args.formats.split(",")
     settings = SparkSubmitSettings(master=args.master)
@@ -73,7 +78,7 @@ def main() -> None:
         bootstrap, topic = cluster.bootstrap_servers, "bench"
         cluster.create_topic(topic, args.partitions)
         began = time.monotonic()
-        values = orders(args.messages, 0) if "json" in formats else [b"x" * 200] * args.messages
+        values = orders(args.messages, 0) if {"json", "json_nested"} & set(formats) else [b"x" * 200] * args.messages
         ranges = produce(bootstrap, topic, values, args.partitions)
         total = sum(end - start for start, end in ranges.values())
         size = sum(map(len, values)) / len(values)
@@ -82,12 +87,22 @@ def main() -> None:
 
         plain = timed_plain_read(bootstrap, topic, ranges)
         print(f"(a) plain confluent-kafka reader, 1 process: {plain:,.0f} records/s ({total / plain:.1f}s)")
+        read = {fmt: (topic, ranges, plain) for fmt in formats}
+        if "json_nested" in formats:
+            nested = f"{topic}-nested"
+            cluster.create_topic(nested, args.partitions)
+            nested_values = orders(args.messages, 0, "nested")
+            nested_ranges = produce(bootstrap, nested, nested_values, args.partitions)
+            nested_plain = timed_plain_read(bootstrap, nested, nested_ranges)
+            print(f"produced {args.messages:,} nested JSON orders of {sum(map(len, nested_values)) / len(nested_values):.0f} B "
+                  f"into {nested}; (a) its plain reader: {nested_plain:,.0f} records/s")
+            read["json_nested"] = (nested, nested_ranges, nested_plain)
 
         for engine in args.engines.split(","):
             launcher: Launcher = WarmLauncher(settings) if engine == "warm" else SubmitLauncher(settings)
             try:
-                rates = {fmt: measure(launcher, f"{engine} on {args.master}, {fmt} values", bootstrap, topic, ranges, tmp,
-                                      plain, fmt) for fmt in formats}
+                rates = {fmt: measure(launcher, f"{engine} on {args.master}, {fmt} values", bootstrap, read[fmt][0],
+                                      read[fmt][1], tmp, read[fmt][2], fmt) for fmt in formats}
             finally:
                 launcher.close()
             if "json" in rates and "string" in rates:

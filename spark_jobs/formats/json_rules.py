@@ -64,8 +64,9 @@ class Bad(ValueError):
     """The record is not JSON of the schema (Spark's corrupt record)."""
 
 
-class _Float(str):
-    """A float literal's text (or NaN / Infinity / -Infinity): Spark reads its exact digits for decimals."""
+class FloatText(str):
+    """A float literal's text (or NaN / Infinity / -Infinity): Spark reads its exact digits for decimals
+    (``json_values``' decoder keeps a decimal's float literals as this too)."""
 
 
 class _Object(list[Any]):
@@ -78,13 +79,13 @@ def _int(text: str) -> int:
     return int(text)
 
 
-def _float(text: str) -> _Float:
+def _float(text: str) -> FloatText:
     if len(text) > MAX_DIGITS and sum(c.isdigit() for c in text) > MAX_DIGITS:  # Jackson counts every digit
         raise Bad("number too long")
-    return _Float(text)
+    return FloatText(text)
 
 
-_DECODER = json.JSONDecoder(object_pairs_hook=_Object, parse_float=_float, parse_int=_int, parse_constant=_Float, strict=True)
+_DECODER = json.JSONDecoder(object_pairs_hook=_Object, parse_float=_float, parse_int=_int, parse_constant=FloatText, strict=True)
 
 
 _ENCODED_SURROGATE = re.compile(rb"\xed[\xa0-\xbf][\x80-\xbf]?")
@@ -224,7 +225,7 @@ def _double(v: Any) -> float | None:
     if v is None:
         return None
     kind = type(v)
-    if kind is _Float:
+    if kind is FloatText:
         return _SPECIAL_FLOATS.get(v) if v in _SPECIAL_FLOATS else float(v)
     if kind is int:
         try:
@@ -246,7 +247,7 @@ def _timestamp(v: Any, zone: Zone) -> int | None:
 
 def _decimal(v: Any, precision: int, scale: int) -> decimal.Decimal:
     kind = type(v)
-    if kind is int or (kind is _Float and v not in _SPECIAL_FLOATS):
+    if kind is int or (kind is FloatText and v not in _SPECIAL_FLOATS):
         number = decimal.Decimal(v)
     elif kind is str and _BIG_DECIMAL.fullmatch(text := v.replace(",", "")):  # Spark drops commas first
         number = decimal.Decimal(text)
@@ -334,7 +335,7 @@ def render(v: Any) -> str:
         return "true" if v else "false"
     if kind is int:
         return str(v)
-    if kind is _Float:
+    if kind is FloatText:
         return java_double(float(v))
     if kind is str:
         return '"' + _NEEDS_ESCAPE.sub(_escape, v) + '"'

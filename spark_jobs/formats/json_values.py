@@ -6,24 +6,32 @@ schema's columns (Arrow, as ``to_arrow_schema`` types them; null in quarantined 
 reasons (``"value is null"`` for a tombstone, ``"value is not JSON of the pipeline's schema"``
 where Spark's parser sets the corrupt-record column; null for a record that decoded).
 
-Two paths give the same answer (``tests/formats/test_json_conformance.py`` holds both to Spark):
+Two paths give the same answer (``tests/formats/test_json_conformance.py`` holds both to Spark; the
+fast path's plan of a schema is ``json_plan``'s):
 
 - fast: msgspec decodes each value into a typed struct of the schema, checking in C what Spark
   checks: integers in their range, floats, booleans, strings, and arrays, maps and structs of them;
-  dates, timestamps and binary as text (or epoch seconds), which Arrow checks a column at a time for
-  their plain forms (ISO 8601 as Spark and Arrow read it alike, unbroken base64) and then reads;
-  decimals and columns with dates, decimals or binary nested inside are kept as raw JSON and read by
-  ``json_rules``;
+  dates, timestamps and binary as text (or epoch seconds), as columns or inside structs and arrays,
+  which Arrow checks a batch at a time for their plain forms (ISO 8601 as Spark and Arrow read it
+  alike, unbroken base64) and then reads, any other text by ``json_rules``' rule for it; decimals as
+  any JSON value (a number as its literal's text), read by Arrow where each is plain decimal text
+  (a string or a number with no more digits than the type holds: nothing to round, nothing to
+  overflow) and otherwise one at a time by ``json_rules``' rule; only a map with dates, timestamps,
+  binary or decimals inside is kept as raw JSON and read by ``json_rules`` (a repeated map key could
+  hide an earlier value, and map keys cannot be counted);
 - exact: a record the fast path refuses, or cannot judge alone (one long enough to nest past
-  Jackson's depth limit or hold a number past its digit limit; date, timestamp or binary text not in
-  its plain form; a record where a raw JSON, date, timestamp or binary column's key may appear twice,
-  which could hide an earlier bad value: its quoted name more than once anywhere, or a key with
-  escapes that spells it), is parsed again by
+  Jackson's depth limit or hold a number past its digit limit; top-level date, timestamp or binary
+  text not in its plain form; a record where a key on the way to a raw JSON, date, timestamp, binary
+  or decimal value may appear twice, which could hide an earlier bad value: its quoted name more than
+  once anywhere, or a key with escapes that spells it), is parsed again by
   ``json_rules``, which follows Spark's rules for every case (a number where a string belongs,
   ``NaN``, ``"+INF"``, a timestamp in another zone or form, invalid UTF-8, text after the object …).
 
-On the bench's orders (``bench/json_decode.py``) one core decodes about 475,000 records/s, 3.8 times
-``from_json`` inside Spark's JVM on one core (2026-11-29).
+On the bench's orders (``bench/json_decode.py``, one core, 2026-12-07, on a machine shared with other
+work) one core decodes about 816,000 flat orders a second, 4.6 times ``from_json`` inside Spark's JVM
+on one core, and about 282,000 nested ones (a struct with a timestamp inside, a DECIMAL(12,2) given as
+a string, an array of strings, a timestamp, a boolean: issue 55), 1.9 times ``from_json`` (40,000,
+0.27 times, when decimals and such structs were read value by value by ``json_rules``).
 
 Deliberate differences from Spark (docs/formats.md): single-quoted JSON and the number tokens
 ``+INF``, ``-INF`` and ``+Infinity``, which Jackson accepts and no JSON parser does, are
@@ -36,138 +44,24 @@ is printed as Java 19 and later print a double (``json_rules.java_double``); and
 from __future__ import annotations
 
 import base64
-import json
-import operator
-import re
+import gc
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, cast
 
-import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_jobs.formats import json_rules, spark_datetime
+from spark_jobs.formats.json_plan import ZONED, Found, Leaf, SchemaPlan
 
 if TYPE_CHECKING:
-    from pyspark.sql.types import DataType, StructType
+    from pyspark.sql.types import StructType
 
 NULL_VALUE = "value is null"
 NOT_SCHEMA = "value is not JSON of the pipeline's schema"
 
 # Text that Spark and Arrow read alike (Arrow checks a column's text for it; ``JsonValues._check_texts``).
-_TIME = r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ](?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?"
-_OFFSET = r"(?:Z|[+-](?:0[0-9]|1[0-7]):[0-5][0-9]|[+-]18:00)"
-_PLAIN = {  # RE2's syntax, as Arrow's ``match_substring_regex`` runs it: ``$`` is the end of the text
-    "date": r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
-    "ntz": rf"^{_TIME}$",
-    "timestamp": rf"^{_TIME}{_OFFSET}$",
-    "binary": r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$",
-}
-_UTC_TIMESTAMP = rf"^{_TIME}{_OFFSET}?$"  # where the session's zone is UTC: a local time too
-_ZONED = f"{_OFFSET}$"
-# Epoch seconds whose microseconds fit a 64-bit integer.
-_EPOCH_SECONDS = Annotated[int, msgspec.Meta(ge=-(2**63) // 1_000_000 + 1, le=(2**63 - 1) // 1_000_000)]
-# Each string of a JSON text in turn, and a colon after it if it is a key (possessive: linear time).
-_STRING = re.compile(rb'("(?:[^"\\]++|\\.)*+")[ \t\n\r]*+(:?)')
-_LONG_NUMBER = re.compile(rb"[0-9]{300}")  # any number of more than 1000 digits has a run this long
 _SLICE = 1_000  # values decoded in one call: a value msgspec refuses costs its slice a second pass
-
-
-class _Plan:
-    """What the fast path needs for one schema, built once per process (msgspec types don't pickle)."""
-
-    def __init__(self, schema: StructType, zone: spark_datetime.Zone) -> None:
-        from pyspark.sql import types as T
-
-        self.T = T
-        self.zone = zone
-        self.exact = json_rules.struct_converter(schema, zone)
-        self.columns: list[tuple[str, str, Callable[[Any], Any] | None]] = []  # name, kind, per-value reader
-        raw_names: list[str] = []  # columns kept as raw JSON, whose earlier values msgspec does not check
-        fields = []
-        for i, f in enumerate(schema.fields):
-            kind, msgspec_type, reader = self._column(f.dataType)
-            self.columns.append((f.name, kind, reader))
-            if kind == "void":
-                continue
-            if kind == "raw":
-                raw_names.append(f.name)
-            fields.append((f"f{i}", msgspec_type, msgspec.Raw(b"null") if kind == "raw" else None))
-        record = msgspec.defstruct("Record", fields, rename={f"f{i}": f.name for i, f in enumerate(schema.fields)},
-                                   gc=False)
-        self.empty = record()
-        self.decoder = msgspec.json.Decoder(record)
-        self.getters = {f.name: operator.attrgetter(f"f{i}") for i, f in enumerate(schema.fields)}
-        self.raw_names = frozenset(raw_names)
-        self.quoted = [json.dumps(name, ensure_ascii=False).encode() for name in raw_names]
-        # Date, timestamp and binary text: msgspec takes any string, and Arrow checks the column's text
-        # against the form both read alike (RE2, many times faster than msgspec's per-value ``re``).
-        self.texts = [(name, _UTC_TIMESTAMP if kind == "timestamp" and zone.offset_s == 0 else _PLAIN[kind])
-                      for name, kind, _ in self.columns if kind in _PLAIN]
-        self.text_names = frozenset(name for name, _ in self.texts)
-        self.text_keys = [json.dumps(name, ensure_ascii=False).encode() for name, _ in self.texts]
-
-    def text_key_twice(self, payload: bytes) -> bool:
-        """Whether a date, timestamp or binary column's key may appear twice in this record (its quoted
-        name more than once anywhere, or a key with escapes that spells it): msgspec gave the last
-        value, whose text the column check sees, but Spark refuses the record if an earlier one is not
-        of the column's type."""
-        return _key_may_repeat(payload, self.text_keys, self.text_names)
-
-    def needs_exact(self, payload: bytes) -> bool:
-        """Whether the fast path cannot judge this record alone: a raw JSON column's key appears twice
-        (or a key has escapes, which may spell it), or the record is long enough to nest past Jackson's
-        depth limit or to hold a number past its digit limit."""
-        if self.quoted and _key_may_repeat(payload, self.quoted, self.raw_names):
-            return True
-        if len(payload) < json_rules.MAX_DEPTH:
-            return False
-        return payload.count(b"[") + payload.count(b"{") >= json_rules.MAX_DEPTH or (
-            len(payload) > json_rules.MAX_DIGITS and _LONG_NUMBER.search(payload) is not None)
-
-    def _column(self, data_type: DataType) -> tuple[str, Any, Callable[[Any], Any] | None]:
-        T = self.T
-        if isinstance(data_type, T.NullType):
-            return "void", None, None
-        if isinstance(data_type, T.StringType):  # a number or boolean there: its JSON text, as Jackson writes it
-            return "string", str | int | float | bool | None, None
-        native = self._native(data_type)
-        if native is not None:
-            return "native", native, None
-        kind = {T.TimestampType: "timestamp", T.DateType: "date", T.TimestampNTZType: "ntz",
-                T.BinaryType: "binary"}.get(type(data_type))
-        if kind is not None:  # any string here; its text is checked a column at a time (``JsonValues._check_texts``)
-            reader = json_rules.converter(data_type, self.zone)
-            return kind, (str | _EPOCH_SECONDS | None) if kind == "timestamp" else str | None, reader
-        convert = json_rules.converter(data_type, self.zone)
-        return "raw", msgspec.Raw, lambda raw: convert(json_rules.parse_fragment(raw))
-
-    def _native(self, data_type: DataType) -> Any:
-        """The msgspec type that checks a value exactly as Spark would, or None where there is none."""
-        T = self.T
-        if type(data_type) in json_rules.INT_RANGES:
-            low, high = json_rules.INT_RANGES[type(data_type)]
-            return Annotated[int, msgspec.Meta(ge=low, le=high)] | None
-        simple = {T.FloatType: float, T.DoubleType: float, T.BooleanType: bool, T.StringType: str}.get(type(data_type))
-        if simple is not None:
-            return simple | None
-        if isinstance(data_type, T.ArrayType):
-            element = self._native(data_type.elementType)
-            return None if element is None else list[element] | None  # type: ignore[valid-type]  # a type built at run time
-        if isinstance(data_type, T.MapType):
-            value = self._native(data_type.valueType)
-            return None if value is None else dict[str, value] | None  # type: ignore[valid-type]  # a type built at run time
-        if isinstance(data_type, T.StructType):
-            members = {}
-            for f in data_type.fields:
-                if isinstance(f.dataType, T.NullType):
-                    continue
-                member = self._native(f.dataType)
-                if member is None:
-                    return None
-                members[f.name] = member
-            return TypedDict("Member", members, total=False) | None  # type: ignore[operator]  # a TypedDict built at run time
-        return None
 
 
 class JsonValues:
@@ -181,19 +75,31 @@ class JsonValues:
         self.time_zone = time_zone
         self.arrow_schema: pa.Schema = to_arrow_schema(schema, timezone="UTC")
         spark_datetime.session_zone(time_zone)  # fails here, on the driver, for a zone Spark would refuse
-        self._plan: _Plan | None = None
+        self._plan: SchemaPlan | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_plan": None}
 
     @property
-    def plan(self) -> _Plan:
+    def plan(self) -> SchemaPlan:
         if self._plan is None:
-            self._plan = _Plan(self.schema, spark_datetime.session_zone(self.time_zone))
+            self._plan = SchemaPlan(self.schema, spark_datetime.session_zone(self.time_zone))
         return self._plan
 
     def decode(self, values: pa.Array) -> tuple[pa.Table, pa.Array]:
         """The schema's columns for ``values`` (binary), and per record the quarantine reason or null."""
+        # A batch makes many dicts, lists and tuples (rows, the leaves found in them) and no cycle among
+        # them: the collector, run every 700 new ones, would go through them for nothing. It runs again
+        # after the batch.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self._decode(values)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _decode(self, values: pa.Array) -> tuple[pa.Table, pa.Array]:
         plan = self.plan
         n = len(values)
         payloads: list[bytes | None] = values.to_pylist()
@@ -224,7 +130,9 @@ class JsonValues:
                     except Exception:  # noqa: BLE001, S110 - whatever msgspec refuses, the exact path judges
                         pass
                 _exactly(plan, i, payload, reasons, slow)
-        texts = self._check_texts(payloads, rows, reasons, slow) if plan.texts else {}
+        texts: dict[str, tuple[list[Any], pa.Array | None]] = {}
+        if plan.checked_names:
+            texts = self._check_texts(payloads, rows, reasons, slow)
         columns: dict[str, list[Any] | pa.Array] = {}
         for name, kind, reader in plan.columns:
             if kind == "void":
@@ -233,11 +141,16 @@ class JsonValues:
             if kind == "string":
                 if len(set(map(type, column)) - {str, type(None)}) > 0:
                     column = [v if v is None or type(v) is str else json_rules.render_scalar(v) for v in column]
-            elif kind != "native":
+            elif kind == "decimal":
+                assert isinstance(column, list)
+                column = _read_decimals(reader, column, reasons)
+            elif kind not in ("native", "nested"):  # a nested column's leaves were read in ``_check_texts``
                 assert isinstance(column, list)
                 column = self._read(kind, column, reasons, slow, reader, texts[name][1] if name in texts else None)
             if slow:
-                if not isinstance(column, list):  # as days or microseconds, as the exact path gives them
+                if kind == "decimal" and not isinstance(column, list):
+                    column = column.to_pylist()
+                elif not isinstance(column, list):  # as days or microseconds, as the exact path gives them
                     column = column.cast(pa.int32() if kind == "date" else pa.int64()).to_pylist()
                 for i, row in slow.items():
                     column[i] = row.get(name)
@@ -245,15 +158,18 @@ class JsonValues:
         return self._table(n, columns, reasons), pa.array(reasons, pa.string())
 
     def _check_texts(self, payloads: list[bytes | None], rows: list[Any], reasons: list[str | None],
-                     slow: dict[int, dict[str, Any]]) -> dict[str, tuple[list[Any], pa.Array]]:
+                     slow: dict[int, dict[str, Any]]) -> dict[str, tuple[list[Any], pa.Array | None]]:
         """The fast path's date, timestamp and binary text checked a column at a time (Arrow's RE2) for
         the forms Spark and Arrow read alike, as msgspec would check each value. A record holding other
-        text, or that may hold such a key twice (msgspec checks only that the earlier values are
-        strings), is read again by the exact path. Gives each column's values and their text, to be
-        read without being taken again (nothing if the exact path took a record: its row changed)."""
+        text, or that may hold a key whose values msgspec took loosely twice (msgspec checks only that
+        the earlier values are strings, or JSON), is read again by the exact path. The leaves inside
+        struct and array columns are read in place (``_read_leaves``). Gives each column's values (and
+        a text column's text), to be read without being taken again (nothing if the exact path took a
+        record: its row changed)."""
         plan = self.plan
         again: set[int] = set()
-        texts: dict[str, tuple[list[Any], pa.Array]] = {}
+        texts: dict[str, tuple[list[Any], pa.Array | None]] = {}
+        counts = dict.fromkeys(plan.checked_names, 0)
         for name, pattern in plan.texts:
             values = list(map(plan.getters[name], rows))
             try:
@@ -264,14 +180,69 @@ class JsonValues:
             plain = pc.match_substring_regex(strings, pattern)
             if plain.false_count:
                 again.update(pc.indices_nonzero(pc.invert(plain.fill_null(True))).to_pylist())
-        if not _each_key_once(payloads, plan.text_keys, [values for values, _ in texts.values()]):
+            counts[name] += len(values) - values.count(None)
+        for name in plan.decimals:
+            values = list(map(plan.getters[name], rows))
+            texts[name] = values, None
+            counts[name] += len(values) - values.count(None)
+        found: dict[str, list[Found]] = {key: [] for key in plan.leaves}
+        for name, data_type, nearest in plan.nested:
+            values = list(map(plan.getters[name], rows))
+            texts[name] = values, None
+            present = [(value, i) for i, value in enumerate(values) if value is not None]
+            if nearest:
+                counts[name] += len(present)
+            plan.find_leaves(data_type, present, found, counts)
+        if not _each_key_once(payloads, plan.checked_keys, [counts[name] for name in plan.checked_names]):
             again.update(i for i, payload in enumerate(payloads) if payload is not None and reasons[i] is None
-                         and i not in slow and plan.text_key_twice(payload))
+                         and i not in slow and plan.checked_key_twice(payload))
         for i in sorted(again):
             if reasons[i] is None and i not in slow:
                 rows[i] = plan.empty
                 _exactly(plan, i, cast("bytes", payloads[i]), reasons, slow)
+        for key, leaves in found.items():
+            if leaves:
+                self._read_leaves(plan.leaves[key], leaves, reasons, slow)
         return {} if again else texts
+
+    def _read_leaves(self, leaf: Leaf, leaves: list[Found], reasons: list[str | None],
+                     slow: dict[int, dict[str, Any]]) -> None:
+        """A batch's leaves of one type, read in place where msgspec left them (records the exact path
+        took aside): plain ones together, any other by ``json_rules``; a value Spark would not read
+        marks its record bad."""
+        if slow:
+            leaves = [found for found in leaves if found[3] not in slow]
+        if leaf.kind == "decimal":
+            read = leaf.decimal
+            for container, key, value, i in leaves:
+                try:
+                    container[key] = read(value)
+                except json_rules.Bad:
+                    reasons[i] = NOT_SCHEMA
+            return
+        strings = pa.array([v if type(v) is str else None for _, _, v, _ in leaves], pa.string())
+        plain = pc.match_substring_regex(strings, leaf.pattern).fill_null(False)
+        flags: list[bool] = plain.to_pylist()
+        values: list[Any] = [None] * len(leaves)
+        if plain.true_count:
+            plain_strings = strings if plain.false_count == 0 else pc.if_else(plain, strings, None)
+            try:
+                if leaf.kind == "binary":
+                    values = [None if v is None else base64.b64decode(v) for v in plain_strings.to_pylist()]
+                else:
+                    read = self._read_strings(leaf.kind, plain_strings)
+                    values = read.cast(pa.int32() if leaf.kind == "date" else pa.int64()).to_pylist()
+            except pa.ArrowInvalid:  # an impossible date among them: each value by the exact rules
+                flags = [False] * len(leaves)
+        reader = leaf.reader
+        for (container, key, value, i), is_plain, plain_value in zip(leaves, flags, values, strict=True):
+            if is_plain:
+                container[key] = plain_value
+                continue
+            try:
+                container[key] = reader(value)
+            except json_rules.Bad:
+                reasons[i] = NOT_SCHEMA
 
     def _table(self, n: int, columns: dict[str, list[Any] | pa.Array], reasons: list[str | None]) -> pa.Table:
         """The columns as the schema's Arrow table, null in every quarantined record."""
@@ -317,17 +288,7 @@ class JsonValues:
         seconds = {i: column[i] for i in epochs}
         if strings is None:
             strings = pa.array([None if type(v) is int else v for v in column] if epochs else column, pa.string())
-        if kind == "date":
-            read = pc.cast(strings, pa.date32())
-        elif kind == "ntz":
-            read = pc.cast(strings, pa.timestamp("us"))
-        elif (zoned_only := _zoned(strings)) is not None:
-            read = zoned_only
-        else:
-            zoned = pc.match_substring_regex(strings, _ZONED).fill_null(False)
-            utc = pc.cast(pc.if_else(zoned, strings, None), pa.timestamp("us", "UTC")).cast(pa.int64())
-            local = pc.cast(pc.if_else(zoned, None, strings), pa.timestamp("us")).cast(pa.int64())
-            read = pc.if_else(zoned, utc, local).cast(pa.timestamp("us", "UTC"))
+        read = self._read_strings(kind, strings)
         if not epochs:
             return read
         values = read.cast(pa.int64()).to_pylist()
@@ -335,31 +296,29 @@ class JsonValues:
             values[i] = s * 1_000_000
         return values
 
-
-def _key_may_repeat(payload: bytes, quoted: list[bytes], names: frozenset[str]) -> bool:
-    """Whether one of ``names`` (``quoted``: as JSON writes them) may be a key twice in this JSON text:
-    its quoted name occurs more than once anywhere, or a key written with escapes spells it."""
-    return any(payload.count(key) > 1 for key in quoted) or (b"\\" in payload and _escaped_key_of(payload, names))
-
-
-def _escaped_key_of(payload: bytes, names: frozenset[str]) -> bool:
-    """Whether a key of this JSON text is written with escapes and spells one of ``names`` (at any
-    depth: a nested key only sends its record to the exact path, which is never wrong)."""
-    for text, colon in _STRING.findall(payload):
-        if colon and b"\\" in text:
-            try:
-                if json.loads(text) in names:
-                    return True
-            except ValueError:  # not JSON: the exact path judges the record
-                return True
-    return False
+    @staticmethod
+    def _read_strings(kind: str, strings: pa.Array) -> pa.Array:
+        """Plain dates and timestamps (the session's zone UTC where a timestamp has no offset), read by Arrow."""
+        if kind == "date":
+            return pc.cast(strings, pa.date32())
+        if kind == "ntz":
+            return pc.cast(strings, pa.timestamp("us"))
+        zoned_only = _zoned(strings)
+        if zoned_only is not None:
+            return zoned_only
+        zoned = pc.match_substring_regex(strings, ZONED).fill_null(False)
+        utc = pc.cast(pc.if_else(zoned, strings, None), pa.timestamp("us", "UTC")).cast(pa.int64())
+        local = pc.cast(pc.if_else(zoned, None, strings), pa.timestamp("us")).cast(pa.int64())
+        return pc.if_else(zoned, utc, local).cast(pa.timestamp("us", "UTC"))
 
 
-def _each_key_once(payloads: list[bytes | None], keys: list[bytes], columns: list[list[Any]]) -> bool:
-    """Whether no record can hold one of ``keys`` (quoted names) twice or hold it with a null value,
-    told by one search of the batch's bytes, a slice at a time: with no escapes a record can spell a
-    key only as written, so a key occurs as often as the records holding a non-null value for it
-    only if each of those holds it once and no other record holds it."""
+
+
+def _each_key_once(payloads: list[bytes | None], keys: list[bytes], values: list[int]) -> bool:
+    """Whether no record can hold one of ``keys`` (quoted names) twice in one object or hold it with a
+    null value, told by one search of the batch's bytes, a slice at a time: with no escapes a record
+    can spell a key only as written, so a key occurs as often as the non-null ``values`` msgspec found
+    for it only if each object holding one holds it once and no other text spells it."""
     counts = [0] * len(keys)
     for start in range(0, len(payloads), _SLICE):
         joined = b"".join(filter(None, payloads[start:start + _SLICE]))
@@ -367,10 +326,29 @@ def _each_key_once(payloads: list[bytes | None], keys: list[bytes], columns: lis
             return False
         for k, key in enumerate(keys):
             counts[k] += joined.count(key)
-    return all(count == len(column) - column.count(None) for count, column in zip(counts, columns, strict=True))
+    return counts == values
 
 
-def _exactly(plan: _Plan, i: int, payload: bytes, reasons: list[str | None], slow: dict[int, dict[str, Any]]) -> None:
+def _read_decimals(leaf: Leaf, column: list[Any], reasons: list[str | None]) -> list[Any] | pa.Array:
+    """A DECIMAL column as Spark reads it: by Arrow if every value is plain decimal text (a string, a
+    number's literal, an integer), else value by value in place; a value Spark would not read marks
+    its record bad."""
+    kinds = set(map(type, column))
+    if kinds <= {str, json_rules.FloatText, int, type(None)}:
+        strings = pa.array([str(v) if type(v) is int else v for v in column] if int in kinds else column, pa.string())
+        if pc.all(pc.match_substring_regex(strings, leaf.decimal_pattern)).as_py() is not False:  # nulls aside
+            return pc.cast(strings, leaf.arrow_type)
+    read = leaf.decimal
+    for i, value in enumerate(column):
+        if value is not None:
+            try:
+                column[i] = read(value)
+            except json_rules.Bad:
+                reasons[i] = NOT_SCHEMA
+    return column
+
+
+def _exactly(plan: SchemaPlan, i: int, payload: bytes, reasons: list[str | None], slow: dict[int, dict[str, Any]]) -> None:
     """Record ``i`` read by the exact path: its columns into ``slow``, or its reason if Spark refuses it."""
     try:
         slow[i] = plan.exact(json_rules.parse(payload)) or {}  # never None: parse gives an object

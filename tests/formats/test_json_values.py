@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import types as T
 
+from spark_jobs.formats import json_rules, spark_datetime
 from spark_jobs.formats.json_values import NOT_SCHEMA, NULL_VALUE, JsonValues
 
 ORDER = T.StructType([
@@ -124,3 +125,160 @@ def test_timestamp_text_is_checked_a_column_at_a_time_and_a_key_written_twice_is
     assert [str(row["placed_at"]) for _, row in rows] == [
         "None", "None", "None", "2026-11-24 09:00:00.500000+00:00", "2026-11-24 10:00:00.123456+00:00",
         "2026-11-24 10:00:00+00:00", "2023-11-14 22:13:20+00:00", "None"]
+
+
+def _as_numbers(t: pa.DataType) -> pa.DataType:
+    """Dates and timestamps as their numbers: Python's datetime cannot hold every value Spark can."""
+    if pa.types.is_date32(t):
+        return pa.int32()
+    if pa.types.is_timestamp(t):
+        return pa.int64()
+    if pa.types.is_list(t):
+        return pa.list_(_as_numbers(t.value_type))
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _as_numbers(f.type)) for f in t])
+    return t
+
+
+def _rows_of(table: pa.Table, reasons: list[str | None]) -> list[tuple[str | None, dict[str, object]]]:
+    plain = pa.table([c.cast(_as_numbers(c.type)) for c in table.columns], names=table.column_names)
+    return list(zip(reasons, plain.to_pylist(), strict=True))
+
+
+def _fast(decoder: JsonValues, *values: bytes | None) -> list[tuple[str | None, dict[str, object]]]:
+    columns, reasons = decoder.decode(pa.array(values, pa.binary()))
+    return _rows_of(columns, reasons.to_pylist())
+
+
+def _exact(decoder: JsonValues, value: bytes | None) -> tuple[str | None, dict[str, object]]:
+    """One value read by the exact path alone (``json_rules``), as ``_fast`` gives it."""
+    reason, row = None, None
+    if value is None:
+        reason = NULL_VALUE
+    else:
+        try:
+            row = json_rules.struct_converter(decoder.schema, spark_datetime.session_zone(decoder.time_zone))(json_rules.parse(value))
+        except json_rules.Bad:
+            reason = NOT_SCHEMA
+    table = pa.Table.from_pylist([row or {}], schema=decoder.arrow_schema)
+    return _rows_of(table, [reason])[0]
+
+
+def _agrees_with_the_exact_path(decoder: JsonValues, odd: list[bytes | None]) -> list[tuple[str | None, dict[str, object]]]:
+    """``odd`` decoded among clean records (one batch), each alone, and by the exact path: the same rows
+    (dates and timestamps as their numbers)."""
+    clean = [odd[0]] * 1_200
+    values = clean[:600] + odd + clean[600:]
+    rows = _fast(decoder, *values)[600:600 + len(odd)]
+    assert rows == [_fast(decoder, value)[0] for value in odd]
+    assert rows == [_exact(decoder, value) for value in odd]
+    return rows
+
+
+DECIMALS = T.StructType([
+    T.StructField("id", T.LongType()), T.StructField("price", T.DecimalType(5, 2)), T.StructField("rate", T.DecimalType(2, 2)),
+    T.StructField("big", T.DecimalType(38, 0)),
+    T.StructField("item", T.StructType([T.StructField("price", T.DecimalType(5, 2)), T.StructField("n", T.IntegerType())])),
+    T.StructField("prices", T.ArrayType(T.DecimalType(5, 2))),
+])
+DECIMAL_TEXTS = [  # as a JSON string and as a JSON number where it is one
+    "12.50", "12.5", "0", "-0", "0.00", "999.99", "-999.99", "999.994", "999.995", "-999.995", "1000", "1000.00", "-1000",
+    "0.005", "-0.005", "0.004999", "1.005", "12.345", "1e2", "1E+2", "1.5e-1", "-1.5E1", "9.9999e2", "1e3", "1e-999",
+    "12345678901234567890", "1e400", "0.1", "123.456789",
+]
+
+
+@pytest.mark.parametrize("field", ["price", "rate", "big", "item", "prices"])
+def test_decimals_on_the_fast_path_read_as_the_exact_path_reads_them(field: str) -> None:
+    """Decimal text (a string, or a number's literal) with no more digits than the type holds is read
+    fast; any other (rounding, overflow, exponents, signs, commas, escapes, other JSON) by Spark's
+    rules; every answer the exact path's."""
+    decoder = JsonValues(DECIMALS, "UTC")
+    assert [kind for _, kind, _ in decoder.plan.columns] == ["native", "decimal", "decimal", "decimal", "nested", "nested"]
+    literals = [*DECIMAL_TEXTS, *(f'"{t}"' for t in DECIMAL_TEXTS), '"+1.5"', '".5"', '"5."', '" 1.5"', '"1.5 "', '"1,23.4"',
+                '"007.50"', '"\\u0031.5"', '"abc"', '""', '"NaN"', '"Infinity"', "true", "null", "[1]", '{"x":1}']
+
+    def value(literal: str) -> bytes:
+        inner = {"item": f'{{"price":{literal},"n":1}}', "prices": f"[1.5,{literal},null]"}.get(field, literal)
+        return f'{{"id":1,"{field}":{inner}}}'.encode()
+
+    rows = _agrees_with_the_exact_path(decoder, [value(literal) for literal in literals])
+    price = {literal: (reason, row["price"]) for literal, (reason, row) in zip(literals, rows, strict=True)}
+    if field == "price":
+        assert [price[t] for t in ("12.5", '"12.50"', "-0", "999.994", "999.995", '"-999.995"', "1000", "0.005", '"-0.005"',
+                                   "1e2", '"1.5e-1"', '"1,23.4"', '"007.50"', '"\\u0031.5"', "1e-999", '" 1.5"', "true", "null")] == [
+            (None, Decimal("12.50")), (None, Decimal("12.50")), (None, Decimal("0.00")), (None, Decimal("999.99")),
+            (NOT_SCHEMA, None), (NOT_SCHEMA, None), (NOT_SCHEMA, None), (None, Decimal("0.01")), (None, Decimal("-0.01")),
+            (None, Decimal("100.00")), (None, Decimal("0.15")), (None, Decimal("123.40")), (None, Decimal("7.50")),
+            (None, Decimal("1.50")), (None, Decimal("0.00")), (NOT_SCHEMA, None), (NOT_SCHEMA, None), (None, None)]
+
+
+def test_a_decimal_key_written_twice_is_judged_by_its_earlier_value_too() -> None:
+    decoder = JsonValues(DECIMALS, "UTC")
+    rows = _agrees_with_the_exact_path(decoder, [
+        b'{"id":1,"price":"1.50"}', b'{"id":2,"price":"x","price":"1.50"}', b'{"id":3,"price":"1.50","price":null}',
+        b'{"id":4,"item":{"price":"x","price":1},"price":2}', b'{"id":5,"item":{"price":"x"},"item":{"price":1}}',
+        b'{"id":6,"pr\\u0069ce":"x","price":1}', b'{"id":7,"prices":["x"],"prices":[1]}',
+    ])
+    assert [(reason, row["id"], row["price"]) for reason, row in rows] == [
+        (None, 1, Decimal("1.50")), (NOT_SCHEMA, None, None), (None, 3, None), (NOT_SCHEMA, None, None),
+        (NOT_SCHEMA, None, None), (NOT_SCHEMA, None, None), (NOT_SCHEMA, None, None)]
+
+
+NESTED_TIMES = T.StructType([
+    T.StructField("id", T.LongType()),
+    T.StructField("customer", T.StructType([T.StructField("name", T.StringType()), T.StructField("since", T.TimestampType()),
+                                            T.StructField("born", T.DateType()), T.StructField("local", T.TimestampNTZType())])),
+    T.StructField("times", T.ArrayType(T.TimestampType())),
+    T.StructField("visits", T.ArrayType(T.StructType([T.StructField("at", T.TimestampType()), T.StructField("days", T.ArrayType(T.DateType()))]))),
+    T.StructField("key", T.BinaryType()), T.StructField("keys", T.ArrayType(T.BinaryType())),
+])
+TIME_TEXTS = [
+    "2026-11-24T10:00:00Z", "2026-11-24T10:00:00.123+01:00", "2026-11-24 10:00:00.5", "2026-11-24T10:00:00", "2026-11-24",
+    "2026-11-24T10:00:00.1234567Z", "2026-11-24T10:00", "2026-11-24T10:00:00 UTC", "2026-02-30T10:00:00Z", "2026-02-30",
+    "2024-02-29", "+12026-06-01T00:00:00", "T10:00:00", "junk", "", " 2026-11-24",
+]
+
+
+@pytest.mark.parametrize("time_zone", ["UTC", "America/New_York"])
+@pytest.mark.parametrize("field", ["since", "born", "local", "times", "at", "days"])
+def test_dates_and_timestamps_inside_structs_and_arrays_read_as_the_exact_path_reads_them(field: str, time_zone: str) -> None:
+    """Text plain for its type is read by Arrow, a batch's leaves together; any other text, epoch
+    seconds and other JSON by Spark's rules; every answer the exact path's, in either zone."""
+    decoder = JsonValues(NESTED_TIMES, time_zone)
+    assert [kind for _, kind, _ in decoder.plan.columns] == ["native", "nested", "nested", "nested", "binary", "nested"]
+    literals = [*(f'"{t}"' for t in TIME_TEXTS), "1700000000", "-1", "99999999999999", "1.5", "null", "true", '["2026-11-24"]']
+
+    def value(literal: str) -> bytes:
+        inner = {"since": f'"customer":{{"name":"n","since":{literal}}}', "born": f'"customer":{{"born":{literal}}}',
+                 "local": f'"customer":{{"local":{literal}}}', "times": f'"times":["2026-11-24T10:00:00Z",{literal},null]',
+                 "at": f'"visits":[{{"at":{literal}}},null,{{"at":"2026-11-24T10:00:00Z"}}]',
+                 "days": f'"visits":[{{"days":[{literal},"2026-11-24"]}}]'}[field]
+        return f'{{"id":1,{inner}}}'.encode()
+
+    _agrees_with_the_exact_path(decoder, [value(literal) for literal in literals])
+    if field == "since" and time_zone == "UTC":
+        rows = _decode(decoder, *(value(literal) for literal in literals[:7]))
+        assert [(reason, str(row["customer"]["since"])) for reason, row in rows] == [  # type: ignore[index]  # a dict here
+            (None, "2026-11-24 10:00:00+00:00"), (None, "2026-11-24 09:00:00.123000+00:00"),
+            (None, "2026-11-24 10:00:00.500000+00:00"), (None, "2026-11-24 10:00:00+00:00"), (None, "2026-11-24 00:00:00+00:00"),
+            (None, "2026-11-24 10:00:00.123456+00:00"), (None, "2026-11-24 10:00:00+00:00")]
+
+
+def test_nested_keys_written_twice_and_binary_inside_arrays() -> None:
+    decoder = JsonValues(NESTED_TIMES, "UTC")
+    rows = _agrees_with_the_exact_path(decoder, [
+        b'{"id":1,"customer":{"since":"2026-11-24T10:00:00Z"},"keys":["aGVsbG8=",null,"AAEC"]}',
+        b'{"id":2,"customer":{"since":"junk","since":"2026-11-24T10:00:00Z"}}',
+        b'{"id":3,"customer":{"since":"junk"},"customer":{"since":"2026-11-24T10:00:00Z"}}',
+        b'{"id":4,"customer":{"since":"junk"},"customer":null}',
+        b'{"id":5,"customer":{"s\\u0069nce":"junk","since":"2026-11-24T10:00:00Z"}}',
+        b'{"id":6,"times":["junk"],"times":["2026-11-24T10:00:00Z"]}',
+        b'{"id":7,"visits":[{"at":"junk","at":"2026-11-24T10:00:00Z"}]}',
+        b'{"id":8,"customer":{"name":"since","since":"2026-11-24T10:00:00Z"}}',
+        b'{"id":9,"keys":["aGVs bG8="]}', b'{"id":10,"keys":["bad!"]}', b'{"id":11,"keys":[7]}',
+    ])
+    assert [(reason, row["id"]) for reason, row in rows] == [
+        (None, 1), (NOT_SCHEMA, None), (NOT_SCHEMA, None), (NOT_SCHEMA, None), (NOT_SCHEMA, None), (NOT_SCHEMA, None),
+        (NOT_SCHEMA, None), (None, 8), (None, 9), (NOT_SCHEMA, None), (NOT_SCHEMA, None)]
+    assert (rows[0][1]["keys"], rows[8][1]["keys"]) == ([b"hello", None, b"\x00\x01\x02"], [b"hello"])
