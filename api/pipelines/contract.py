@@ -14,6 +14,7 @@ such a pipeline are sealed (``spark_jobs.contract.sensitive``).
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
@@ -22,6 +23,8 @@ from api.core.errors import field_error
 from api.pipelines.as_written import AsWritten
 from spark_jobs.public import INLET_PREFIX, PredicateError, parse_predicate, predicate_columns
 
+# Every read of a pipeline's definition validates its contract: a predicate is parsed once per process.
+_parsed = lru_cache(maxsize=4096)(parse_predicate)
 ExpectationAction = Literal["warn", "quarantine", "fail"]
 SensitiveAction = Literal["hash", "redact", "drop"]
 MAX_EXPECTATIONS = 50
@@ -57,7 +60,7 @@ class Expectation(AsWritten):
     @classmethod
     def _parses(cls, predicate: str) -> str:
         try:
-            parse_predicate(predicate)
+            _parsed(predicate)
         except PredicateError as exc:
             raise ValueError(str(exc)) from None
         return predicate
@@ -142,7 +145,7 @@ def check_contract(contract: PipelineContract, *, decodes: bool, delta: bool, co
     dropped = {s.field.lower() for s in contract.sensitive if s.action == "drop"}
     known = {name.lower() for name in columns} - dropped
     for i, expectation in enumerate(contract.expectations):
-        unknown = sorted(name for name in predicate_columns(parse_predicate(expectation.predicate))
+        unknown = sorted(name for name in predicate_columns(_parsed(expectation.predicate))
                          if name.split(".")[0].lower() not in known and not name.startswith(INLET_PREFIX))
         if unknown:
             raise field_error(f"contract.expectations.{i}.predicate",
