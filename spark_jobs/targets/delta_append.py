@@ -102,6 +102,7 @@ class DeltaAppend:
         self._check_spark_writes()
         assert self.read_schema is not None  # by prepare
         values = self._json_values(reading.context) if source.value_format == "json" else None
+        self._check_contract(self.schemas["main"])
         if self._create_main(self.schemas["main"]):  # before the tasks put files in its folder
             operation: Operation = "replace" if self.target.replace_ranges else "append"
             self.writers["main"] = writer_for(self.main.delta(), operation, self.main.uri, spark=True)
@@ -115,9 +116,6 @@ class DeltaAppend:
         from spark_jobs.delta_tables.direct_write import DirectWritePlan
 
         assert self.read_schema is not None  # by prepare
-        for rules in (self.expectations, self.protection):  # before anything is read: each applies to the rows
-            if rules is not None:
-                rules.check(schema)
         return DirectWritePlan(
             uri=self.main.uri,
             partition_by=list(self.main.partition_by),
@@ -194,6 +192,13 @@ class DeltaAppend:
             assert self.target.replace_ranges  # an overwrite is planned for replays only
             return overwrite_ranges(table, self.spec.txn, files, self.schemas[role], self.target.replace_ranges, notes=notes)
         return commit_files(table, self.spec.txn, files, self.schemas[role], removes=self.replace.remove[role], notes=notes)
+
+    def _check_contract(self, schema: pa.Schema) -> None:
+        """Each expectation and sensitive field applies to rows of ``schema``: ``invalid_spec`` before
+        anything is read or created."""
+        for rules in (self.expectations, self.protection):
+            if rules is not None:
+                rules.check(schema)
 
     def _create_main(self, schema: pa.Schema) -> bool:
         """The table created by delta-spark with the features the pipeline opted into, if it asks for

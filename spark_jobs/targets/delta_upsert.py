@@ -90,6 +90,7 @@ class DeltaUpsert(DeltaAppend):
         self.schemas["main"] = reader.schema
         self.context = reading.context
         self._check_spark_writes()
+        self._check_contract(reader.schema)
         self._create_main(key_marked(unhidden(reader.schema.empty_table()).schema, target.key))
         chunks = list(reading.plan.chunks)
         groups = pack_chunks(chunks, source.max_records_per_task, reading.context.defaultParallelism)
