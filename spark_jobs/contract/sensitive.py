@@ -34,6 +34,8 @@ import pyarrow.compute as pc
 from spark_jobs.errors import JobError
 
 if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
     from spark_jobs.spec import SensitiveFieldSpec
 
 Action = Literal["hash", "redact", "drop"]
@@ -148,9 +150,9 @@ class Protection:
         return pc.take(pa.array(digests, pa.string()), encoded.indices).cast(values.type)
 
 
-def _sealed(aead: object, value: bytes) -> bytes:
+def _sealed(aead: AESGCM, value: bytes) -> bytes:
     nonce = os.urandom(_NONCE)
-    return SEALED + nonce + aead.encrypt(nonce, value, _AAD)  # type: ignore[attr-defined]
+    return SEALED + nonce + aead.encrypt(nonce, value, _AAD)
 
 
 def open_sealed(key: FieldKey, value: bytes | None) -> bytes | None:
