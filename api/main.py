@@ -21,6 +21,7 @@ from api.metrics.router import router as metrics_router
 from api.offsets.router import router as offsets_router
 from api.pipelines.router import router as pipelines_router
 from api.portal.router import router as portal_router
+from api.quarantine.router import router as quarantine_router
 from api.quotas.router import router as quotas_router
 from api.runs.router import router as runs_router
 from api.secrets.backends import build_secret_store
@@ -52,7 +53,7 @@ def create_app(settings: Settings | None = None, *, dispatcher: Dispatcher | Non
     install_error_handlers(app)
     for router in (health_router, tenancy_router, connections_router, pipelines_router, maintenance_router,
                    runs_router, audit_router, metrics_router, offsets_router, webhooks_router, quotas_router,
-                   usage_router, portal_router):
+                   usage_router, quarantine_router, portal_router):
 
         app.include_router(router)
 

@@ -74,6 +74,7 @@ class TaskReport(WriterCommitMessage):
     files: list[DataFile] = field(default_factory=list)
     partitions: dict[PartitionKey, PartitionStats] = field(default_factory=dict)
     quarantined: int = 0  # records of this run (not rewritten ones) sent to quarantine
+    selected: int = 0  # a reprocess of the quarantine: the quarantined records the task decoded again
     # A keyed table's (``targets.delta_upsert``): the task's latest change per key (Arrow IPC), and the
     # records that are no change (debezium's tombstones).
     changes: bytes | None = None

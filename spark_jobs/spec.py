@@ -256,8 +256,20 @@ class ContractSpec(_Model):
 
     expectations: tuple[ExpectationSpec, ...] = ()
     sensitive: tuple[SensitiveFieldSpec, ...] = ()
-    # The tenant's field key (a secret: base64 of 64 bytes), with sensitive fields only.
+    # The tenant's field key (a secret: base64 of 64 bytes), with sensitive fields; and for a reprocess
+    # of the quarantine, whose records an earlier contract may have sealed with it.
     field_key: str | None = None
+
+
+class ReprocessSpec(_Model):
+    """A run that replays quarantined records into the table (``targets.reprocess``) instead of
+    reading Kafka: those of ``ranges`` (every partition's when None) whose Kafka timestamp is in
+    [``since``, ``until``); ``dry_run`` decodes and counts them, and writes nothing."""
+
+    ranges: Ranges | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    dry_run: bool = False
 
 
 class RunSpec(_Model):
@@ -268,6 +280,7 @@ class RunSpec(_Model):
     target: TargetSpec
     egress: Egress = Egress()
     contract: ContractSpec = ContractSpec()
+    reprocess: ReprocessSpec | None = None
 
     @model_validator(mode="after")
     def _decoding_needs_delta_quarantine(self) -> RunSpec:
@@ -280,8 +293,15 @@ class RunSpec(_Model):
         if ((self.contract.expectations or self.contract.sensitive)
                 and not (decodes and isinstance(self.target, DeltaTargetSpec))):
             raise ValueError("a contract applies to the decoded rows of a Delta target (json or a registry format)")
-        if bool(self.contract.sensitive) != (self.contract.field_key is not None):
-            raise ValueError("contract.field_key goes with sensitive fields, and sensitive fields need it")
+        if self.contract.sensitive and self.contract.field_key is None:
+            raise ValueError("sensitive fields need contract.field_key")
+        if self.contract.field_key is not None and not (self.contract.sensitive or self.reprocess):
+            raise ValueError("contract.field_key goes with sensitive fields or a reprocess of the quarantine")
+        if self.reprocess is not None and not (decodes and isinstance(self.target, DeltaTargetSpec)
+                                               and self.target.mode == "append"):
+            raise ValueError("a reprocess replays the quarantine of a Delta append table (json or a registry format)")
+        if self.reprocess is not None and self.source.ranges:
+            raise ValueError("a reprocess reads the quarantine, not Kafka: source.ranges must be empty")
         return self
 
     @property
@@ -387,6 +407,17 @@ class ExpectationCount(_Model):
     rows_violating: int = 0
 
 
+class ReprocessCount(_Model):
+    """What a reprocess of the quarantine did: of the quarantined records it chose, those that now
+    decode (and pass the expectations) landed in the table and left the quarantine; the others stay.
+    A dry run lands nothing: ``decoded`` is what would land."""
+
+    dry_run: bool
+    selected: int = 0
+    decoded: int = 0
+    still_quarantined: int = 0
+
+
 class RunResult(_Model):
     run_id: str
     status: Literal["succeeded", "failed"]
@@ -403,6 +434,7 @@ class RunResult(_Model):
     # The pipeline's expectations, in its order; and the decoded rows that violated at least one.
     expectations: list[ExpectationCount] = []
     rows_violating: int = 0
+    reprocessed: ReprocessCount | None = None  # a reprocess of the quarantine's
     timings: Timings
     error: JobFailure | None = None
 

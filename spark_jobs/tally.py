@@ -17,6 +17,7 @@ from spark_jobs.spec import (
     JobFailure,
     OffsetRange,
     PartitionResult,
+    ReprocessCount,
     RunResult,
     RunSpec,
     Timings,
@@ -43,6 +44,7 @@ class Tally:
         self.delta_version: int | None = None
         self.files_written: int | None = None
         self.already_committed = False
+        self.reprocessed: ReprocessCount | None = None
         self.session_start_s = self.process_s = self.commit_s = 0.0
 
     def check_cancelled(self, before: str) -> None:
@@ -72,6 +74,7 @@ class Tally:
             return
         self.rows_written, self.rows_quarantined = outcome.rows, outcome.quarantined
         self.bytes_written, self.delta_version, self.files_written = outcome.bytes, outcome.version, outcome.files
+        self.reprocessed = outcome.reprocessed
 
     def result(self, spec: RunSpec, error: JobError | None = None) -> RunResult:
         """The result of ``spec``'s run: every partition it planned, read or not; the error redacted."""
@@ -107,6 +110,7 @@ class Tally:
             expectations=[ExpectationCount(name=e.name, action=e.action, rows_violating=self.violations.get(e.name, 0))
                           for e in spec.contract.expectations],
             rows_violating=self.rows_violating,
+            reprocessed=self.reprocessed,
             timings=Timings(
                 started_at=self.started_at,
                 finished_at=datetime.now(UTC),

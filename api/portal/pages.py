@@ -41,6 +41,7 @@ NOTICES = {
     "resumed": "The pipeline is active again.",
     "run-queued": "The run is queued; this page follows it.",
     "replayed": "The offsets were moved; the next run reads from the new positions.",
+    "reprocess-queued": "The reprocess of the quarantine is queued; this page follows it.",
     "saved": "The pipeline was saved.",
     "unchanged": "Nothing was changed: the form matched what was saved.",
     "pipeline-deleted": "The pipeline was deleted.",

@@ -28,6 +28,7 @@ from api.portal.auth import Editor, SignedIn, Viewer, portal_router
 from api.portal.connections import all_connections
 from api.portal.edits import EditConflict, delete_confirmed, edit_conflict
 from api.portal.forms import DeleteForm, PipelineFilters, PipelineForm
+from api.quarantine import service as quarantine
 from api.runs import service as runs
 from api.runs.schemas import RunRead
 from api.runs.states import TERMINAL_STATES
@@ -184,7 +185,7 @@ def pipeline_page(caller: Viewer, pipeline_id: str) -> Response:
         "pipeline.html", **view.context(), table=table, runs=reads, total_runs=total_runs, share=views.share,
         records_chart=charts.records_chart(oldest_first), duration_chart=charts.duration_chart(oldest_first),
         lag_chart=charts.lag_chart(oldest_first), live=any(r.state not in TERMINAL_STATES for r in reads),
-        firings=_firings(pipeline),
+        firings=_firings(pipeline), reprocessable=quarantine.reprocessable(pipeline),
     )
 
 

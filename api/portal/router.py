@@ -1,7 +1,7 @@
 """The self-service portal at ``/portal``: server-rendered pages over the same services, roles and
 tenant scoping as the API, gathered from one module per domain.
 
-``auth`` signs in and says who is signed in on every page; ``pipelines``, ``replay``, ``offsets``,
+``auth`` signs in and says who is signed in on every page; ``pipelines``, ``replay``, ``quarantine``, ``offsets``,
 ``runs``, ``connections``, ``webhooks``, ``quotas``, ``usage`` and ``api_keys`` hold the pages
  (``charts``, ``views`` and
 ``audit`` what they show beyond the services' objects); ``assets`` the stylesheet and script. None of
@@ -19,6 +19,7 @@ from api.portal import (
     connections,
     offsets,
     pipelines,
+    quarantine,
     quotas,
     replay,
     runs,
@@ -27,6 +28,6 @@ from api.portal import (
 )
 
 router = APIRouter(include_in_schema=False)
-for pages in (auth, pipelines, replay, offsets, runs, connections, webhooks, quotas, usage, api_keys,
+for pages in (auth, pipelines, replay, quarantine, offsets, runs, connections, webhooks, quotas, usage, api_keys,
               assets):
     router.include_router(pages.router)

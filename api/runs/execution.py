@@ -129,7 +129,7 @@ def recover_committed(*, session: Session, run_id: uuid.UUID, settings: Settings
     None when the run's data is not in Delta (it must be written)."""
     run = session.get(Run, run_id)
     pipeline = session.get(Pipeline, run.pipeline_id) if run else None
-    if run is None or pipeline is None:
+    if run is None or pipeline is None or run.trigger == "reprocess":  # its job finishes its second commit itself
         return None
     target = definition_of(pipeline).target
     if target.type != "delta":

@@ -18,7 +18,7 @@ from api.runs.delta_state import app_id
 from api.runs.models import Run
 from api.runs.planning import Plan
 from api.secrets.store import SecretStore
-from api.tenancy.field_keys import field_key
+from api.tenancy.field_keys import field_key, has_field_key
 from spark_jobs.public import (
     ContractSpec,
     DeltaTargetSpec,
@@ -26,6 +26,7 @@ from spark_jobs.public import (
     ExpectationSpec,
     KafkaTargetSpec,
     RegistrySpec,
+    ReprocessSpec,
     RunSpec,
     SensitiveFieldSpec,
     SourceSpec,
@@ -92,14 +93,19 @@ def build_spec(session: Session, run: Run, pipeline: Pipeline, *, settings: Sett
         run_id=str(run.id), pipeline_id=str(pipeline.id), txn=Txn(app_id=app_id(pipeline.id), version=run.seq),
         source=spec_source, target=target,
         egress=Egress(deny=tuple(settings.tenant_egress_deny), allow=tuple(settings.egress_allow)),
-        contract=_contract(session, pipeline, definition.contract, secrets),
+        contract=_contract(session, pipeline, definition.contract, secrets, reprocess=run.reprocess is not None),
+        reprocess=ReprocessSpec.model_validate(run.reprocess) if run.reprocess is not None else None,
     )
 
 
-def _contract(session: Session, pipeline: Pipeline, contract: PipelineContract, secrets: SecretStore) -> ContractSpec:
-    """The pipeline's contract as its run applies it, with the tenant's field key if it has sensitive fields."""
+def _contract(session: Session, pipeline: Pipeline, contract: PipelineContract, secrets: SecretStore, *,
+              reprocess: bool) -> ContractSpec:
+    """The pipeline's contract as its run applies it, with the tenant's field key if it has sensitive
+    fields; a reprocess gets the key too if the tenant has one (an earlier contract may have sealed
+    the quarantined records with it)."""
+    needs_key = bool(contract.sensitive) or (reprocess and has_field_key(session, pipeline.tenant_id))
     return ContractSpec(
         expectations=tuple(ExpectationSpec(name=e.name, predicate=e.predicate, action=e.action)
                            for e in contract.expectations),
         sensitive=tuple(SensitiveFieldSpec(field=s.field, action=s.action) for s in contract.sensitive),
-        field_key=field_key(session, pipeline.tenant_id, secrets) if contract.sensitive else None)
+        field_key=field_key(session, pipeline.tenant_id, secrets) if needs_key else None)

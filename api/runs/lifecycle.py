@@ -167,7 +167,8 @@ def commit_succeeded(session: Session, run: Run, *, summary: dict[str, Any]) -> 
         finish(session, run, "failed", error=RunFailure("offset_conflict", str(exc), exc.topic, exc.partition),
                figures_of=summary)
         return False
-    _observe_lag(session, run, plan)
+    if run.trigger != "reprocess":  # a reprocess reads no Kafka: the lag is as the last run saw it
+        _observe_lag(session, run, plan)
     after_failed_attempt = run.error is not None  # an earlier attempt failed and was retried
     if not _transition(session, run, "succeeded", finished_at=utcnow(), lease_expires_at=None, **summary):
         return False

@@ -50,6 +50,8 @@ class Run(SQLModel, table=True):
     scheduled_for: datetime | None = Field(default=None, sa_type=UTCDateTime)
     plan: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
     replace_ranges: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    # A reprocess of the quarantine (trigger reprocess): the records it replays (api.quarantine.schemas).
+    reprocess: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
     source_credentials_version: int | None = None
     target_credentials_version: int | None = None
     attempt: int = 0

@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AwareDatetime, BaseModel, Field
 
 from api.runs.states import RunState, RunTrigger
 
@@ -37,6 +37,22 @@ class ExpectationOutcome(BaseModel):
     rows_violating: int = Field(description="The run's decoded rows that violated the expectation")
 
 
+class ReprocessRead(BaseModel):
+    """A reprocess run's order and, once it ran, what it did."""
+
+    ranges: dict[str, dict[str, list[int]]] | None = Field(description="The partitions' offset ranges chosen; "
+                                                                       "null: every partition")
+    since: AwareDatetime | None
+    until: AwareDatetime | None
+    dry_run: bool
+    selected: int | None = Field(default=None, description="Quarantined records chosen")
+    decoded: int | None = Field(default=None, description="Of those, the ones that decode and pass the expectations "
+                                                          "now: they landed in the table and left the quarantine (a "
+                                                          "dry run: would land)")
+    still_quarantined: int | None = Field(default=None, description="The chosen records that still fail: they stay "
+                                                                    "in the quarantine as they were")
+
+
 class RunRead(BaseModel):
     id: uuid.UUID
     pipeline_id: uuid.UUID
@@ -59,6 +75,8 @@ class RunRead(BaseModel):
         default=None, description="Per expectation of the pipeline's contract, the rows that violated it (a succeeded "
                                   "run's; a run failed by an expectation names it in error)")
     rows_violating: int | None = Field(default=None, description="Rows that violated at least one expectation")
+    reprocess: ReprocessRead | None = Field(default=None, description="A reprocess of the quarantine (trigger "
+                                                                      "reprocess): what it chose and what it did")
     bytes_read: int | None
     delta_version: int | None
     already_committed: bool | None

@@ -20,7 +20,7 @@ from api.runs import lifecycle
 from api.runs.models import Run, RunLogChunk
 from api.runs.quotas import check_run_rate
 from api.runs.retry import RunFailure
-from api.runs.schemas import RunPartition, RunRead
+from api.runs.schemas import ReprocessRead, RunPartition, RunRead
 from api.runs.states import TERMINAL_STATES
 from api.tenancy.quotas import QuotaLimits
 
@@ -111,6 +111,7 @@ def to_read(run: Run, *, log: str | None = None) -> RunRead:
         rows_written=run.rows_written, rows_quarantined=run.rows_quarantined, bytes_read=run.bytes_read,
         delta_version=run.delta_version, already_committed=result.get("already_committed"),
         expectations=result.get("expectations") or None, rows_violating=result.get("rows_violating"),
+        reprocess=ReprocessRead(**{**run.reprocess, **(result.get("reprocessed") or {})}) if run.reprocess else None,
         error=run.error, created_at=run.created_at, started_at=run.started_at, finished_at=run.finished_at,
         duration_s=duration, log_tail=log.splitlines()[-LOG_TAIL_LINES:] if log is not None else None,
     )

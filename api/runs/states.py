@@ -7,7 +7,7 @@ from typing import Literal, get_args
 from api.core.states import TransitionTable
 
 RunState = Literal["queued", "running", "succeeded", "failed", "cancelled", "skipped"]
-RunTrigger = Literal["manual", "schedule", "continuous"]
+RunTrigger = Literal["manual", "schedule", "continuous", "reprocess"]  # reprocess: of the quarantine (api.quarantine)
 
 ACTIVE_STATES: tuple[RunState, ...] = ("queued", "running")  # at most one per pipeline (a unique index)
 TERMINAL_STATES = frozenset(get_args(RunState)) - frozenset(ACTIVE_STATES)

@@ -25,6 +25,11 @@ from spark_jobs.public import new_field_key
 log = logging.getLogger(__name__)
 
 
+def has_field_key(session: Session, tenant_id: uuid.UUID) -> bool:
+    """Whether the tenant has a field key (a run of its made one)."""
+    return session.exec(select(Tenant.field_key_version).where(Tenant.id == tenant_id)).one() is not None
+
+
 def field_key(session: Session, tenant_id: uuid.UUID, secrets: SecretStore) -> str:
     """The tenant's field key (base64), made now if it has none yet."""
     version = session.exec(select(Tenant.field_key_version).where(Tenant.id == tenant_id)).one()

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from spark_jobs.kafka_source import ReadPlan
     from spark_jobs.plans import TaskReport
-    from spark_jobs.spec import RunSpec
+    from spark_jobs.spec import ReprocessCount, RunSpec
 
 # The run's cancel check: ``checkpoint("its Delta commit")`` raises JobError("cancelled") once the run is cancelled.
 Checkpoint = Callable[[str], None]
@@ -62,6 +62,7 @@ class Committed:
     version: int | None = None  # the table's version after the commit (Delta)
     files: int | None = None  # data files added to the main table (Delta): what table maintenance counts
     already_committed: bool = False  # an earlier attempt of the run committed it: this one wrote nothing
+    reprocessed: ReprocessCount | None = None  # a reprocess of the quarantine's counts (``targets.reprocess``)
 
 
 ALREADY_COMMITTED = Committed(already_committed=True)
@@ -90,7 +91,11 @@ def target_for(spec: RunSpec, checkpoint: Checkpoint) -> RunTarget:
     from spark_jobs.targets.delta_append import DeltaAppend
     from spark_jobs.targets.delta_upsert import DeltaUpsert
     from spark_jobs.targets.kafka import KafkaTopic
+    from spark_jobs.targets.reprocess import QuarantineReprocess
 
+    if spec.reprocess is not None:
+        assert spec.target.type == "delta"  # the spec's validation
+        return QuarantineReprocess(spec, spec.target, checkpoint)
     if spec.target.type == "delta":
         return (DeltaUpsert if spec.target.mode == "upsert" else DeltaAppend)(spec, spec.target, checkpoint)
     return KafkaTopic(spec, spec.target)

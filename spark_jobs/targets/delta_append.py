@@ -82,7 +82,7 @@ class DeltaAppend:
         operation: Operation = "replace" if self.target.replace_ranges else "append"
         for role, table in self._tables():  # refused before anything is written (table_features)
             if table.exists():
-                self.writers[role] = writer_for(table.delta(), operation, table.uri, spark=_spark_may_write(table))
+                self.writers[role] = writer_for(table.delta(), operation, table.uri, spark=spark_may_write(table))
         if self.target.replace_ranges:
             for role, table in self._tables():
                 if self.writers.get(role) == "delta-spark":
@@ -355,7 +355,7 @@ def _asked(creation: TableCreation) -> str:
                         + ([f"clustering by {', '.join(creation.cluster_by)}"] if creation.cluster_by else []))
 
 
-def _spark_may_write(table: Table) -> bool:
+def spark_may_write(table: Table) -> bool:
     """Whether the run's Spark may commit ``table``: it is on a file system Spark reads without a
     connector. Whether that Spark loads delta-spark is known only once it runs: the commit checks it
     (``merges_on_spark``), before it writes anything into the table."""

@@ -31,7 +31,8 @@ def test_trigger_queues_a_run_and_lists_it(client: TestClient, tenant: Tenant, p
         "id": run["id"], "pipeline_id": pipeline["id"], "seq": 1, "state": "queued", "trigger": "manual",
         "scheduled_for": None, "attempt": 0, "cancel_requested": False, "partitions": None, "replace_ranges": None,
         "records_read": None, "rows_written": None, "rows_quarantined": None, "bytes_read": None,
-        "delta_version": None, "already_committed": None, "expectations": None, "rows_violating": None, "error": None,
+        "delta_version": None, "already_committed": None, "expectations": None, "rows_violating": None, "reprocess": None,
+        "error": None,
         "created_at": run["created_at"],
         "started_at": None, "finished_at": None, "duration_s": None, "log_tail": None,
     }

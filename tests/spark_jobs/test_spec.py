@@ -96,6 +96,39 @@ def test_spec_rejects_invalid_sources(change: dict, message: str) -> None:
         RunSpec.model_validate(spec_dict(**change))
 
 
+_DELTA = {"type": "delta", "uri": "/t", "quarantine_uri": "/t__quarantine"}
+_JSON = {"value_format": "json", "schema": "n INT", "ranges": {}}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"source": {**spec_dict()["source"], "value_format": "string", "ranges": {}}}, "replays the quarantine of"),
+        ({"target": {**_DELTA, "mode": "upsert", "key": ["n"]}}, "replays the quarantine of"),
+        ({"target": spec_dict()["target"]}, "replays the quarantine of"),
+        ({"source": {**spec_dict()["source"], **_JSON, "ranges": {"t": {"0": [0, 5]}}}}, "source.ranges must be empty"),
+    ],
+)
+def test_a_reprocess_replays_a_delta_append_tables_quarantine_and_reads_no_kafka(change: dict, message: str) -> None:
+    good = {**spec_dict(**_JSON), "target": _DELTA, "reprocess": {"dry_run": True}}
+    assert RunSpec.model_validate(good).reprocess is not None
+
+    with pytest.raises(ValidationError, match=message):
+        RunSpec.model_validate({**good, **change})
+
+
+def test_the_field_key_goes_with_sensitive_fields_or_a_reprocess() -> None:
+    base = {**spec_dict(**_JSON), "target": _DELTA}
+    key = {"field_key": "a2V5"}
+    hashed = {"sensitive": [{"field": "n", "action": "hash"}]}
+    assert RunSpec.model_validate({**base, "contract": {**hashed, **key}}).contract.field_key == "a2V5"
+    assert RunSpec.model_validate({**base, "contract": key, "reprocess": {}}).contract.field_key == "a2V5"
+    with pytest.raises(ValidationError, match="sensitive fields need contract.field_key"):
+        RunSpec.model_validate({**base, "contract": hashed})
+    with pytest.raises(ValidationError, match="goes with sensitive fields or a reprocess"):
+        RunSpec.model_validate({**base, "contract": key})
+
+
 def test_result_round_trips() -> None:
     text = """{"run_id": "r1", "status": "failed", "partitions": [{"topic": "t", "partition": 2, "start": 0,
       "end": 10, "records_read": 4, "first_offset": 6, "last_offset": 9, "gap": [0, 6]}],

@@ -21,8 +21,9 @@ from api.portal.forms.connections import ConnectionForm, RotationForm
 from api.portal.forms.keys import ApiKeyForm, LoginForm, RevokeForm
 from api.portal.forms.offsets import OffsetsQuery, ReplayForm
 from api.portal.forms.pipelines import PipelineFilters, PipelineForm
+from api.portal.forms.quarantine import ReprocessForm
 
 __all__ = [
     "ApiKeyForm", "ConnectionForm", "DeleteForm", "FormInvalid", "LoginForm", "OffsetsQuery", "PipelineFilters",
-    "PipelineForm", "ReplayForm", "RevokeForm", "RotationForm",
+    "PipelineForm", "ReplayForm", "ReprocessForm", "RevokeForm", "RotationForm",
 ]
