@@ -28,6 +28,9 @@ COORDINATES = ("topic", "partition", "offset")
 METADATA = (*COORDINATES, "timestamp", "timestampType")
 # With two names of Inlet's own kept back for the record as read beside decoded columns.
 RESERVED = frozenset({"key", "value", *METADATA, "headers", RUN_ID, QUARANTINE_REASON, "_inlet_raw_key", "_inlet_raw_value"})
+# A json schema's column of this name, of type VARIANT, is the record's whole value (``formats.json_values``):
+# the one reserved name a json schema may take.
+WHOLE_VALUE = "value"
 # Inlet's own namespace: every column Inlet adds, and the staging columns of its MERGEs, start with it.
 INLET_PREFIX = "_inlet_"
 

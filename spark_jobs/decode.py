@@ -43,10 +43,11 @@ from pyspark.sql.types import (
     StringType,
     StructField,
     StructType,
+    VariantType,
     _parse_datatype_string,
 )
 
-from spark_jobs.columns import INLET_PREFIX, QUARANTINE_REASON, RESERVED, RUN_ID, reserved_in
+from spark_jobs.columns import INLET_PREFIX, QUARANTINE_REASON, RESERVED, RUN_ID, WHOLE_VALUE, reserved_in
 from spark_jobs.errors import JobError
 from spark_jobs.formats.wire import SubjectSchema, WireDecoder
 from spark_jobs.registry import RegistryConfig
@@ -133,7 +134,8 @@ def json_schema(ddl: str) -> StructType:
         raise JobError("invalid_spec", f"schema is not valid Spark DDL: {str(exc).splitlines()[0]}") from None
     if not isinstance(schema, StructType):
         raise JobError("invalid_spec", "schema must describe a struct (column list)")
-    if clashes := reserved_in(f.name for f in schema.fields):
+    whole = [f.name for f in schema.fields if f.name == WHOLE_VALUE and isinstance(f.dataType, VariantType)]
+    if clashes := [c for c in reserved_in(f.name for f in schema.fields) if c not in whole]:
         raise JobError("invalid_spec", f"schema fields {clashes} clash with Inlet's reserved columns {sorted(RESERVED)} "
                                        f"or its namespace ({INLET_PREFIX}…)")
     return schema

@@ -154,6 +154,10 @@ _WRITES_ROWS: frozenset[Operation] = frozenset({"append", "replace", "merge", "h
 # files by the logical ones, right only while the two are the same (a table that turned mapping on keeps
 # its columns' names; a column added or renamed after that gets another).
 _READS_FILES: frozenset[Operation] = frozenset({"append", "replace", "compact"})
+# Inlet writes a VARIANT's two binaries as they came (``formats.variant``): appends and new columns only.
+# Rewriting files (a replay's, compaction's) would read back files other engines wrote, whose VARIANT
+# structs pyarrow reads in their own field order, and a MERGE of VARIANT values delta-rs does not do.
+_VARIANT_REFUSED: frozenset[Operation] = frozenset({"replace", "compact", "merge", "history_merge"})
 
 
 def _in_use(table: TableFeatures, operation: Operation) -> str | None:
@@ -171,9 +175,9 @@ def _in_use(table: TableFeatures, operation: Operation) -> str | None:
         return (f"the table has CHECK constraints ({', '.join(constraints)}), which Inlet's files are not checked "
                 "against; drop them (ALTER TABLE ... DROP CONSTRAINT) or write to a new path")
     variant = sorted(path for path, meta in table.column_metadata.items() if meta.get(_VARIANT))
-    if variant and operation in _READS_FILES | _WRITES_ROWS | {"schema_change"}:
-        return (f"the column {variant[0]} is a VARIANT, which Inlet's Parquet files and readers do not handle; "
-                f"{OPERATION_NAMES[operation]} is refused: {_DELTA_SPARK}")
+    if variant and operation in _VARIANT_REFUSED:
+        return (f"the column {variant[0]} is a VARIANT, which Inlet appends (a json pipeline's VARIANT columns) but "
+                f"does not rewrite or merge: {OPERATION_NAMES[operation]} is refused; {_DELTA_SPARK}")
     for what, key in (("an invariant", "delta.invariants"), ("a generation expression", "delta.generationExpression"),
                       ("an identity column's", "delta.identity.start"), ("a default value", "CURRENT_DEFAULT")):
         columns = sorted(path for path, meta in table.column_metadata.items() if key in meta)

@@ -3,8 +3,7 @@ schema Spark would refuse fails at definition time, not at its first run.
 
 It follows the grammar of Spark's own parser (``tests/pipelines/test_ddl_conformance.py`` feeds both
 the same schemas), and refuses more where Spark parses a schema that a run would then fail on:
-``from_json`` refuses CHAR/VARCHAR and maps keyed by anything but STRING, Inlet's json decoder
-(``spark_jobs.formats.json_values``) has no VARIANT, Arrow and Delta have no form of INTERVAL,
+``from_json`` refuses CHAR/VARCHAR and maps keyed by anything but STRING, Arrow and Delta have no form of INTERVAL,
 TIME, empty structs or DECIMAL(0, …), and the job selects each column by its
 backquoted name, which two names differing only in case (Spark resolves names case-insensitively)
 or a name holding a backquote break.
@@ -30,7 +29,6 @@ _UNSUPPORTED = {
     "varchar": "VARCHAR is refused by Spark's JSON reader: use STRING",
     "interval": "INTERVAL types cannot be written to Delta",
     "time": "TIME cannot be written to Delta",
-    "variant": "VARIANT is not read from json values (Inlet decodes them outside Spark): use STRING",
 }
 
 _TOKEN = re.compile(
@@ -95,6 +93,8 @@ class _Parser:
         self.tokens, self.ends_in_line_comment = _tokens(ddl.rstrip(_JAVA_TRIMMED))
         self.i = 0
         self.depth = 0  # of the nested type being parsed
+        self.variants: list[str] = []  # the top-level columns of type VARIANT
+        self.holds_variant = False  # a VARIANT anywhere
 
     def peek(self, ahead: int = 0) -> _Token | None:
         i = self.i + ahead
@@ -151,7 +151,8 @@ def _field(p: _Parser) -> str:
         raise p.fail("expected a column name", token)
     if p.at_punct(":"):
         p.take("':'")
-    _type(p)
+    if _type(p) == "variant" and p.depth == 0:
+        p.variants.append(name)
     if p.at_word("not"):
         p.take("NOT")
         null = p.take("NULL after NOT")
@@ -176,6 +177,7 @@ def _type(p: _Parser) -> str:
     if kind in _UNSUPPORTED:
         raise p.fail(_UNSUPPORTED[kind], token)
     if kind in _PRIMITIVES:
+        p.holds_variant |= kind == "variant"
         if kind == "string" and p.at_word("collate"):
             # Delta keeps no collation, and its names (ICU locales) cannot be checked without Spark.
             raise p.fail("COLLATE has no effect on what a pipeline writes: leave it out", p.take("COLLATE"))
@@ -244,8 +246,22 @@ def _colon_after_a_column(tokens: list[_Token]) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class DdlColumns:
+    """A DDL schema's top-level column names, and its VARIANT fields (top-level ones by name)."""
+
+    names: list[str]
+    variants: frozenset[str]  # the top-level columns of type VARIANT
+    holds_variant: bool  # a VARIANT at any depth (a field of a struct, an array's elements, a map's values)
+
+
 def ddl_field_names(ddl: str) -> list[str]:
     """Top-level column names of a DDL schema; ``ValueError`` saying what is wrong."""
+    return ddl_columns(ddl).names
+
+
+def ddl_columns(ddl: str) -> DdlColumns:
+    """``ddl_field_names``, with the schema's VARIANT fields."""
     p = _Parser(ddl)
     if p.peek() is None:
         raise ValueError("the schema is empty")
@@ -268,4 +284,4 @@ def ddl_field_names(ddl: str) -> list[str]:
     duplicates = sorted({n for n in names if folded.count(n.lower()) > 1})
     if duplicates:
         raise ValueError(f"duplicate column(s), compared ignoring case: {', '.join(duplicates)}")
-    return names
+    return DdlColumns(names, frozenset(p.variants), p.holds_variant)

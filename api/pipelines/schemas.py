@@ -25,13 +25,13 @@ from pydantic import (
 from api.core.errors import field_error
 from api.pipelines.as_written import AsWritten
 from api.pipelines.contract import NO_CONTRACT, PipelineContract, check_contract
-from api.pipelines.ddl import ddl_field_names
+from api.pipelines.ddl import ddl_columns, ddl_field_names
 from api.pipelines.delta_features import DeltaTableFeatures, check_table_features
 from api.pipelines.maintenance_policy import MaintenancePolicy
 from api.pipelines.schedules import Schedule
 from api.pipelines.table_health import TableHealthSnapshot
 from api.pipelines.topic_patterns import compile_topic_pattern
-from spark_jobs.public import INLET_PREFIX, RESERVED_COLUMNS, inlet_named, reserved_in
+from spark_jobs.public import INLET_PREFIX, RESERVED_COLUMNS, WHOLE_VALUE, inlet_named, reserved_in
 
 TOPIC_PATTERN = r"^[A-Za-z0-9._-]{1,249}$"
 TopicName = Annotated[str, Field(pattern=TOPIC_PATTERN, description="A Kafka topic name")]
@@ -155,10 +155,12 @@ class KafkaSource(AsWritten):
             if not self.schema_:
                 raise field_error("schema", "value_format json needs a schema (Spark DDL)")
             try:
-                names = ddl_field_names(self.schema_)
+                columns = ddl_columns(self.schema_)
             except ValueError as exc:
                 raise field_error("schema", f"schema: {exc}") from None
-            if clashes := reserved_in(names):
+            # ``value VARIANT``: the record's whole value, in the column Spark's Kafka source names so.
+            whole = {WHOLE_VALUE} & columns.variants
+            if clashes := [c for c in reserved_in(columns.names) if c not in whole]:
                 reserved = ", ".join(sorted(RESERVED_COLUMNS))
                 raise field_error("schema", f"schema: fields {', '.join(clashes)} clash with the columns Inlet writes "
                                             f"beside the decoded ones ({reserved}, and every name starting with "
@@ -362,6 +364,9 @@ class PipelineSpec(BaseModel):
             if inlet_named(target.key or []):
                 raise field_error("target.key", f"the key column holds the Kafka key: name it apart from Inlet's "
                                                 f"columns ({INLET_PREFIX}…)")
+        if source.value_format == "json" and ddl_columns(source.schema_ or "").holds_variant:
+            raise field_error("source.schema", "a keyed table's MERGE does not carry VARIANT values: land them in an "
+                                               "append table (mode append), or read the field as STRING")
         if source.value_format != "json":
             # The registry's schema is read by each run, which checks the key, sequence_by and partition_by
             # fields against it (invalid_spec naming the field); here only what needs no schema.

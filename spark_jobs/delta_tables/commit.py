@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from spark_jobs.delta_log import check_still_live, rewrite_fence
 from spark_jobs.delta_tables import Table
+from spark_jobs.delta_tables.schema import delta_field, delta_schema, holds_variant, list_invariants
 from spark_jobs.errors import JobError, storage_failure
 from spark_jobs.plans import DataFile
 from spark_jobs.table_features import Operation, has_deletion_vectors, require
@@ -72,7 +73,6 @@ def commit_files(table: Table, txn: Txn, files: Sequence[DataFile], schema: pa.S
     the table's version, or None if ``txn`` was committed before, or by a concurrent attempt of the
     same run that won the race (the store's put-if-absent). ``notes`` go into the commit's metadata
     (the subject version a run read, say)."""
-    from deltalake import Schema
     from deltalake.exceptions import CommitFailedError, DeltaError
     from deltalake.transaction import AddAction, CommitProperties, Transaction
 
@@ -83,7 +83,7 @@ def commit_files(table: Table, txn: Txn, files: Sequence[DataFile], schema: pa.S
     for attempt in range(1, _COMMIT_TRIES + 1):
         try:
             if not table.exists():
-                _create_empty(table, Schema.from_arrow(schema))
+                _create_empty(table, delta_schema(schema))
             delta = table.delta()
             done = delta.transaction_version(txn.app_id)
             if done is not None and done >= txn.version:
@@ -208,7 +208,6 @@ def merge_once(table: Table, txn: Txn, schema: pa.Schema, key: Sequence[str],
     (compaction, say) reads the table again and merges again. Returns what it committed, its rows the
     MERGE's ``counted`` ones (``num_target_rows_<kind>``), or None if ``txn`` was committed before.
     A table whose features ``operation`` cannot honour is refused first (``table_features``)."""
-    from deltalake import Schema
     from deltalake.exceptions import CommitFailedError, DeltaError
     from deltalake.transaction import CommitProperties, Transaction
 
@@ -217,7 +216,7 @@ def merge_once(table: Table, txn: Txn, schema: pa.Schema, key: Sequence[str],
     for attempt in range(1, _COMMIT_TRIES + 1):
         try:
             if not table.exists():
-                _create_empty(table, Schema.from_arrow(key_marked(schema, key)))
+                _create_empty(table, delta_schema(key_marked(schema, key)))
             delta = table.delta()
             done = delta.transaction_version(txn.app_id)
             if done is not None and done >= txn.version:
@@ -367,6 +366,7 @@ def _create_empty(table: Table, schema: Schema) -> None:
     except DeltaError:
         if not table.exists():  # not a concurrent create's doing
             raise
+    list_invariants(table.delta())
 
 
 def last_note(table: Table, key: str, within: int = 100) -> str | None:
@@ -403,5 +403,16 @@ def evolve_schema(table: Table, delta: DeltaTable, schema: pa.Schema) -> None:
         raise JobError("schema_incompatible", f"{table.uri}: {change}") from None
     if field_paths(merged) != field_paths(current):
         require(delta, "schema_change", table.uri)
-        write_deltalake(delta, merged.empty_table(), mode="append", schema_mode="merge", storage_options=table.store.delta_options)
+        new = [f for f in merged if f.name not in current.names and holds_variant(f.type)]
+        if new:  # delta-rs's merge would make structs of them: added as Delta's VARIANT first
+            delta.alter.add_columns([delta_field(f.with_nullable(True)) for f in new])
+            list_invariants(delta)
+            delta.update_incremental()
+            current = pa.schema(delta.schema().to_arrow())
+        if field_paths(merged) != field_paths(current):
+            if any(holds_variant(f.type) for f in merged if f.name in current.names and f.type != current.field(f.name).type):
+                raise JobError("schema_incompatible", f"{table.uri}: a VARIANT field added inside an existing column "
+                                                      "cannot be added by delta-rs: write to a new path")
+            write_deltalake(delta, merged.empty_table(), mode="append", schema_mode="merge",
+                            storage_options=table.store.delta_options)
         delta.update_incremental()

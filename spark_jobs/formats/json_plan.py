@@ -98,7 +98,10 @@ class SchemaPlan:
                 continue
             if kind == "raw":
                 raw_names.append(f.name)
-            fields.append((f"f{i}", msgspec_type, msgspec.Raw(b"null") if kind == "raw" else None))
+            # A raw JSON column missing from a record reads as JSON null, but a VARIANT's as NULL (its JSON
+            # null is a VARIANT null): its empty default tells the two apart.
+            default = (msgspec.Raw(b"") if isinstance(f.dataType, T.VariantType) else msgspec.Raw(b"null")) if kind == "raw" else None
+            fields.append((f"f{i}", msgspec_type, default))
         record = msgspec.defstruct("Record", fields, rename={f"f{i}": f.name for i, f in enumerate(schema.fields)},
                                    gc=False)
         self.empty = record()
@@ -240,7 +243,7 @@ class SchemaPlan:
         if loose is not None:  # a struct or array with leaves inside, read by ``JsonValues._read_leaves``
             return "nested", loose, data_type
         convert = json_rules.converter(data_type, self.zone)
-        return "raw", msgspec.Raw, lambda raw: convert(json_rules.parse_fragment(raw))
+        return "raw", msgspec.Raw, lambda raw: convert(json_rules.parse_fragment(raw)) if raw else None
 
     def _native(self, data_type: DataType, loose: bool = False) -> Any:
         """The msgspec type that checks a value exactly as Spark would, or None where there is none;

@@ -45,7 +45,7 @@ from spark_jobs.formats.spark_datetime import (
 
 MAX_DEPTH = 1000  # Jackson refuses a document nested deeper
 MAX_DIGITS = 1000  # Jackson's longest number
-_SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "+Infinity": math.inf, "+INF": math.inf,
+SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "+Infinity": math.inf, "+INF": math.inf,
                    "-Infinity": -math.inf, "-INF": -math.inf}
 # Java's BigDecimal(String): its digits are any Unicode decimal digits, as Python's \d.
 _BIG_DECIMAL = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
@@ -102,6 +102,15 @@ def java_text(value: bytes) -> str:
 
 def parse(value: bytes) -> _Object:
     """The record's first JSON value, as Spark's parser reads it; ``Bad`` unless it is an object."""
+    parsed = parse_value(value)
+    if type(parsed) is not _Object:
+        raise Bad("not an object")  # an array of objects too: from_json reads one record per value
+    return parsed
+
+
+def parse_value(value: bytes) -> Any:
+    """The record's first JSON value, as Spark's parser reads it, whatever it is (a whole value read
+    as a VARIANT)."""
     text = java_text(value)
     start = len(text) - len(text.lstrip(_JSON_SPACE))
     if start == len(text):
@@ -121,8 +130,6 @@ def parse(value: bytes) -> _Object:
         raise Bad(str(exc)) from None
     if text.count("[") + text.count("{") >= MAX_DEPTH and _depth(parsed) > MAX_DEPTH:
         raise Bad("nested too deep")
-    if type(parsed) is not _Object:
-        raise Bad("not an object")  # an array of objects too: from_json reads one record per value
     return parsed
 
 
@@ -136,7 +143,7 @@ def parse_fragment(raw: bytes | memoryview | Any) -> Any:
 
 
 def check_supported(schema: T.StructType) -> None:
-    """``TypeError`` naming a type these rules do not cover (VARIANT): a run of such a schema fails as
+    """``TypeError`` naming a type these rules do not cover: a run of such a schema fails as
     ``invalid_spec`` (and ``api/pipelines/ddl.py`` refuses it at definition time)."""
     converter(schema, Zone(0))
 
@@ -189,6 +196,10 @@ def converter(data_type: T.DataType, zone: Zone) -> Converter:
         return lambda v: None if v is None else _map(v, value_of)
     if isinstance(data_type, T.StructType):
         return struct_converter(data_type, zone)
+    if kind is T.VariantType:  # JSON null too: a VARIANT null, as Spark reads it (a missing field stays NULL)
+        from spark_jobs.formats import variant
+
+        return variant.encode
     raise TypeError(f"{data_type.simpleString()} is not decoded outside Spark")
 
 
@@ -226,14 +237,14 @@ def _double(v: Any) -> float | None:
         return None
     kind = type(v)
     if kind is FloatText:
-        return _SPECIAL_FLOATS.get(v) if v in _SPECIAL_FLOATS else float(v)
+        return SPECIAL_FLOATS.get(v) if v in SPECIAL_FLOATS else float(v)
     if kind is int:
         try:
             return float(v)
         except OverflowError:
             return math.inf if v > 0 else -math.inf
-    if kind is str and v in _SPECIAL_FLOATS:
-        return _SPECIAL_FLOATS[v]
+    if kind is str and v in SPECIAL_FLOATS:
+        return SPECIAL_FLOATS[v]
     return _bad(v)
 
 
@@ -247,7 +258,7 @@ def _timestamp(v: Any, zone: Zone) -> int | None:
 
 def _decimal(v: Any, precision: int, scale: int) -> decimal.Decimal:
     kind = type(v)
-    if kind is int or (kind is FloatText and v not in _SPECIAL_FLOATS):
+    if kind is int or (kind is FloatText and v not in SPECIAL_FLOATS):
         number = decimal.Decimal(v)
     elif kind is str and _BIG_DECIMAL.fullmatch(text := v.replace(",", "")):  # Spark drops commas first
         number = decimal.Decimal(text)

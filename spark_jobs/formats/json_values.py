@@ -33,6 +33,9 @@ on one core, and about 282,000 nested ones (a struct with a timestamp inside, a 
 a string, an array of strings, a timestamp, a boolean: issue 55), 1.9 times ``from_json`` (40,000,
 0.27 times, when decimals and such structs were read value by value by ``json_rules``).
 
+A VARIANT column (at any depth) is kept as raw JSON and encoded by ``formats.variant``; a column
+``value VARIANT`` is the whole value, any JSON, beside the other columns (``_with_whole_value``).
+
 Deliberate differences from Spark (docs/formats.md): single-quoted JSON and the number tokens
 ``+INF``, ``-INF`` and ``+Infinity``, which Jackson accepts and no JSON parser does, are
 quarantined; a TINYINT of 128 to 255 is quarantined (Jackson wraps it to a negative byte); a map
@@ -51,7 +54,8 @@ from typing import TYPE_CHECKING, Any, cast
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spark_jobs.formats import json_rules, spark_datetime
+from spark_jobs.columns import WHOLE_VALUE
+from spark_jobs.formats import json_rules, spark_datetime, variant
 from spark_jobs.formats.json_plan import ZONED, Found, Leaf, SchemaPlan
 
 if TYPE_CHECKING:
@@ -68,14 +72,19 @@ class JsonValues:
     """Decodes json values into the columns of a DDL schema; pickles small (schema and zone only)."""
 
     def __init__(self, schema: StructType, time_zone: str) -> None:
-        from pyspark.sql.pandas.types import to_arrow_schema
+        from pyspark.sql.types import StructType, VariantType
 
         json_rules.check_supported(schema)
         self.schema = schema
         self.time_zone = time_zone
-        self.arrow_schema: pa.Schema = to_arrow_schema(schema, timezone="UTC")
+        self.arrow_schema: pa.Schema = variant.arrow_schema(schema)
         spark_datetime.session_zone(time_zone)  # fails here, on the driver, for a zone Spark would refuse
         self._plan: SchemaPlan | None = None
+        # ``value VARIANT``: the whole value as a VARIANT (any JSON value, with no other column), and
+        # the other columns read from it as ever (then it must be an object).
+        self.whole = any(f.name == WHOLE_VALUE and isinstance(f.dataType, VariantType) for f in schema.fields)
+        rest = StructType([f for f in schema.fields if f.name != WHOLE_VALUE]) if self.whole else None
+        self._rest = JsonValues(rest, time_zone) if rest is not None and rest.fields else None
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_plan": None}
@@ -91,6 +100,8 @@ class JsonValues:
         # A batch makes many dicts, lists and tuples (rows, the leaves found in them) and no cycle among
         # them: the collector, run every 700 new ones, would go through them for nothing. It runs again
         # after the batch.
+        if self.whole:
+            return self._with_whole_value(values)
         collecting = gc.isenabled()
         gc.disable()
         try:
@@ -98,6 +109,27 @@ class JsonValues:
         finally:
             if collecting:
                 gc.enable()
+
+    def _with_whole_value(self, values: pa.Array) -> tuple[pa.Table, pa.Array]:
+        """The whole value as a VARIANT beside the other columns (``_rest``); a value that is not JSON,
+        or whose other columns do not decode, goes to quarantine."""
+        reasons: list[str | None] = []
+        whole: list[dict[str, bytes] | None] = []
+        for payload in values.to_pylist():
+            try:
+                whole.append(None if payload is None else variant.encode(json_rules.parse_value(payload)))
+                reasons.append(None if payload is not None else NULL_VALUE)
+            except json_rules.Bad:
+                whole.append(None)
+                reasons.append(NOT_SCHEMA)
+        columns: dict[str, pa.Array | pa.ChunkedArray] = {WHOLE_VALUE: pa.array(whole, variant.ARROW)}
+        if self._rest is not None:
+            rest, theirs = self._rest.decode(values)
+            columns.update(zip(rest.column_names, rest.columns, strict=True))
+            reasons = [mine or their for mine, their in zip(reasons, theirs.to_pylist(), strict=True)]
+        good = pa.array([r is None for r in reasons], pa.bool_())
+        arrays = [pc.if_else(good, columns[f.name], pa.scalar(None, f.type)) for f in self.arrow_schema]
+        return pa.Table.from_arrays(arrays, schema=self.arrow_schema), pa.array(reasons, pa.string())
 
     def _decode(self, values: pa.Array) -> tuple[pa.Table, pa.Array]:
         plan = self.plan

@@ -21,7 +21,7 @@ The names live in those modules, which the job's own code imports; this package 
 them. None of them imports Spark, so the API never loads it.
 """
 
-from spark_jobs.columns import INLET_PREFIX, inlet_named, reserved_in
+from spark_jobs.columns import INLET_PREFIX, WHOLE_VALUE, inlet_named, reserved_in
 from spark_jobs.columns import RESERVED as RESERVED_COLUMNS
 from spark_jobs.contract.predicates import PredicateError
 from spark_jobs.contract.predicates import columns_of as predicate_columns
@@ -90,6 +90,7 @@ __all__ = [
     "PRIVATE_RANGES",
     "RESERVED_COLUMNS",
     "S3_SCHEMES",
+    "WHOLE_VALUE",
     "CheckpointResult",
     "CompactionJob",
     "CompactionOffload",

@@ -252,17 +252,17 @@ class DeltaAppend:
 
     def _plain_columns(self) -> None:
         """raw, string and json: the table's columns (``decode.decoded_struct``) and the existing table's."""
-        from pyspark.sql.pandas.types import to_arrow_schema
         from pyspark.sql.types import StructType
 
         from spark_jobs.decode import decoded_struct
+        from spark_jobs.formats import variant
 
         struct = decoded_struct(self.spec.source)
         if self.protection is not None:  # a dropped field is no column of a new table
             struct = StructType([f for f in struct.fields if f.name not in self.protection.dropped])
         for name, data_type in _missing_columns(struct.fieldNames(), self.main):
             struct.add(name, data_type, True)
-        self.schemas["main"] = to_arrow_schema(struct, timezone="UTC")
+        self.schemas["main"] = variant.arrow_schema(struct)  # a VARIANT column in delta-rs's order
 
     def _json_values(self, context: SparkContext) -> JsonValues:
         """json: the table's columns, and the decoder the tasks read values with, in the time zone

@@ -309,6 +309,27 @@ def test_a_schema_reusing_inlet_columns_is_refused(client: TestClient, tenant: T
         "partition, timestamp, timestampType, topic, value, and every name starting with _inlet_); rename them")
 
 
+def test_value_may_name_a_variant_column_the_whole_value_and_no_other(client: TestClient, tenant: Tenant) -> None:
+    """``value VARIANT`` is the record's whole value (docs/formats.md); ``value`` of any other type is refused."""
+    conn = create_connection(client, tenant)
+    whole = client.post("/pipelines", json=_fill(pipeline_body(conn["id"], **_src(schema="value VARIANT, id BIGINT")),
+                                                 conn["id"]), headers=tenant.editor)
+    assert whole.status_code == 201, whole.text
+    assert whole.json()["source"]["schema"] == "value VARIANT, id BIGINT"
+    typed = _fill(pipeline_body(conn["id"], **_src(schema="value STRING, id BIGINT")), conn["id"])
+    problem = assert_problem(client.post("/pipelines", json=typed, headers=tenant.editor), 422)
+    assert "fields value clash" in problem["errors"][0]["message"]
+
+
+def test_a_keyed_table_takes_no_variant_column(client: TestClient, tenant: Tenant) -> None:
+    conn = create_connection(client, tenant)
+    body = _fill(pipeline_body(conn["id"], **_src(schema="id BIGINT, attrs STRUCT<extra: VARIANT>"),
+                               target={"type": "delta", "path": "silver/p", "mode": "upsert", "key": ["id"]}), conn["id"])
+    problem = assert_problem(client.post("/pipelines", json=body, headers=tenant.editor), 422)
+    assert [e["field"] for e in problem["errors"]] == ["source.schema"]
+    assert "MERGE does not carry VARIANT" in problem["errors"][0]["message"]
+
+
 REGISTRY_SOURCE = {"value_format": "avro", "schema": None}
 KEYED_REGISTRY_ACCEPTED = [
     ({}, {"mode": "upsert", "key": ["id"], "sequence_by": "source.lsn", "changes": "debezium"}),

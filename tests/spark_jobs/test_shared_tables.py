@@ -189,7 +189,6 @@ def test_a_keyed_merge_into_a_table_with_deletion_vectors(delta_spark, where: Wh
     ("typeWidening", ["ALTER TABLE {t} SET TBLPROPERTIES ('delta.enableTypeWidening'='true')"]),
     ("columnMapping", [COLUMN_MAPPING, "ALTER TABLE {t} RENAME COLUMN value TO payload"]),
     ("CHECK constraints", ["ALTER TABLE {t} ADD CONSTRAINT non_negative CHECK (offset >= 0)"]),
-    ("VARIANT", ["ALTER TABLE {t} ADD COLUMNS (document VARIANT)"]),
 ])
 def test_a_feature_inlet_cannot_write_is_refused_and_the_table_left_as_it_was(delta_spark, where: Where, feature: str,
                                                                                statements: list[str]) -> None:
@@ -211,11 +210,35 @@ def test_a_feature_inlet_cannot_write_is_refused_and_the_table_left_as_it_was(de
         steps = (report.compaction, report.vacuum, report.checkpoint)
         assert all(s is not None and s.outcome == "failed" and feature in (s.error or "") for s in steps), steps
         assert table.delta().version() == version
-    elif feature in ("columnMapping", "VARIANT"):  # compaction reads the files by the columns' names and types
+    elif feature == "columnMapping":  # compaction reads the files by the columns' names and types
         assert report.compaction is not None and report.compaction.outcome == "failed"
     else:  # a constraint binds the rows written, not compaction's rewrite of them
         assert report.compaction is not None and report.compaction.outcome == "done", report.compaction
     assert _sorted(_plain_columns(delta_spark, where)) == _sorted(before)
+
+
+def test_a_variant_column_another_engine_added_is_appended_to_and_never_rewritten(delta_spark, where: Where) -> None:
+    """Inlet appends VARIANT columns itself (``formats.variant``): a run into a table delta-spark gave one
+    leaves it NULL in the new rows; a replay or a compaction, which would rewrite files delta-spark wrote
+    with it, is refused."""
+    table = _table(where, runs=2)
+    _sql(delta_spark, where, "ALTER TABLE {t} ADD COLUMNS (document VARIANT)",
+         "INSERT INTO {t} (topic, `partition`, `offset`, value, document) VALUES ('t', 9, 0, 'v1-9-0', parse_json('{{\"a\": 1}}'))")
+
+    _run(table, where, 3, [_rows(0, 20, 30)])
+
+    read = delta_spark.spark.read.format("delta").load(where.uri).selectExpr("partition", "offset", "to_json(document) AS d")
+    documents = {(r["partition"], r["offset"]): r["d"] for r in read.collect()}
+    assert len(documents) == 2 * 20 + 10 + 1
+    assert documents[(9, 0)] == '{"a":1}' and {d for k, d in documents.items() if k != (9, 0)} == {None}
+    version = table.delta().version()
+    with pytest.raises(JobError, match="document is a VARIANT") as refused:
+        _replay(table, where, 4, {"t": {"0": (5, 15)}})
+    assert refused.value.kind == "table_unsupported"
+    _age_files(where)
+    report = maintain(where.store, where.uri, RETENTION, MaintenanceSteps())
+    assert report.compaction is not None and report.compaction.outcome == "failed"
+    assert "VARIANT" in (report.compaction.error or "") and table.delta().version() == version
 
 
 def _plain_columns(delta_spark, where: Where) -> pa.Table:
