@@ -329,6 +329,11 @@ class PipelineSpec(BaseModel):
             if target.key_from == "kafka_key":
                 fields += target.key or []
             identifying = [*(target.key or []), *target.partition_by, *target.table_features.cluster_by]
+        if (self.contract and self.contract.sensitive and source.value_format == "json"
+                and WHOLE_VALUE in ddl_columns(source.schema_ or "").variants):
+            raise field_error("contract.sensitive", "sensitive fields are protected in the decoded columns, and the "
+                                                    "whole value kept as a VARIANT (value VARIANT) keeps them as they "
+                                                    "came: drop one of the two")
         check_contract(self.contract or NO_CONTRACT, decodes=source.value_format not in ("raw", "string"),
                        delta=isinstance(target, DeltaTarget),
                        columns=[*RESERVED_COLUMNS, *fields] if source.value_format == "json" else None,
@@ -343,6 +348,11 @@ class PipelineSpec(BaseModel):
         names = RESERVED_COLUMNS | set(ddl_field_names(source.schema_ or "") if source.value_format == "json" else ())
         if unknown := [c for c in target.table_features.cluster_by if c not in names]:
             raise field_error("target.table_features.cluster_by", f"not columns of the table: {', '.join(unknown)}")
+        variants = ddl_columns(source.schema_ or "").variants if source.value_format == "json" else frozenset()
+        for at, chosen in (("target.partition_by", target.partition_by), ("target.table_features.cluster_by",
+                                                                          target.table_features.cluster_by)):
+            if shapeless := [c for c in chosen if c in variants]:
+                raise field_error(at, f"VARIANT columns have no value to partition or cluster by: {', '.join(shapeless)}")
         return self
 
     @model_validator(mode="after")

@@ -99,7 +99,14 @@ class Protection:
 
     def check(self, schema: pa.Schema) -> None:
         """Each hashed or redacted field is a STRING of ``schema`` (a row's columns), on the driver before
-        anything is read: ``invalid_spec`` naming it otherwise."""
+        anything is read: ``invalid_spec`` naming it otherwise. A whole value kept as a VARIANT
+        (``value VARIANT``) would keep every field of it as it came: refused too."""
+        from spark_jobs.columns import WHOLE_VALUE
+        from spark_jobs.formats.variant_type import is_variant
+
+        if WHOLE_VALUE in schema.names and is_variant(schema.field(WHOLE_VALUE).type):
+            raise JobError("invalid_spec", "sensitive fields are protected in the decoded columns, and a whole value kept "
+                                           "as a VARIANT (value VARIANT) keeps them as they came: drop one of the two")
         for path, action in self.fields:
             if action == "drop":
                 continue

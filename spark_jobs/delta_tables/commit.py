@@ -19,7 +19,13 @@ import pyarrow.compute as pc
 
 from spark_jobs.delta_log import check_still_live, rewrite_fence
 from spark_jobs.delta_tables import Table
-from spark_jobs.delta_tables.schema import delta_field, delta_schema, holds_variant, list_invariants
+from spark_jobs.delta_tables.schema import (
+    delta_field,
+    delta_schema,
+    holds_variant,
+    holds_variant_column,
+    list_invariants,
+)
 from spark_jobs.errors import JobError, storage_failure
 from spark_jobs.plans import DataFile
 from spark_jobs.table_features import Operation, has_deletion_vectors, require
@@ -403,16 +409,16 @@ def evolve_schema(table: Table, delta: DeltaTable, schema: pa.Schema) -> None:
         raise JobError("schema_incompatible", f"{table.uri}: {change}") from None
     if field_paths(merged) != field_paths(current):
         require(delta, "schema_change", table.uri)
-        new = [f for f in merged if f.name not in current.names and holds_variant(f.type)]
-        if new:  # delta-rs's merge would make structs of them: added as Delta's VARIANT first
-            delta.alter.add_columns([delta_field(f.with_nullable(True)) for f in new])
-            list_invariants(delta)
-            delta.update_incremental()
-            current = pa.schema(delta.schema().to_arrow())
-        if field_paths(merged) != field_paths(current):
-            if any(holds_variant(f.type) for f in merged if f.name in current.names and f.type != current.field(f.name).type):
-                raise JobError("schema_incompatible", f"{table.uri}: a VARIANT field added inside an existing column "
-                                                      "cannot be added by delta-rs: write to a new path")
+        with_variants = holds_variant_column(delta) or any(holds_variant(f.type) for f in merged)
+        if not with_variants:
             write_deltalake(delta, merged.empty_table(), mode="append", schema_mode="merge",
                             storage_options=table.store.delta_options)
+        else:  # delta-rs's merge reads a VARIANT as a struct, and would write it back as one
+            new = [f for f in merged if f.name not in current.names]
+            if len(field_paths(pa.schema([f for f in merged if f.name in current.names]))) != len(field_paths(current)):
+                raise JobError("schema_incompatible", f"{table.uri}: a field added inside an existing column of a table "
+                                                      "with VARIANT columns, which delta-rs cannot add: add it with "
+                                                      "delta-spark (ALTER TABLE ... ADD COLUMNS) or write to a new path")
+            delta.alter.add_columns([delta_field(f.with_nullable(True)) for f in new])
+            list_invariants(delta)
         delta.update_incremental()

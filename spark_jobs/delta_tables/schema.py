@@ -1,5 +1,5 @@
 """Arrow schemas as Delta's, where delta-rs's own conversion falls short: a VARIANT column
-(``formats.variant.ARROW``, a struct of two binaries to Arrow) is Delta's ``variant``, and a table
+(``formats.variant_type.ARROW``, a struct of two binaries to Arrow) is Delta's ``variant``, and a table
 given table features for one lists the ``invariants`` delta-spark needs of it."""
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from spark_jobs.formats.variant import is_variant
+from spark_jobs.formats.variant_type import is_variant
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable, Field, Schema
 
 
 def delta_schema(schema: pa.Schema) -> Schema:
-    """``schema`` as Delta's, each top-level VARIANT's struct (``formats.variant.ARROW``) as Delta's
+    """``schema`` as Delta's, each top-level VARIANT's struct (``formats.variant_type.ARROW``) as Delta's
     ``variant`` (delta-rs's own conversion makes a struct of two binaries of it), nested ones too."""
     from deltalake import Schema
 
@@ -53,6 +53,11 @@ def holds_variant(kind: pa.DataType) -> bool:
     if pa.types.is_map(kind):
         return holds_variant(kind.item_type)
     return False
+
+
+def holds_variant_column(delta: DeltaTable) -> bool:
+    """Whether the table has a VARIANT column, at any depth (its Arrow form says a struct)."""
+    return '"type":"variant"' in delta.schema().to_json()
 
 
 def list_invariants(delta: DeltaTable) -> None:

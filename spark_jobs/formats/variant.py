@@ -11,41 +11,30 @@ digits a DOUBLE), one with an exponent, ``NaN`` or ``Infinity`` as a DOUBLE; a s
 goes to quarantine; Spark's ``from_json`` leaves the whole field null). ``decode`` reads the two
 binaries back into Python values (tests, and whoever reads a table with delta-rs).
 
-The Arrow form is a struct of ``metadata`` and ``value``, the metadata field tagged as pyspark tags a
-VARIANT's (``ARROW``), which ``delta_tables`` turns into Delta's ``variant`` type.
+The Arrow form is a struct of ``metadata`` and ``value`` (``variant_type.ARROW``), which
+``delta_tables`` turns into Delta's ``variant`` type.
 """
 
 from __future__ import annotations
 
 import decimal
+import math
 import struct
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from spark_jobs.formats import json_rules
+from spark_jobs.formats.variant_type import ARROW, is_variant
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
-
-# pyspark's mark of a VARIANT among Arrow structs (``pyspark.sql.pandas.types.is_variant``), in delta-rs's field order.
-ARROW = pa.struct([pa.field("metadata", pa.binary(), nullable=False, metadata={b"variant": b"true"}),
-                   pa.field("value", pa.binary(), nullable=False)])
 
 _NULL, _TRUE, _FALSE = b"\x00", b"\x04", b"\x08"
 _INT_TYPES = ((3, -(2**7), 2**7 - 1, 1), (4, -(2**15), 2**15 - 1, 2), (5, -(2**31), 2**31 - 1, 4), (6, -(2**63), 2**63 - 1, 8))
 _DECIMALS = ((9, 8, 4), (18, 9, 8), (38, 10, 16))  # (up to this precision, type id, bytes)
 _DOUBLE, _STRING = 7, 16
 _MAX_SHORT = 63
-
-
-def is_variant(arrow_type: pa.DataType) -> bool:
-    """Whether ``arrow_type`` is a VARIANT's struct, by pyspark's mark."""
-    if not pa.types.is_struct(arrow_type):
-        return False
-    names = {f.name: f for f in arrow_type}
-    marked = names.get("metadata")
-    return marked is not None and "value" in names and (marked.metadata or {}).get(b"variant") == b"true"
 
 
 def arrow_schema(schema: StructType) -> pa.Schema:
@@ -98,15 +87,23 @@ def _integer(v: int) -> bytes:
     for type_id, low, high, size in _INT_TYPES:
         if low <= v <= high:
             return bytes([type_id << 2]) + v.to_bytes(size, "little", signed=True)
-    return _decimal(decimal.Decimal(v)) or _double(float(v))
+    return _decimal(decimal.Decimal(v)) or _double(_float(v))
+
+
+def _float(v: int | str) -> float:
+    """A number past a double's range as ±Infinity, as Spark reads it."""
+    try:
+        return float(v)
+    except OverflowError:
+        return math.inf if not str(v).startswith("-") else -math.inf
 
 
 def _number(text: str) -> bytes:
     if text in json_rules.SPECIAL_FLOATS:
         return _double(json_rules.SPECIAL_FLOATS[text])
     if "e" in text or "E" in text:
-        return _double(float(text))
-    return _decimal(decimal.Decimal(text)) or _double(float(text))
+        return _double(_float(text))
+    return _decimal(decimal.Decimal(text)) or _double(_float(text))
 
 
 def _decimal(number: decimal.Decimal) -> bytes | None:
@@ -131,11 +128,15 @@ def _double(v: float) -> bytes:
     return bytes([_DOUBLE << 2]) + struct.pack("<d", v)
 
 
-def _string(v: str) -> bytes:
+def _utf8(v: str) -> bytes:
     try:
-        data = v.encode()
+        return v.encode()
     except UnicodeEncodeError:  # a lone surrogate (``\ud800``): no UTF-8 form, which a VARIANT's strings must have
         raise json_rules.Bad("a string that is not UTF-8") from None
+
+
+def _string(v: str) -> bytes:
+    data = _utf8(v)
     if len(data) <= _MAX_SHORT:
         return bytes([len(data) << 2 | 1]) + data
     return bytes([_STRING << 2]) + len(data).to_bytes(4, "little") + data
@@ -154,7 +155,9 @@ def _object(pairs: list[tuple[str, Any]], keys: dict[str, int]) -> bytes:
     for key, member in pairs:
         if key in fields:
             raise json_rules.Bad(f"the key {key!r} twice in one object")
-        keys.setdefault(key, len(keys))
+        if key not in keys:
+            _utf8(key)  # a key is a string of the metadata's: UTF-8 too
+            keys[key] = len(keys)
         fields[key] = _value(member, keys)
     names = sorted(fields, key=str.encode)  # field ids in the byte order of their names
     values = [fields[name] for name in names]

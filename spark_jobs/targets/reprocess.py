@@ -12,10 +12,15 @@ records long ago), and moves no offset.
              that decode and pass the expectations written into the main table's folder. A dry run
              writes nothing and only counts. Skipped when an earlier attempt landed the rows already.
     commit   the main table first, with the run's txn. Then the quarantine: a second Spark job
-             rewrites each chosen file without the records the main commit holds (read back from
-             that commit's files, so a retry after a crash between the two commits takes out exactly
-             what landed), and one commit, with the same txn, swaps the files. A record that still
-             fails keeps its quarantine row as it was.
+             rewrites each chosen file without the chosen records the main commit holds (read back
+             from that commit's files, so a retry after a crash between the two commits takes out
+             exactly what landed), and one commit swaps the files, tagged with the run's version
+             under an app id of its own (``REWRITE_APP``). A record that still fails keeps its
+             quarantine row as it was.
+
+A reprocess that landed rows and then failed for good (its retries spent) left them in both tables:
+the next reprocess finds its main commit (a reprocess commit newer than the quarantine's last
+rewrite) and takes those records out of the quarantine first, on the driver, before it chooses any.
 
 A record quarantined twice (an append-mode replay of its range) lands twice, as the replay's other
 records did.
@@ -23,85 +28,55 @@ records did.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import unquote
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from spark_jobs.columns import QUARANTINE_REASON, RUN_ID
-from spark_jobs.contract.sensitive import FieldKey, open_sealed
+from spark_jobs.contract.sensitive import FieldKey
 from spark_jobs.delta_log import STATS_COLUMNS, commit_actions
+from spark_jobs.delta_tables import Table
 from spark_jobs.delta_tables.commit import already_committed, commit_files
-from spark_jobs.delta_tables.files import FileSet, delete_files, delete_run_files
-from spark_jobs.delta_tables.replace import in_ranges, partition_column
+from spark_jobs.delta_tables.files import delete_files, delete_run_files
+from spark_jobs.delta_tables.replace import partition_column
 from spark_jobs.errors import JobError
 from spark_jobs.plans import DataFile, TaskReport
-from spark_jobs.table_features import writer_for
+from spark_jobs.table_features import has_deletion_vectors, writer_for
 from spark_jobs.targets import ALREADY_COMMITTED, Checkpoint, Committed, Reading
 from spark_jobs.targets.delta_append import DeltaAppend, spark_may_write
+from spark_jobs.targets.quarantine_files import (
+    QuarantineFile,
+    QuarantineRewrite,
+    Selection,
+    candidates,
+    decode_quarantined,
+    within,
+    without_landed,
+)
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
     from deltalake import DeltaTable
     from pyspark import SparkContext
 
-    from spark_jobs.delta_tables.direct_write import DirectWritePlan
-    from spark_jobs.spec import DeltaTargetSpec, Ranges, ReprocessSpec, RunSpec, Txn
+    from spark_jobs.spec import DeltaTargetSpec, ReprocessSpec, RunSpec, Txn
     from spark_jobs.storage import Store
 
 log = logging.getLogger("inlet.delta")
 
-_BATCH_ROWS = 20_000  # quarantine rows decoded at a time: a task holds one batch, not its file
 _COORDINATES = list(STATS_COLUMNS)  # (topic, partition, offset): a record's identity in both tables
 _LOG_SEARCH = 1_000  # commits of the main table searched back for the run's own
-Bounds = dict[str, tuple[Any, Any]]  # (min, max) of each coordinate in a file; (None, None) where unknown
+REWRITE_APP = ":quarantine-rewrite"  # the quarantine rewrite's app id: the run's, with this after it
+_NOTE = "inlet.reprocessed_from"  # the mark of a reprocess's main commit
+Unit = tuple[QuarantineFile, pa.Table]  # a quarantine file to rewrite, and the landed coordinates it may hold
 _Unit = TypeVar("_Unit")
 _Outcome = TypeVar("_Outcome")
-
-
-@dataclass(frozen=True)
-class Selection:
-    """The quarantined records a reprocess chose (pickled to its tasks)."""
-
-    ranges: Ranges | None
-    since: datetime | None
-    until: datetime | None
-
-    def mask(self, rows: pa.Table) -> pa.ChunkedArray:
-        chosen = in_ranges(rows, self.ranges) if self.ranges is not None else pa.chunked_array([pa.repeat(True, rows.num_rows)])
-        for bound, compare in ((self.since, pc.greater_equal), (self.until, pc.less)):
-            if bound is not None:
-                chosen = pc.and_(chosen, pc.fill_null(compare(rows["timestamp"], pa.scalar(bound, rows.schema.field("timestamp").type)), False))
-        return chosen
-
-
-@dataclass(frozen=True)
-class QuarantineFile:
-    """A file of the quarantine table that may hold chosen records, as its add action names it."""
-
-    path: str  # relative to the table root
-    uri: str  # absolute
-    size: int
-    bounds: Bounds
-
-
-@dataclass
-class QuarantineRewrite:
-    """A chosen quarantine file read again after the main commit: the records chosen in it, those the
-    commit holds (``landed``), and the file written in its place without them (if any landed)."""
-
-    file: QuarantineFile
-    selected: int = 0
-    landed: int = 0
-    files: list[DataFile] = field(default_factory=list)
 
 
 class QuarantineReprocess(DeltaAppend):
@@ -115,22 +90,24 @@ class QuarantineReprocess(DeltaAppend):
         self.opener = FieldKey.of(spec.contract.field_key) if spec.contract.field_key else None
         self.candidates: list[QuarantineFile] = []
         self.landed_before = False  # an earlier attempt committed the main table: only the quarantine is left
+        self.rewrite_txn = spec.txn.model_copy(update={"app_id": spec.txn.app_id + REWRITE_APP})
 
     def prepare(self) -> Committed | None:
         txn = self.spec.txn
         if self.quarantine is None or not self.quarantine.exists():
             return self._nothing("there is no quarantine table")
-        if already_committed(self.quarantine, txn):
+        if already_committed(self.quarantine, self.rewrite_txn):
             log.info("txn %s v%d is already in %s: nothing to do", txn.app_id, txn.version, self.quarantine.uri)
             return ALREADY_COMMITTED
         self.landed_before = already_committed(self.main, txn)
         self._plan_columns()
+        self.schemas["quarantine"] = self.quarantine.columns() or self.schemas["quarantine"]  # as its files hold them
         if self.main.exists():
             self.writers["main"] = writer_for(self.main.delta(), "append", self.main.uri, spark=spark_may_write(self.main))
-        if writer_for(self.quarantine.delta(), "replace", self.quarantine.uri, spark=False) != "delta-rs":
-            raise JobError("table_unsupported", f"{self.quarantine.uri}: its features need delta-spark to rewrite it, "
-                                                "and a reprocess rewrites the quarantine with delta-rs")
-        self.candidates = _candidates(self.quarantine.uri, self.quarantine.delta(), self.order.ranges)
+        self._check_quarantine()
+        if not self.order.dry_run:
+            self._finish_earlier()
+        self.candidates = candidates(self.quarantine.uri, self.quarantine.delta(), self.order.ranges)
         if not self.candidates:
             return self._nothing("no quarantine file holds records of the chosen ranges")
         log.info("reprocess%s: %d quarantine files may hold chosen records%s", " (dry run)" if self.order.dry_run else "",
@@ -161,12 +138,16 @@ class QuarantineReprocess(DeltaAppend):
         self.checkpoint("its Delta commits")
         files = [f for r in reports for f in r.files]
         if not self.landed_before:
-            if self._commit_table("main", self.main, files, notes={"inlet.reprocessed_from": self.quarantine_uri}) is None:
-                self._delete(files)  # a concurrent attempt of this run committed first: its rows count
+            if self._commit_table("main", self.main, files, notes={_NOTE: self.quarantine_uri}) is None:
+                _delete_dead(self.main, files)  # a concurrent attempt of this run committed first: its rows count
             else:
                 self.committed.add("main")
         landed = _landed(self.main.store, self.main.uri, self.main.delta(), self.spec.txn)
-        rewritten = self._rewrite_quarantine(landed)
+        assert self.context is not None  # by write
+        context = self.context
+        rewritten = self._rewrite_quarantine(landed, self.selection, self.candidates, self.rewrite_txn,
+                                             lambda units, task, token: _each(context, units, task, self.main.store,
+                                                                              [self.quarantine_uri], token))
         counted = ReprocessCount(dry_run=False, selected=sum(r.selected for r in rewritten),
                                  decoded=sum(r.landed for r in rewritten),
                                  still_quarantined=sum(r.selected - r.landed for r in rewritten))
@@ -183,29 +164,55 @@ class QuarantineReprocess(DeltaAppend):
         assert self.quarantine is not None  # by prepare
         return self.quarantine.uri
 
-    def _rewrite_quarantine(self, landed: pa.Table) -> list[QuarantineRewrite]:
-        """Each chosen file without the records the main commit holds, swapped in by one commit with
-        the run's txn; the files' counts."""
+    def _rewrite_quarantine(self, landed: pa.Table, selection: Selection, files: list[QuarantineFile], txn: Txn,
+                            run: Callable[[list[Unit], Callable[[Unit], QuarantineRewrite], str], list[QuarantineRewrite]],
+                            ) -> list[QuarantineRewrite]:
+        """Each of ``files`` without its ``selection``'s records that ``landed``, swapped in by one commit
+        tagged ``txn``; the files' counts. ``run``: where the rewrites run (a Spark job, or the driver)."""
         from deltalake.transaction import RemoveAction
 
-        assert self.quarantine is not None and self.context is not None  # by prepare, write
+        assert self.quarantine is not None  # by prepare
         token = uuid.uuid4().hex[:12]
         schema = self.schemas["quarantine"]
-        task = partial(without_landed, self.quarantine.store, self.quarantine.uri, schema, self.selection, token)
-        units = [(f, _within(landed, f.bounds)) for f in self.candidates]
-        rewritten = _each(self.context, units, task, self.quarantine.store, [self.quarantine.uri], token)
+        task = partial(without_landed, self.quarantine.store, self.quarantine.uri, schema, selection, token)
+        rewritten = run([(f, within(landed, f.bounds)) for f in files], task, token)
         now = int(time.time() * 1000)
         removes = [RemoveAction(r.file.path, True, now, r.file.size, {}) for r in rewritten if r.landed]
         adds = [f for r in rewritten for f in r.files]
         try:
-            version = commit_files(self.quarantine, self.spec.txn, adds, schema, removes=removes) if removes else None
+            version = commit_files(self.quarantine, txn, adds, schema, removes=removes) if removes else None
         except BaseException:
-            delete_files(self.quarantine.store, adds, self.main.uri, self.quarantine.uri)
+            _delete_dead(self.quarantine, adds)
             raise
         if version is None:  # nothing landed here, or a concurrent attempt of this run swapped them first
-            delete_files(self.quarantine.store, adds, self.main.uri, self.quarantine.uri)
+            _delete_dead(self.quarantine, adds)
         log.info("reprocess: %d records landed, %d quarantine files rewritten", sum(r.landed for r in rewritten), len(removes))
         return rewritten
+
+    def _check_quarantine(self) -> None:
+        """A quarantine a reprocess can rewrite: delta-rs writes it, and it has no deletion vectors (its
+        files would be read whole, the rows another engine deleted from them included)."""
+        assert self.quarantine is not None  # by prepare
+        delta = self.quarantine.delta()
+        if writer_for(delta, "replace", self.quarantine.uri, spark=False) != "delta-rs" or has_deletion_vectors(delta):
+            raise JobError("table_unsupported", f"{self.quarantine.uri}: its features (deletion vectors, or others "
+                                                "only delta-spark writes) keep a reprocess, which rewrites the "
+                                                "quarantine's files with delta-rs, from it")
+
+    def _finish_earlier(self) -> None:
+        """Take out of the quarantine what earlier reprocesses landed and then failed before taking out
+        (their retries spent), each under its own version, on the driver: before this one chooses."""
+        assert self.quarantine is not None  # by prepare
+        done = self.quarantine.delta().transaction_version(self.rewrite_txn.app_id) or 0
+        for version, txn_version in _reprocess_commits(self.main, self.spec.txn.app_id, done, self.spec.txn.version):
+            landed = _landed_by(self.main.store, self.main.uri, version)
+            every = Selection(None, None, None)
+            files = candidates(self.quarantine.uri, self.quarantine.delta(), None)
+            txn = self.rewrite_txn.model_copy(update={"version": txn_version})
+            rewritten = self._rewrite_quarantine(landed, every, files, txn,
+                                                 lambda units, task, _: [task(u) for u in units])
+            log.warning("reprocess: the reprocess of txn v%d had landed %d records and not taken them out of the "
+                        "quarantine: taken out now", txn_version, sum(r.landed for r in rewritten))
 
     def _nothing(self, why: str) -> Committed:
         from spark_jobs.spec import ReprocessCount
@@ -214,52 +221,56 @@ class QuarantineReprocess(DeltaAppend):
         return Committed(reprocessed=ReprocessCount(dry_run=self.order.dry_run))
 
 
-def _candidates(uri: str, delta: DeltaTable, ranges: Ranges | None) -> list[QuarantineFile]:
-    """The quarantine's files whose statistics allow records of ``ranges`` (all of them without ranges)."""
-    wanted = [(t, int(p), s, e) for t, ps in (ranges or {}).items() for p, (s, e) in ps.items() if s < e]
-    found = []
-    for action in pa.table(delta.get_add_actions(flatten=True)).to_pylist():
-        bounds = {c: (action.get(f"min.{c}"), action.get(f"max.{c}")) for c in STATS_COLUMNS}
-        if ranges is not None and not any(_may_hold(bounds, r) for r in wanted):
-            continue
-        found.append(QuarantineFile(action["path"], f"{uri.rstrip('/')}/{action['path']}", action["size_bytes"], bounds))
-    return found
-
-
-def _may_hold(bounds: Bounds, wanted: tuple[str, int, int, int]) -> bool:
-    topic, partition, start, end = wanted
-
-    def within(column: str, low: Any, high: Any) -> bool:
-        lo, hi = bounds[column]
-        return lo is None or hi is None or bool(lo <= high and hi >= low)
-
-    return within("topic", topic, topic) and within("partition", partition, partition) and within("offset", start, end - 1)
-
-
-def _within(landed: pa.Table, bounds: Bounds) -> pa.Table:
-    """The landed coordinates a quarantine file's statistics allow: each task gets only its own."""
-    mask = pa.chunked_array([pa.repeat(True, landed.num_rows)])
-    for column in STATS_COLUMNS:
-        low, high = bounds[column]
-        if low is not None and high is not None:
-            mask = pc.and_(mask, pc.and_(pc.greater_equal(landed[column], low), pc.less_equal(landed[column], high)))
-    return landed.filter(mask)
+_EMPTY = pa.schema([pa.field("topic", pa.string()), pa.field("partition", pa.int32()), pa.field("offset", pa.int64())])
 
 
 def _landed(store: Store, uri: str, delta: DeltaTable, txn: Txn) -> pa.Table:
     """The coordinates of the rows the main table's commit with ``txn`` added (none if there is none)."""
-    empty = pa.table({"topic": pa.array([], pa.string()), "partition": pa.array([], pa.int32()),
-                      "offset": pa.array([], pa.int64())})
     if (done := delta.transaction_version(txn.app_id)) is None or done < txn.version:
-        return empty
+        return _EMPTY.empty_table()
     latest = delta.version()
     for version in range(latest, max(latest - _LOG_SEARCH, -1), -1):
         actions = commit_actions(store, uri, version)
-        if any(a.get("txn", {}).get("appId") == txn.app_id and a["txn"].get("version") == txn.version for a in actions):
-            return pa.concat_tables([empty, *(_coordinates(store, uri, a["add"], empty.schema)
-                                              for a in actions if "add" in a)])
+        if any(_txn_of(a, txn.app_id) == txn.version for a in actions):
+            return _landed_by(store, uri, version, actions)
     raise JobError("target_conflict", f"{uri}: the commit of txn {txn.app_id} v{txn.version} is more than "
                                       f"{_LOG_SEARCH} commits back; the quarantine keeps its records")
+
+
+def _landed_by(store: Store, uri: str, version: int, actions: list[dict[str, Any]] | None = None) -> pa.Table:
+    """The coordinates of the rows the main table's commit ``version`` added."""
+    actions = commit_actions(store, uri, version) if actions is None else actions
+    return pa.concat_tables([_EMPTY.empty_table(), *(_coordinates(store, uri, a["add"], _EMPTY) for a in actions if "add" in a)])
+
+
+def _txn_of(action: dict[str, Any], app_id: str) -> int | None:
+    """The version of ``app_id``'s transaction an action of a commit records, if it is one."""
+    txn = action.get("txn") or {}
+    return txn.get("version") if txn.get("appId") == app_id else None
+
+
+def _reprocess_commits(main: Table, app_id: str, done: int, below: int) -> list[tuple[int, int]]:
+    """The main table's reprocess commits (table version, txn version) of txn versions in (``done``,
+    ``below``), oldest first: newest back to the first commit of a version at or under ``done``."""
+    if not main.exists():
+        return []
+    found: list[tuple[int, int]] = []
+    latest = main.delta().version()
+    for version in range(latest, max(latest - _LOG_SEARCH, -1), -1):
+        actions = commit_actions(main.store, main.uri, version)
+        versions = [v for a in actions if (v := _txn_of(a, app_id)) is not None]
+        if versions and versions[0] <= done:
+            break
+        info: dict[str, Any] = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+        if versions and versions[0] < below and _NOTE in json.dumps(info):  # delta-rs's metadata, or delta-spark's userMetadata
+            found.append((version, versions[0]))
+    return found[::-1]
+
+
+def _delete_dead(table: Table, files: list[DataFile]) -> None:
+    """Delete those of ``files`` the table does not hold: a commit reported as failed may have landed."""
+    live = set(pa.table(table.delta().get_add_actions(flatten=True)).column("path").to_pylist()) if table.exists() else set()
+    delete_files(table.store, [f for f in files if f.path not in live], table.uri, None)
 
 
 def _coordinates(store: Store, uri: str, add: dict[str, object], schema: pa.Schema) -> pa.Table:
@@ -268,7 +279,7 @@ def _coordinates(store: Store, uri: str, add: dict[str, object], schema: pa.Sche
     values = add.get("partitionValues") or {}
     assert isinstance(values, dict)
     in_file = [c for c in _COORDINATES if c not in values]
-    rows = pq.read_table(f"{root.rstrip('/')}/{add['path']}", columns=in_file, filesystem=filesystem)
+    rows = pq.read_table(f"{root.rstrip('/')}/{unquote(str(add['path']))}", columns=in_file, filesystem=filesystem)
     columns = [rows[c].cast(schema.field(c).type) if c in in_file
                else partition_column(values[c], schema.field(c).type, rows.num_rows) for c in _COORDINATES]
     return pa.Table.from_arrays(columns, schema=schema)
@@ -288,77 +299,3 @@ def _each(context: SparkContext, units: list[_Unit], task: Callable[[_Unit], _Ou
         raise
 
 
-# Executor side.
-
-def quarantined_records(store: Store, file: QuarantineFile, selection: Selection, read_schema: pa.Schema,
-                        opener: FieldKey | None) -> Iterator[pa.RecordBatch]:
-    """A quarantine file's chosen records, batch by batch as Kafka records (``read_schema``), their
-    sealed key and value opened with ``opener``."""
-    filesystem, path = store.filesystem(file.uri)
-    for batch in pq.ParquetFile(filesystem.open_input_file(path)).iter_batches(batch_size=_BATCH_ROWS):
-        rows = pa.Table.from_batches([batch])
-        rows = rows.filter(selection.mask(rows))
-        if rows.num_rows == 0:
-            continue
-        records = rows.drop_columns([c for c in (QUARANTINE_REASON, RUN_ID) if c in rows.column_names])
-        if opener is not None:
-            for name in ("key", "value"):
-                at = records.schema.get_field_index(name)
-                opened = [open_sealed(opener, v) for v in records.column(at).to_pylist()]
-                records = records.set_column(at, records.schema.field(at), pa.array(opened, pa.binary()))
-        yield records.select(read_schema.names).cast(read_schema).combine_chunks().to_batches()[0]
-
-
-def decode_quarantined(plan: DirectWritePlan, selection: Selection, opener: FieldKey | None, dry_run: bool,
-                       file: QuarantineFile) -> TaskReport:
-    """Runs on an executor: one quarantine file's chosen records decoded, those that now decode
-    written into the main table (not in a dry run); counted in the report (``selected``, and as
-    ``quarantined`` those that still fail)."""
-    report = TaskReport()
-    files = FileSet("main", plan.store, plan.uri, plan.schema, plan.partition_by, plan.token)
-    contract = plan.row_contract()
-    try:
-        for batch in quarantined_records(plan.store, file, selection, plan.read_schema, opener):
-            rows, bad = plan.decode(batch, contract)
-            report.selected += batch.num_rows
-            report.quarantined += bad.num_rows if bad is not None else 0
-            if not dry_run:
-                files.write(rows)
-        report.expected(contract)
-        report.files = files.close()
-    except BaseException:
-        files.discard()
-        raise
-    return report
-
-
-def without_landed(store: Store, uri: str, schema: pa.Schema, selection: Selection, token: str,
-                   unit: tuple[QuarantineFile, pa.Table]) -> QuarantineRewrite:
-    """Runs on an executor: a chosen quarantine file without the records of ``landed``, written as a new
-    file if any of them is in it."""
-    file, landed = unit
-    filesystem, path = store.filesystem(file.uri)
-    rows = pq.read_table(filesystem.open_input_file(path))
-    found = QuarantineRewrite(file, selected=int(pc.sum(selection.mask(rows)).as_py() or 0))
-    kept = rows.filter(pc.invert(_among(rows, landed))) if landed.num_rows else rows
-    found.landed = rows.num_rows - kept.num_rows
-    if found.landed:
-        files = FileSet("quarantine", store, uri, schema, [], token)
-        try:
-            files.write(kept.select(schema.names).cast(schema))
-            found.files = files.close()
-        except BaseException:
-            files.discard()
-            raise
-    return found
-
-
-
-def _among(rows: pa.Table, landed: pa.Table) -> pa.Array:
-    """Which of ``rows`` have the coordinates of a row of ``landed`` (a join on the coordinates alone:
-    Arrow joins no list columns, and quarantine rows may carry headers)."""
-    index = "__inlet_row"
-    probe = pa.table({**{c: rows[c] for c in _COORDINATES}, index: pa.array(range(rows.num_rows), pa.int64())})
-    keys = pa.table({c: landed[c].cast(rows.schema.field(c).type) for c in _COORDINATES})
-    hits = probe.join(keys, keys=_COORDINATES, join_type="left semi")[index]
-    return pc.is_in(probe[index], value_set=hits.combine_chunks())

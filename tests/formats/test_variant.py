@@ -52,7 +52,16 @@ def test_integers_take_the_smallest_type_and_decimals_their_digits() -> None:
     assert _encoded("1.50")["value"] == _encoded("1.5")["value"]  # trailing zeros dropped, as Spark does
 
 
-@pytest.mark.parametrize("text", ['{"a": 1, "a": 2}', '{"b": {"c": 1, "c": 1}}', '"\\ud800"'])
+def test_a_number_past_a_doubles_range_is_infinity() -> None:
+    assert _decoded_text("[" + "9" * 400 + ", -" + "9" * 400 + ", 1e400]") == [float("inf"), float("-inf"), float("inf")]
+
+
+def _decoded_text(text: str) -> Any:
+    encoded = _encoded(text)
+    return variant.decode(encoded["metadata"], encoded["value"])
+
+
+@pytest.mark.parametrize("text", ['{"a": 1, "a": 2}', '{"b": {"c": 1, "c": 1}}', '"\\ud800"', '{"\\ud800": 1}'])
 def test_a_repeated_key_or_a_string_without_utf8_is_refused(text: str) -> None:
     with pytest.raises(json_rules.Bad):
         _encoded(text)

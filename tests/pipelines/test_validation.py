@@ -321,6 +321,23 @@ def test_value_may_name_a_variant_column_the_whole_value_and_no_other(client: Te
     assert "fields value clash" in problem["errors"][0]["message"]
 
 
+@pytest.mark.parametrize(("changes", "field", "message"), [
+    ({"contract": {"sensitive": [{"field": "email", "action": "hash"}]}}, "contract.sensitive",
+     "whole value kept as a VARIANT"),
+    ({"target": {"type": "delta", "path": "bronze/p", "partition_by": ["value"]}}, "target.partition_by",
+     "no value to partition or cluster by"),
+    ({"target": {"type": "delta", "path": "bronze/p", "table_features": {"cluster_by": ["attrs"]}}},
+     "target.table_features.cluster_by", "no value to partition or cluster by"),
+])
+def test_what_a_variant_column_cannot_be(client: TestClient, tenant: Tenant, changes: dict[str, Any], field: str,
+                                          message: str) -> None:
+    conn = create_connection(client, tenant)
+    body = _fill(pipeline_body(conn["id"], **_src(schema="value VARIANT, email STRING, attrs VARIANT"), **changes),
+                 conn["id"])
+    problem = assert_problem(client.post("/pipelines", json=body, headers=tenant.editor), 422)
+    assert [e["field"] for e in problem["errors"]] == [field] and message in problem["errors"][0]["message"]
+
+
 def test_a_keyed_table_takes_no_variant_column(client: TestClient, tenant: Tenant) -> None:
     conn = create_connection(client, tenant)
     body = _fill(pipeline_body(conn["id"], **_src(schema="id BIGINT, attrs STRUCT<extra: VARIANT>"),

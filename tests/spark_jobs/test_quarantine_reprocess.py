@@ -161,3 +161,47 @@ def test_a_reprocess_tried_again_after_its_main_commit_lands_nothing_twice(
     assert (retried.reprocessed.selected, retried.reprocessed.decoded) == (24, 18)
     assert _coordinates(pipeline.uri) == sorted([(0, i) for i in range(40) if i % 10] + landed)  # not twice
     assert _coordinates(pipeline.quarantine) == [(0, i) for i in range(0, 60, 10)]
+
+
+def test_a_reprocess_whose_retries_ran_out_after_its_main_commit_is_finished_by_the_next(
+        sandbox_kafka, kafka_topic, produce_keyed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    topic = kafka_topic(partitions=1)
+    placed = produce_keyed(sandbox_kafka.bootstrap_servers, topic, 60, value=_value, key=lambda i: f"k{i}")
+    pipeline = _Pipeline(sandbox_kafka.bootstrap_servers, topic, tmp_path)
+    _first_run(pipeline, placed, tmp_path)
+    abandoned = pipeline.reprocess()
+    with multiprocessing.get_context("spawn").Pool(1) as alone:
+        assert alone.apply(_crash_after_the_main_commit, (abandoned,)).status == "failed"
+    written = sorted([(0, i) for i in range(60) if i % 10])
+
+    following = run_job(pipeline.reprocess(), tmp_path)  # the abandoned one is never tried again
+
+    assert following.status == "succeeded", following.error
+    assert following.reprocessed is not None
+    assert (following.reprocessed.selected, following.reprocessed.decoded, following.rows_written) == (6, 0, 0)
+    assert _coordinates(pipeline.uri) == written  # each record once
+    assert _coordinates(pipeline.quarantine) == [(0, i) for i in range(0, 60, 10)]
+    late = run_job(abandoned, tmp_path)  # and if it were, it would find its work done
+    assert late.status == "succeeded" and late.already_committed, late.error
+    assert _coordinates(pipeline.uri) == written
+
+
+def test_a_quarantine_another_engine_deleted_rows_from_is_not_reprocessed(
+        sandbox_kafka, kafka_topic, produce_keyed, delta_spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its files still hold the deleted rows (a deletion vector marks them): read whole, they would land."""
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    topic = kafka_topic(partitions=1)
+    placed = produce_keyed(sandbox_kafka.bootstrap_servers, topic, 60, value=_value, key=lambda i: f"k{i}")
+    pipeline = _Pipeline(sandbox_kafka.bootstrap_servers, topic, tmp_path)
+    _first_run(pipeline, placed, tmp_path)
+    table = f"delta.`{pipeline.quarantine}`"
+    delta_spark.spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    delta_spark.spark.sql(f"DELETE FROM {table} WHERE `offset` = 41")
+    before = _coordinates(pipeline.uri)
+
+    refused = run_job(pipeline.reprocess(), tmp_path)
+
+    assert refused.status == "failed" and refused.error is not None and refused.error.kind == "table_unsupported"
+    assert "deletion vectors" in refused.error.message
+    assert _coordinates(pipeline.uri) == before

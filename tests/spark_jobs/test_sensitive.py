@@ -100,3 +100,13 @@ def test_the_field_key_is_one_of_the_specs_secrets() -> None:
                                    "contract": {"sensitive": [{"field": "email", "action": "hash"}], "field_key": key}})
     assert key in spec.secret_values()
     assert key not in redact(f"spec: {spec.to_json()}", spec.secret_values())
+
+
+def test_a_whole_value_kept_as_a_variant_is_refused_beside_sensitive_fields() -> None:
+    from spark_jobs.formats.variant_type import ARROW
+
+    with pytest.raises(JobError, match="value VARIANT") as refused:
+        _protection(new_field_key(), ("email", "hash")).check(ROWS.schema.append(pa.field("value", ARROW)))
+
+    assert refused.value.kind == "invalid_spec"
+    _protection(new_field_key(), ("email", "hash")).check(ROWS.schema.append(pa.field("attrs", ARROW)))  # a field's is fine

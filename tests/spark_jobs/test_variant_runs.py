@@ -14,11 +14,16 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
+from spark_jobs.delta_tables import Table
+from spark_jobs.delta_tables.commit import commit_files
 from spark_jobs.errors import JobError
 from spark_jobs.formats import variant
+from spark_jobs.spec import Txn
+from spark_jobs.storage import Store
 from spark_jobs.table_features import writer_for
 from tests.fixtures.delta_spark import DeltaSpark
 from tests.spark_jobs.helpers import duckdb_connection, make_spec, run_job
@@ -120,3 +125,24 @@ def test_the_whole_value_as_a_variant_and_a_variant_column_added_later(
     assert '"name":"extra","type":"variant"' in DeltaTable(later).schema().to_json()
     got = delta_spark.spark.read.format("delta").load(later).selectExpr("id", "to_json(extra) AS j").collect()
     assert sorted((r["id"], r["j"]) for r in got) == [(0, None), (1, None), (2, '{"i":[2]}'), (3, '{"i":[3]}')]
+    # A column added later still leaves the VARIANT one a VARIANT (delta-rs's own merge would make it a struct).
+    spec = make_spec(sandbox_kafka.bootstrap_servers, {ids: {"0": (3, 4)}},
+                     {"type": "delta", "uri": later, "quarantine_uri": f"{later}__quarantine"},
+                     value_format="json", schema="id INT, extra VARIANT, note STRING", version=3, pipeline_id="later")
+    assert run_job(spec, tmp_path).status == "succeeded"
+    assert '"name":"extra","type":"variant"' in DeltaTable(later).schema().to_json()
+    assert delta_spark.spark.read.format("delta").load(later).where("extra:i[0]::int = 3").count() == 2
+
+
+def test_a_field_added_inside_a_column_of_a_variant_table_is_refused(tmp_path: Path) -> None:
+    """delta-rs adds a nested field only by its merge, which would turn the VARIANT into a struct."""
+    table = Table(Store(), str(tmp_path / "t"))
+    inner = pa.struct([pa.field("a", pa.int32())])
+    commit_files(table, Txn(app_id="a", version=1), [], pa.schema([pa.field("s", inner), pa.field("v", variant.ARROW)]))
+
+    with pytest.raises(JobError, match="a field added inside an existing column") as refused:
+        commit_files(table, Txn(app_id="a", version=2), [],
+                     pa.schema([pa.field("s", pa.struct([*inner, pa.field("b", pa.int32())])), pa.field("v", variant.ARROW)]))
+
+    assert refused.value.kind == "schema_incompatible"
+    assert '"name":"v","type":"variant"' in DeltaTable(table.uri).schema().to_json()
