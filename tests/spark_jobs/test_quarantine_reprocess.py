@@ -17,6 +17,7 @@ import pytest
 from confluent_kafka import Producer
 
 from spark_jobs.spec import RunResult, RunSpec
+from tests.fixtures.kafka import produce_keyed
 from tests.spark_jobs.helpers import duckdb_connection, make_spec, read_table, run_job
 
 pytestmark = pytest.mark.slow
@@ -137,17 +138,22 @@ def _crash_after_the_main_commit(spec: RunSpec) -> RunResult:
     return execute(spec, ContextOnly("UTC"))
 
 
-def test_a_reprocess_tried_again_after_its_main_commit_lands_nothing_twice(
-        sandbox_kafka, kafka_topic, produce_keyed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
-    topic = kafka_topic(partitions=1)
-    placed = produce_keyed(sandbox_kafka.bootstrap_servers, topic, 60, value=_value, key=lambda i: f"k{i}")
-    pipeline = _Pipeline(sandbox_kafka.bootstrap_servers, topic, tmp_path)
+def _crashed(bootstrap: str, topic: str, tmp_path: Path) -> tuple[_Pipeline, RunSpec, RunResult]:
+    """A pipeline of one partition (record i at offset i) after its first run, and a reprocess of it
+    that crashed between its two commits."""
+    placed = produce_keyed(bootstrap, topic, 60, value=_value, key=lambda i: f"k{i}")
+    pipeline = _Pipeline(bootstrap, topic, tmp_path)
     _first_run(pipeline, placed, tmp_path)
     spec = pipeline.reprocess()
-
     with multiprocessing.get_context("spawn").Pool(1) as alone:
-        crashed = alone.apply(_crash_after_the_main_commit, (spec,))
+        return pipeline, spec, alone.apply(_crash_after_the_main_commit, (spec,))
+
+
+def test_a_reprocess_tried_again_after_its_main_commit_lands_nothing_twice(
+        sandbox_kafka, kafka_topic, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+
+    pipeline, spec, crashed = _crashed(sandbox_kafka.bootstrap_servers, kafka_topic(partitions=1), tmp_path)
 
     assert crashed.status == "failed" and crashed.error is not None and "died" in crashed.error.message
     landed = [(0, i) for i in range(40, 60) if i % 10]  # one partition: record i at offset i
@@ -164,15 +170,10 @@ def test_a_reprocess_tried_again_after_its_main_commit_lands_nothing_twice(
 
 
 def test_a_reprocess_whose_retries_ran_out_after_its_main_commit_is_finished_by_the_next(
-        sandbox_kafka, kafka_topic, produce_keyed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        sandbox_kafka, kafka_topic, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
-    topic = kafka_topic(partitions=1)
-    placed = produce_keyed(sandbox_kafka.bootstrap_servers, topic, 60, value=_value, key=lambda i: f"k{i}")
-    pipeline = _Pipeline(sandbox_kafka.bootstrap_servers, topic, tmp_path)
-    _first_run(pipeline, placed, tmp_path)
-    abandoned = pipeline.reprocess()
-    with multiprocessing.get_context("spawn").Pool(1) as alone:
-        assert alone.apply(_crash_after_the_main_commit, (abandoned,)).status == "failed"
+    pipeline, abandoned, crashed = _crashed(sandbox_kafka.bootstrap_servers, kafka_topic(partitions=1), tmp_path)
+    assert crashed.status == "failed"
     written = sorted([(0, i) for i in range(60) if i % 10])
 
     following = run_job(pipeline.reprocess(), tmp_path)  # the abandoned one is never tried again
