@@ -67,5 +67,6 @@ def list_invariants(delta: DeltaTable) -> None:
     from deltalake import TableFeatures
 
     protocol = delta.protocol()
-    if protocol.min_writer_version >= 7 and "invariants" not in (protocol.writer_features or []):
+    if (protocol.min_writer_version >= 7 and "invariants" not in (protocol.writer_features or [])
+            and any(not f.nullable for f in delta.schema().fields)):
         delta.alter.add_feature([TableFeatures.Invariants], allow_protocol_versions_increase=True)
