@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from spark_jobs.columns import QUARANTINE_REASON, RUN_ID
+from spark_jobs.columns import COORDINATES, QUARANTINE_REASON, RUN_ID
 from spark_jobs.contract.sensitive import FieldKey, open_sealed
 from spark_jobs.delta_log import STATS_COLUMNS
 from spark_jobs.delta_tables.files import FileSet
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from spark_jobs.storage import Store
 
 _BATCH_ROWS = 20_000  # quarantine rows decoded at a time: a task holds one batch, not its file
-_COORDINATES = list(STATS_COLUMNS)  # (topic, partition, offset): a record's identity in both tables
 Bounds = dict[str, tuple[Any, Any]]  # (min, max) of each coordinate in a file; (None, None) where unknown
 
 
@@ -174,7 +173,7 @@ def _among(rows: pa.Table, landed: pa.Table) -> pa.Array:
     """Which of ``rows`` have the coordinates of a row of ``landed`` (a join on the coordinates alone:
     Arrow joins no list columns, and quarantine rows may carry headers)."""
     index = "__inlet_row"
-    probe = pa.table({**{c: rows[c] for c in _COORDINATES}, index: pa.array(range(rows.num_rows), pa.int64())})
-    keys = pa.table({c: landed[c].cast(rows.schema.field(c).type) for c in _COORDINATES})
-    hits = probe.join(keys, keys=_COORDINATES, join_type="left semi")[index]
+    probe = pa.table({**{c: rows[c] for c in list(COORDINATES)}, index: pa.array(range(rows.num_rows), pa.int64())})
+    keys = pa.table({c: landed[c].cast(rows.schema.field(c).type) for c in list(COORDINATES)})
+    hits = probe.join(keys, keys=list(COORDINATES), join_type="left semi")[index]
     return pc.is_in(probe[index], value_set=hits.combine_chunks())

@@ -40,8 +40,9 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from spark_jobs.columns import COORDINATES
 from spark_jobs.contract.sensitive import FieldKey
-from spark_jobs.delta_log import STATS_COLUMNS, commit_actions
+from spark_jobs.delta_log import commit_actions
 from spark_jobs.delta_tables import Table
 from spark_jobs.delta_tables.commit import already_committed, commit_files
 from spark_jobs.delta_tables.files import delete_files, delete_run_files
@@ -70,7 +71,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("inlet.delta")
 
-_COORDINATES = list(STATS_COLUMNS)  # (topic, partition, offset): a record's identity in both tables
 _LOG_SEARCH = 1_000  # commits of the main table searched back for the run's own
 REWRITE_APP = ":quarantine-rewrite"  # the quarantine rewrite's app id: the run's, with this after it
 _NOTE = "inlet.reprocessed_from"  # the mark of a reprocess's main commit
@@ -278,10 +278,10 @@ def _coordinates(store: Store, uri: str, add: dict[str, object], schema: pa.Sche
     filesystem, root = store.filesystem(uri)
     values = add.get("partitionValues") or {}
     assert isinstance(values, dict)
-    in_file = [c for c in _COORDINATES if c not in values]
+    in_file = [c for c in list(COORDINATES) if c not in values]
     rows = pq.read_table(f"{root.rstrip('/')}/{unquote(str(add['path']))}", columns=in_file, filesystem=filesystem)
     columns = [rows[c].cast(schema.field(c).type) if c in in_file
-               else partition_column(values[c], schema.field(c).type, rows.num_rows) for c in _COORDINATES]
+               else partition_column(values[c], schema.field(c).type, rows.num_rows) for c in list(COORDINATES)]
     return pa.Table.from_arrays(columns, schema=schema)
 
 
