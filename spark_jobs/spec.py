@@ -234,6 +234,7 @@ class KafkaTargetSpec(_Model):
 
 TargetSpec = Annotated[DeltaTargetSpec | KafkaTargetSpec, Field(discriminator="type")]
 ExpectationAction = Literal["warn", "quarantine", "fail"]
+Evolution = Literal["add", "widen", "fail"]
 
 
 class ExpectationSpec(_Model):
@@ -256,6 +257,7 @@ class ContractSpec(_Model):
 
     expectations: tuple[ExpectationSpec, ...] = ()
     sensitive: tuple[SensitiveFieldSpec, ...] = ()
+    evolution: Evolution = "add"  # how the table's columns follow the source's (``formats.evolution``)
     # The tenant's field key (a secret: base64 of 64 bytes), with sensitive fields; and for a reprocess
     # of the quarantine, whose records an earlier contract may have sealed with it.
     field_key: str | None = None

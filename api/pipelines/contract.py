@@ -27,6 +27,7 @@ from spark_jobs.public import INLET_PREFIX, PredicateError, parse_predicate, pre
 _parsed = lru_cache(maxsize=4096)(parse_predicate)
 ExpectationAction = Literal["warn", "quarantine", "fail"]
 SensitiveAction = Literal["hash", "redact", "drop"]
+Evolution = Literal["add", "widen", "fail"]
 MAX_EXPECTATIONS = 50
 MAX_SENSITIVE = 100
 
@@ -95,6 +96,14 @@ class PipelineContract(AsWritten):
         default_factory=list, max_length=MAX_EXPECTATIONS,
         description="Rules on each decoded row, evaluated in the order given; a row that violates several "
                     "quarantine rules is quarantined with the first one's name")
+    evolution: Evolution = Field(
+        default="add",
+        description="What a run does when the source's fields differ from the table's columns (a registry "
+                    "subject's new version, or a json schema changed): add: new fields become nullable columns, "
+                    "a changed type fails the run (schema_incompatible). widen: as add, and a type that widens "
+                    "(TINYINT to SMALLINT to INT to BIGINT, FLOAT to DOUBLE, a DECIMAL's precision up, DATE to "
+                    "TIMESTAMP_NTZ) widens the column by Delta's type widening; any other change fails. fail: "
+                    "any new field or changed type fails the run")
     sensitive: list[SensitiveField] = Field(
         default_factory=list, max_length=MAX_SENSITIVE,
         description="Fields protected in the run's tasks before anything is written, after the expectations "
@@ -121,7 +130,7 @@ class PipelineContract(AsWritten):
 NO_CONTRACT = PipelineContract()
 
 
-def check_contract(contract: PipelineContract, *, decodes: bool, delta: bool, columns: list[str] | None,
+def check_contract(contract: PipelineContract, *, decodes: bool, delta: bool, keyed: bool, columns: list[str] | None,
                    protected: list[str], identifying: list[str]) -> None:
     """The contract against the pipeline it is part of: it applies to the decoded rows of a Delta target
     (json values, or a registry format's); ``columns``: the row's columns where they are known before a
@@ -130,8 +139,8 @@ def check_contract(contract: PipelineContract, *, decodes: bool, delta: bool, co
     that find or place a row (a keyed table's key, partition and clustering columns), never dropped or
     redacted. A registry format's columns are known to its runs, which check both against them before
     reading."""
-    for part in ("expectations", "sensitive"):
-        if not getattr(contract, part):
+    for part in ("expectations", "sensitive", "evolution"):
+        if not getattr(contract, part) or (part == "evolution" and contract.evolution == "add"):
             continue
         if not delta:
             raise field_error(f"contract.{part}", "a contract applies to the rows written to a Delta table: a Kafka "
@@ -139,6 +148,9 @@ def check_contract(contract: PipelineContract, *, decodes: bool, delta: bool, co
         if not decodes:
             raise field_error(f"contract.{part}", "a contract applies to a decoded row's columns: value_format json "
                                                   "or a registry format (avro, protobuf, json_schema)")
+    if contract.evolution == "widen" and keyed:
+        raise field_error("contract.evolution", "widen applies to append tables: a keyed table's MERGE matches on "
+                                                "columns whose type a widening would change (use add or fail)")
     _check_sensitive(contract, columns is not None, protected, identifying)
     if columns is None or not contract.expectations:
         return

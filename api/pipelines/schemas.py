@@ -336,6 +336,7 @@ class PipelineSpec(BaseModel):
                                                     "came: drop one of the two")
         check_contract(self.contract or NO_CONTRACT, decodes=source.value_format not in ("raw", "string"),
                        delta=isinstance(target, DeltaTarget),
+                       keyed=isinstance(target, DeltaTarget) and target.mode == "upsert",
                        columns=[*RESERVED_COLUMNS, *fields] if source.value_format == "json" else None,
                        protected=["key", *fields], identifying=identifying)
         return self

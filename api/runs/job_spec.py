@@ -108,4 +108,5 @@ def _contract(session: Session, pipeline: Pipeline, contract: PipelineContract, 
         expectations=tuple(ExpectationSpec(name=e.name, predicate=e.predicate, action=e.action)
                            for e in contract.expectations),
         sensitive=tuple(SensitiveFieldSpec(field=s.field, action=s.action) for s in contract.sensitive),
+        evolution=contract.evolution,
         field_key=field_key(session, pipeline.tenant_id, secrets) if needs_key else None)

@@ -1,18 +1,29 @@
-"""How a table's columns follow a subject's schema: new fields are added, nothing else changes.
+"""How a table's columns follow a subject's schema (or a json pipeline's DDL), by the pipeline's
+evolution policy (``contract.evolution``).
 
-``merge_schema(table, incoming)`` is the table's schema with every field of ``incoming`` it lacks
-added (as nullable, at any depth: a new field of a nested record too). A field whose type changed
-cannot go into the same column without rewriting the table, so it raises ``TypeChange`` naming the
-field's path and both types; the caller turns that into the run's ``schema_incompatible`` error. A
-field the subject dropped stays in the table and is null from then on. Nullability is not compared:
-every column Inlet writes is nullable, so that old rows can lack a newer field.
+``merge_schema(table, incoming, policy)`` is the table's schema as the run writes it:
+
+- ``add`` (the default): every field of ``incoming`` the table lacks is added (as nullable, at any
+  depth: a new field of a nested record too); a field whose type changed cannot go into the same
+  column, so it raises ``TypeChange`` naming the field's path and both types;
+- ``widen``: as ``add``, and a type that widens (``widens``: Delta's type widening, which delta-spark
+  applies to the table's metadata and reads old files through) takes the column's place; any other
+  change raises ``TypeChange``;
+- ``fail``: a new field raises ``NewField``, a changed type ``TypeChange``.
+
+The caller turns either into the run's ``schema_incompatible`` error. A field the subject dropped
+stays in the table and is null from then on. Nullability is not compared: every column Inlet writes
+is nullable, so that old rows can lack a newer field. ``widenings`` lists what a merged schema widened.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import pyarrow as pa
+
+Policy = Literal["add", "widen", "fail"]
 
 
 @dataclass(frozen=True)
@@ -23,6 +34,35 @@ class TypeChange(Exception):
 
     def __str__(self) -> str:
         return f"field {self.path} is {self.table_type} in the table and {self.new_type} in the schema"
+
+
+@dataclass(frozen=True)
+class NewField(Exception):
+    """A field the table lacks, under the policy ``fail``."""
+
+    path: str
+    new_type: pa.DataType
+
+    def __str__(self) -> str:
+        return f"field {self.path} ({self.new_type}) is not in the table, and the pipeline's evolution policy is fail"
+
+
+_INTEGERS = (pa.int8(), pa.int16(), pa.int32(), pa.int64())
+
+
+def widens(old: pa.DataType, new: pa.DataType) -> bool:
+    """Whether ``new`` holds every value of ``old`` exactly and Delta's type widening makes one into the
+    other (delta-spark 4: an integer to a wider one, FLOAT or an integer up to INT to DOUBLE, DATE to
+    TIMESTAMP_NTZ, a DECIMAL's scale up with at least as many digits before the point)."""
+    if old in _INTEGERS and new in _INTEGERS:
+        return _INTEGERS.index(new) > _INTEGERS.index(old)
+    if new == pa.float64():
+        return old in (pa.float32(), pa.int8(), pa.int16(), pa.int32())
+    if pa.types.is_date32(old):
+        return pa.types.is_timestamp(new) and new.tz is None
+    if pa.types.is_decimal(old) and pa.types.is_decimal(new) and new != old:
+        return bool(new.scale >= old.scale and new.precision - new.scale >= old.precision - old.scale)
+    return False
 
 
 def plain(data_type: pa.DataType) -> pa.DataType:
@@ -40,32 +80,77 @@ def plain(data_type: pa.DataType) -> pa.DataType:
     return data_type
 
 
-def merge_schema(table: pa.Schema, incoming: pa.Schema) -> pa.Schema:
-    """``table`` plus the fields of ``incoming`` it lacks; ``TypeChange`` where a field's type differs."""
-    return pa.schema(_merge_fields(list(table), list(incoming), ""))
+def merge_schema(table: pa.Schema, incoming: pa.Schema, policy: Policy = "add") -> pa.Schema:
+    """``table`` as ``policy`` makes it take ``incoming``'s fields; ``TypeChange`` where a field's type
+    changed as the policy does not allow, ``NewField`` where the policy is ``fail`` and a field is new."""
+    return pa.schema(_merge_fields(list(table), list(incoming), "", policy))
 
 
-def _merge_fields(table: list[pa.Field], incoming: list[pa.Field], prefix: str) -> list[pa.Field]:
-    have = {f.name: f for f in table}
-    merged = [f.with_type(_merge(f.type, new.type, f"{prefix}{f.name}")) if (new := _named(incoming, f.name)) else f for f in table]
-    return merged + [f.with_nullable(True) for f in incoming if f.name not in have]
+def _merge_fields(table: list[pa.Field], incoming: list[pa.Field], prefix: str, policy: Policy) -> list[pa.Field]:
+    have = {f.name for f in table}
+    merged = [f.with_type(_merge(f.type, new.type, f"{prefix}{f.name}", policy)) if (new := _named(incoming, f.name))
+              else f for f in table]
+    added = [f.with_nullable(True) for f in incoming if f.name not in have]
+    if added and policy == "fail":
+        raise NewField(f"{prefix}{added[0].name}", plain(added[0].type))
+    return merged + added
 
 
 def _named(fields: list[pa.Field], name: str) -> pa.Field | None:
     return next((f for f in fields if f.name == name), None)
 
 
-def _merge(old: pa.DataType, new: pa.DataType, path: str) -> pa.DataType:
+def _merge(old: pa.DataType, new: pa.DataType, path: str, policy: Policy) -> pa.DataType:
     old, new = plain(old), plain(new)
     if pa.types.is_struct(old) and pa.types.is_struct(new):
-        return pa.struct(_merge_fields(list(old.fields), list(new.fields), f"{path}."))
+        return pa.struct(_merge_fields(list(old.fields), list(new.fields), f"{path}.", policy))
     if pa.types.is_list(old) and pa.types.is_list(new):
-        return pa.list_(old.value_field.with_type(_merge(old.value_type, new.value_type, f"{path}[]")))
+        return pa.list_(old.value_field.with_type(_merge(old.value_type, new.value_type, f"{path}[]", policy)))
     if pa.types.is_map(old) and pa.types.is_map(new) and old.key_type == new.key_type:
-        return pa.map_(old.key_type, old.item_field.with_type(_merge(old.item_type, new.item_type, f"{path}{{}}")))
-    if old != new:
-        raise TypeChange(path, old, new)
-    return old
+        return pa.map_(old.key_type, old.item_field.with_type(_merge(old.item_type, new.item_type, f"{path}{{}}", policy)))
+    if old == new:
+        return old
+    if policy == "widen" and widens(old, new):
+        return new
+    raise TypeChange(path, old, new)
+
+
+@dataclass(frozen=True)
+class Widening:
+    """A column (or nested field) whose type ``merge_schema`` widened; ``column`` is its path as Spark
+    SQL's ALTER TABLE ... ALTER COLUMN names it (``a.b``, ``a.element``, ``m.value``, quoted)."""
+
+    path: str
+    column: str
+    table_type: pa.DataType
+    new_type: pa.DataType
+
+
+def widenings(table: pa.Schema, merged: pa.Schema) -> list[Widening]:
+    """What ``merged`` (``merge_schema``'s answer for ``table``) widened."""
+    found: list[Widening] = []
+
+    def walk(old: pa.DataType, new: pa.DataType, path: str, column: str) -> None:
+        old, new = plain(old), plain(new)
+        if pa.types.is_struct(old) and pa.types.is_struct(new):
+            for f in old.fields:
+                if (g := _named(list(new.fields), f.name)) is not None:
+                    walk(f.type, g.type, f"{path}.{f.name}", f"{column}.{_quoted(f.name)}")
+        elif pa.types.is_list(old) and pa.types.is_list(new):
+            walk(old.value_type, new.value_type, f"{path}[]", f"{column}.element")
+        elif pa.types.is_map(old) and pa.types.is_map(new):
+            walk(old.item_type, new.item_type, f"{path}{{}}", f"{column}.value")
+        elif old != new:
+            found.append(Widening(path, column, old, new))
+
+    for f in table:
+        if (g := _named(list(merged), f.name)) is not None:
+            walk(f.type, g.type, f.name, _quoted(f.name))
+    return found
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
 
 
 def field_paths(schema: pa.Schema) -> set[str]:

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from spark_jobs.decode import Framed
     from spark_jobs.delta_tables.direct_write import DirectWritePlan
     from spark_jobs.egress import EgressPolicy
+    from spark_jobs.formats.evolution import Policy, Widening
     from spark_jobs.formats.json_values import JsonValues
     from spark_jobs.plans import DataFile, TableRole, TaskReport
     from spark_jobs.spec import DeltaTargetSpec, RunSpec, SourceSpec, TableCreation
@@ -67,6 +68,7 @@ class DeltaAppend:
         self.read_schema: pa.Schema | None = None  # of the Kafka records, for tasks that read them
         self.schemas: dict[TableRole, pa.Schema] = {}  # the columns each table's files have, and are committed with
         self.notes: dict[str, str] = {}  # the main commit's metadata: the subjects' versions
+        self.widenings: list[Widening] = []  # the main table's columns the run widens (evolution policy widen)
         self.committed: set[TableRole] = set()
         self.writers: dict[TableRole, Writer] = {}  # who commits each existing table (table_features.writer_for)
         self.context: SparkContext | None = None  # the run's, from write
@@ -103,8 +105,11 @@ class DeltaAppend:
         assert self.read_schema is not None  # by prepare
         values = self._json_values(reading.context) if source.value_format == "json" else None
         self._check_contract(self.schemas["main"])
+        operation: Operation = "replace" if self.target.replace_ranges else "append"
         if self._create_main(self.schemas["main"]):  # before the tasks put files in its folder
-            operation: Operation = "replace" if self.target.replace_ranges else "append"
+            self.writers["main"] = writer_for(self.main.delta(), operation, self.main.uri, spark=True)
+        if self.widenings:  # before the tasks write the wider type's files
+            self._widen()
             self.writers["main"] = writer_for(self.main.delta(), operation, self.main.uri, spark=True)
         groups = pack_chunks(chunks, source.max_records_per_task, reading.context.defaultParallelism)
         units = [WriteUnit(chunks=g) for g in groups] + [WriteUnit(rewrite=f) for f in self.replace.rewrite]
@@ -200,6 +205,20 @@ class DeltaAppend:
             if rules is not None:
                 rules.check(schema)
 
+    def _widen(self) -> None:
+        """The evolution policy ``widen``'s type changes, made by delta-spark (``delta_tables.widening``);
+        the table is written by delta-spark from now on, which the run's Spark must have."""
+        from pyspark.sql import SparkSession
+
+        from spark_jobs.delta_tables.widening import widen_on_spark
+
+        extensions = self.context.getConf().get("spark.sql.extensions") if self.context else None
+        if not merges_on_spark(self.main, extensions):
+            raise JobError("table_unsupported", f"{self.main.uri}: widening {self.widenings[0].path} takes delta-spark, "
+                                                "which the run's Spark lacks (`make setup` caches its jars) or which does "
+                                                "not reach the table (an object store)")
+        widen_on_spark(SparkSession.builder.getOrCreate(), self.main, self.widenings)
+
     def _create_main(self, schema: pa.Schema) -> bool:
         """The table created by delta-spark with the features the pipeline opted into, if it asks for
         any and there is no table yet (``delta_tables.create``); whether it was created now."""
@@ -248,7 +267,7 @@ class DeltaAppend:
         columns = _framed_columns(framed, self.spec.source, self.read_schema)
         if self.protection is not None:  # a dropped field is no column of a new table
             columns = self.protection.without_dropped(columns)
-        self.schemas["main"] = _merged_columns(self.main, columns, framed)
+        self.schemas["main"] = self._evolved(columns, framed)
 
     def _plain_columns(self) -> None:
         """raw, string and json: the table's columns (``decode.decoded_struct``) and the existing table's."""
@@ -260,9 +279,27 @@ class DeltaAppend:
         struct = decoded_struct(self.spec.source)
         if self.protection is not None:  # a dropped field is no column of a new table
             struct = StructType([f for f in struct.fields if f.name not in self.protection.dropped])
+        self._evolved(variant.arrow_schema(struct), None)  # the policy's checks; the columns stay in the DDL's order
         for name, data_type in _missing_columns(struct.fieldNames(), self.main):
             struct.add(name, data_type, True)
         self.schemas["main"] = variant.arrow_schema(struct)  # a VARIANT column in delta-rs's order
+
+    def _evolved(self, columns: pa.Schema, framed: Framed | None) -> pa.Schema:
+        """The run's ``columns`` merged into the existing table's by the evolution policy, and the
+        widenings that takes (``formats.evolution``): checked before anything is read."""
+        from spark_jobs.formats.evolution import widenings
+
+        merged = _merged_columns(self.main, columns, framed, self.spec.contract.evolution)
+        existing = self.main.columns()
+        self.widenings = widenings(existing, merged) if existing is not None else []
+        placing = {*self.main.partition_by, *self.target.table_features.cluster_by}
+        if placed := [w.path for w in self.widenings if w.path.split(".")[0].split("[")[0] in placing]:
+            raise JobError("schema_incompatible", f"{self.main.uri}: {placed[0]} partitions or clusters the table, and "
+                                                  "its type cannot widen: write to a new path")
+        if self.widenings and self.target.replace_ranges:
+            raise JobError("schema_incompatible", f"{self.main.uri}: a replay cannot widen {self.widenings[0].path}; "
+                                                  "let a run widen it first, then replay")
+        return merged
 
     def _json_values(self, context: SparkContext) -> JsonValues:
         """json: the table's columns, and the decoder the tasks read values with, in the time zone
@@ -320,18 +357,20 @@ def _framed_columns(framed: Framed, source: SourceSpec, read_schema: pa.Schema) 
     return framed_schema(read_schema, source.value_format, source.key_format, framed.value, framed.key)
 
 
-def _merged_columns(table: Table, columns: pa.Schema, framed: Framed) -> pa.Schema:
-    """The run's columns merged into the existing table's (``formats.evolution``), checked before
-    anything is read: a field whose type changed fails the run, naming the subject's versions."""
-    from spark_jobs.formats.evolution import TypeChange, merge_schema
+def _merged_columns(table: Table, columns: pa.Schema, framed: Framed | None, policy: Policy) -> pa.Schema:
+    """The run's columns merged into the existing table's by ``policy`` (``formats.evolution``),
+    checked before anything is read: a change the policy refuses fails the run, naming the subject's
+    versions."""
+    from spark_jobs.formats.evolution import NewField, TypeChange, merge_schema
 
     existing = table.columns()
     if existing is None:
         return columns
     try:
-        return merge_schema(existing, columns)
-    except TypeChange as change:
-        subject = framed.key if change.path == "key" or change.path.startswith("key.") else framed.value
+        return merge_schema(existing, columns, policy)
+    except (TypeChange, NewField) as change:
+        key = change.path == "key" or change.path.startswith("key.")
+        subject = None if framed is None else framed.key if key else framed.value
         written = last_note(table, f"inlet.{subject.part}_schema") if subject else None
         read = subject.describe() if subject else "this run"
         raise JobError("schema_incompatible", f"{read} cannot go into {table.uri}: {change}"

@@ -14,7 +14,7 @@ import pytest
 from google.protobuf import descriptor_pb2
 
 from spark_jobs.formats import avro, json_schema, protobuf
-from spark_jobs.formats.evolution import TypeChange, field_paths, merge_schema
+from spark_jobs.formats.evolution import NewField, TypeChange, field_paths, merge_schema, widenings, widens
 from tests.fixtures.wire_format import encode_message_indexes
 
 
@@ -153,3 +153,40 @@ def test_a_table_takes_new_fields_at_any_depth_and_refuses_changed_types() -> No
     with pytest.raises(TypeChange) as changed:
         merge_schema(merged, pa.schema([("s", pa.struct([("b", pa.string())]))]))
     assert str(changed.value) == "field s.b is int32 in the table and string in the schema"
+
+
+@pytest.mark.parametrize(("old", "new", "widens_to"), [
+    (pa.int8(), pa.int16(), True), (pa.int16(), pa.int64(), True), (pa.int32(), pa.int64(), True),
+    (pa.int64(), pa.int32(), False), (pa.float32(), pa.float64(), True), (pa.int32(), pa.float64(), True),
+    (pa.int64(), pa.float64(), False),  # a long past 2**53 has no double
+    (pa.date32(), pa.timestamp("us"), True), (pa.date32(), pa.timestamp("us", tz="UTC"), False),
+    (pa.decimal128(10, 2), pa.decimal128(12, 2), True), (pa.decimal128(10, 2), pa.decimal128(12, 4), True),
+    (pa.decimal128(10, 2), pa.decimal128(11, 4), False),  # fewer digits before the point
+    (pa.decimal128(10, 2), pa.decimal128(12, 1), False), (pa.int32(), pa.string(), False),
+])
+def test_a_type_widens_as_deltas_type_widening_does(old: pa.DataType, new: pa.DataType, widens_to: bool) -> None:
+    assert widens(old, new) is widens_to
+
+
+def test_each_policy_takes_a_new_field_and_a_changed_type_as_it_says() -> None:
+    table = pa.schema([("id", pa.int64()), ("qty", pa.int32()), ("s", pa.struct([("x", pa.float32())]))])
+    wider = pa.schema([("id", pa.int64()), ("qty", pa.int64()), ("s", pa.struct([("x", pa.float64())]))])
+    noted = pa.schema([*table, pa.field("note", pa.string())])
+
+    merged = merge_schema(table, wider, "widen")
+    assert merged == wider
+    assert [(w.path, w.column, w.new_type) for w in widenings(table, merged)] == [
+        ("qty", "`qty`", pa.int64()), ("s.x", "`s`.`x`", pa.float64())]
+    assert widenings(table, merge_schema(table, noted, "widen")) == []
+    with pytest.raises(TypeChange, match="field qty is int32 in the table and int64 in the schema"):
+        merge_schema(table, wider, "add")
+    with pytest.raises(TypeChange, match="field qty is int64 in the table and string"):
+        merge_schema(wider, pa.schema([("qty", pa.string())]), "widen")  # no widening
+    with pytest.raises(TypeChange, match="field qty is int64 in the table and int32"):
+        merge_schema(wider, table, "widen")  # narrower: the column would not be the schema's type
+    assert merge_schema(table, noted, "add").names == ["id", "qty", "s", "note"]
+    with pytest.raises(NewField, match="field note \\(string\\) is not in the table"):
+        merge_schema(table, noted, "fail")
+    with pytest.raises(NewField, match="field s.y"):
+        merge_schema(table, pa.schema([("s", pa.struct([("x", pa.float32()), ("y", pa.bool_())]))]), "fail")
+    assert merge_schema(table, table, "fail") == table

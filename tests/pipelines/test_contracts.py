@@ -4,11 +4,16 @@ is refused with a 422 naming the field, the pipeline left as it was."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
+from api.core.db import unit_of_work
+from api.pipelines.models import Pipeline
+from api.runs.job_spec import build_spec
+from api.runs.models import Run
 from tests.factories import Tenant, assert_problem, create_connection, pipeline_body
 
 PATCH = {"Content-Type": "application/merge-patch+json"}
@@ -111,3 +116,35 @@ def test_a_dropped_field_is_no_column_an_expectation_may_test(client: TestClient
     created = client.post("/pipelines", json=pipeline_body(conn["id"], contract=contract), headers=tenant.editor)
     assert created.status_code == 201, created.text
     assert created.json()["contract"] == contract
+
+
+def test_the_evolution_policy_reads_back_reaches_the_run_and_is_refused_where_it_cannot_apply(
+        client: TestClient, tenant: Tenant) -> None:
+    conn = create_connection(client, tenant)
+    created = client.post("/pipelines", json=pipeline_body(conn["id"], contract={"evolution": "widen"}),
+                          headers=tenant.editor)
+    assert created.status_code == 201, created.text
+    assert created.json()["contract"] == {"evolution": "widen"}
+    run = client.post(f"/pipelines/{created.json()['id']}/runs", headers=tenant.editor)
+    assert run.status_code == 202, run.text
+    with unit_of_work(client.app.state.engine) as session:  # type: ignore[attr-defined]  # the app under test
+        row = session.get(Run, uuid.UUID(run.json()["id"]))
+        assert row is not None
+        spec = build_spec(session, row, session.get(Pipeline, row.pipeline_id),  # type: ignore[arg-type]  # it exists
+                          settings=client.app.state.settings, secrets=client.app.state.secrets)  # type: ignore[attr-defined]
+    assert spec.contract.evolution == "widen"
+
+    source = pipeline_body(conn["id"])["source"]
+    for body, says in [
+        (pipeline_body(conn["id"], contract={"evolution": "fail"},
+                       source={**source, "value_format": "string", "schema": None}), "decoded row"),
+        (pipeline_body(conn["id"], contract={"evolution": "fail"},
+                       target={"type": "kafka", "connection_id": conn["id"], "topic": "out"}), "Delta table"),
+        (pipeline_body(conn["id"], contract={"evolution": "widen"},
+                       target={"type": "delta", "path": "silver/o", "mode": "upsert", "key": ["id"]}), "append tables"),
+        (pipeline_body(conn["id"], contract={"evolution": "rename"}), "'add', 'widen' or 'fail'"),
+    ]:
+        problem = assert_problem(client.post("/pipelines", json=body, headers=tenant.editor), 422,
+                                 fields={"contract.evolution"})
+        assert any(says in e["message"] for e in problem["errors"]), problem
+    assert [p["id"] for p in client.get("/pipelines", headers=tenant.viewer).json()["items"]] == [created.json()["id"]]
