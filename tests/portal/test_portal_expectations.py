@@ -1,7 +1,7 @@
 """A pipeline's contract through the portal: its expectations typed a rule a line and its sensitive
-fields a field a line in the pipeline form, refused beside their input, shown on the pipeline's page,
-kept by edits (thresholds the form cannot show included), and each rule's count of violating rows on a
-run's page."""
+fields a field a line in the pipeline form, its schema evolution policy chosen in a select, refused
+beside their input, shown on the pipeline's page, kept by edits (thresholds the form cannot show
+included), and each rule's count of violating rows on a run's page."""
 
 from __future__ import annotations
 
@@ -192,6 +192,85 @@ def test_the_sensitive_fields_refusals_sit_beside_their_input_naming_their_line(
         assert _errors(refused.text, "sensitive") == expected, fields
         assert re.findall(r'<p class="error" id="err-(\w+)">', refused.text) == ["sensitive"] * len(expected)
         assert form_fields(refused.text, "/portal/pipelines/new")["sensitive"] == fields["sensitive"]
+    assert client.get("/pipelines", headers=tenant.viewer).json()["total"] == 0
+
+
+def _evolution(html: str) -> str | None:
+    """The schema evolution policy the pipeline page shows (None: not shown)."""
+    found = re.search(r'<dd id="evolution">([^<]+)</dd>', html)
+    return unescape(found.group(1)) if found else None
+
+
+def test_the_schema_evolution_policy_is_chosen_shown_and_kept_by_an_unchanged_edit(
+        client: TestClient, tenant: Tenant) -> None:
+    data = _base(client, tenant)
+    new = client.get("/portal/pipelines/new").text
+    assert form_fields(new, "/portal/pipelines/new")["evolution"] == "add"
+    assert '<select id="evolution" name="evolution"' in new
+    made = client.post("/portal/pipelines/new", data={**data, "evolution": "widen"}, follow_redirects=False)
+    ident = created_id(made)
+    assert _api(client, tenant, ident).json()["contract"] == {"evolution": "widen"}
+
+    page = client.get(f"/portal/pipelines/{ident}").text
+    assert (_evolution(page) or "").startswith("widen: new fields become nullable columns, a type that widens")
+    assert 'id="expectations"' not in page and 'id="sensitive"' not in page
+    action = f"/portal/pipelines/{ident}/edit"
+    assert form_fields(client.get(action).text, action)["evolution"] == "widen"
+    before = _api(client, tenant, ident)
+    unchanged = save_edit(client, ident)
+    assert unchanged.headers["location"].endswith("?notice=unchanged"), unchanged.text
+    after = _api(client, tenant, ident)
+    assert after.json() == before.json() and after.headers["etag"] == before.headers["etag"]
+
+    # Changed beside rules the form keeps; back to add, the policy written stays written.
+    changed = save_edit(client, ident, evolution="fail", expectations="has_id: id IS NOT NULL")
+    assert changed.headers["location"].endswith("?notice=saved"), changed.text
+    assert _api(client, tenant, ident).json()["contract"] == {
+        "expectations": [{"name": "has_id", "predicate": "id IS NOT NULL"}], "evolution": "fail"}
+    assert _evolution(client.get(f"/portal/pipelines/{ident}").text) == "fail: any new field or changed type fails the run"
+    assert save_edit(client, ident, evolution="add").headers["location"].endswith("?notice=saved")
+    assert _api(client, tenant, ident).json()["contract"] == {
+        "expectations": [{"name": "has_id", "predicate": "id IS NOT NULL"}], "evolution": "add"}
+
+
+def test_a_pipeline_without_a_policy_shows_add_and_an_edit_writes_none(client: TestClient, tenant: Tenant) -> None:
+    rules = create_pipeline(client, tenant, name="orders", state="paused", contract={"expectations": RULES})
+    plain = create_pipeline(client, tenant, name="plain", state="paused")
+    raw = create_pipeline(client, tenant, name="raw", state="paused", source={
+        "connection_id": plain["source"]["connection_id"], "topics": ["orders"], "value_format": "raw"})
+    sign_in(client, tenant.keys["editor"])
+    add = "add: new fields become nullable columns; a changed type fails the run"
+    assert _evolution(client.get(f"/portal/pipelines/{rules['id']}").text) == add
+    assert _evolution(client.get(f"/portal/pipelines/{plain['id']}").text) == add
+    assert _evolution(client.get(f"/portal/pipelines/{raw['id']}").text) is None  # raw values: no columns to follow
+    for pipeline in (rules, plain):
+        action = f"/portal/pipelines/{pipeline['id']}/edit"
+        assert form_fields(client.get(action).text, action)["evolution"] == "add"
+        before = _api(client, tenant, pipeline["id"])
+        unchanged = save_edit(client, pipeline["id"])
+        assert unchanged.headers["location"].endswith("?notice=unchanged"), unchanged.text
+        assert _api(client, tenant, pipeline["id"]).headers["etag"] == before.headers["etag"]
+    assert _api(client, tenant, rules["id"]).json()["contract"] == {"expectations": RULES}
+    assert "contract" not in _api(client, tenant, plain["id"]).json()
+
+
+def test_the_evolution_policys_refusals_sit_beside_the_select(client: TestClient, tenant: Tenant) -> None:
+    data = _base(client, tenant)
+    for fields, expected in (
+        ({"evolution": "merge"}, ["Input should be 'add', 'widen' or 'fail'"]),
+        ({"evolution": "widen", "delta_mode": "upsert", "key_fields": "id"},
+         [("widen applies to append tables: a keyed table's MERGE matches on columns whose type a widening would "
+           "change (use add or fail)")]),
+        ({"evolution": "fail", "value_format": "string"},
+         [("a contract applies to a decoded row's columns: value_format json or a registry format (avro, protobuf, "
+           "json_schema)")]),
+    ):
+        refused = client.post("/portal/pipelines/new", data={**data, **fields})
+        assert refused.status_code == 422, fields
+        assert _errors(refused.text, "evolution") == expected, fields
+        assert re.findall(r'<p class="error" id="err-(\w+)">', refused.text) == ["evolution"], fields
+        if fields["evolution"] != "merge":  # shown again as chosen (an unknown one selects nothing)
+            assert form_fields(refused.text, "/portal/pipelines/new")["evolution"] == fields["evolution"]
     assert client.get("/pipelines", headers=tenant.viewer).json()["total"] == 0
 
 

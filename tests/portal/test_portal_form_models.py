@@ -262,6 +262,13 @@ def _read(spec: PipelineSpec) -> PipelineRead:
     {"name": "none-sensitive", "source": {"connection_id": CONNECTION_ID, "topics": ["orders"], "value_format": "json",
                                           "schema": "id BIGINT"},
      "target": {"type": "delta", "path": "bronze/none-sensitive"}, "state": "active", "contract": {"sensitive": []}},
+    # A schema evolution policy beside rules, and one written at its default (as Terraform writes it).
+    {"name": "widening", "source": {"connection_id": CONNECTION_ID, "topics": ["orders"], "value_format": "json",
+                                    "schema": "id INT, amount FLOAT"},
+     "target": {"type": "delta", "path": "bronze/widening"}, "state": "active",
+     "contract": {"evolution": "widen", "expectations": [{"name": "has_id", "predicate": "id IS NOT NULL"}]}},
+    {"name": "add-written", "source": {"connection_id": CONNECTION_ID, "topics": ["orders"], "value_format": "avro"},
+     "target": {"type": "delta", "path": "bronze/add-written"}, "state": "active", "contract": {"evolution": "add"}},
     # A keyed table: the form has no inputs for its settings, and keeps them.
     {"name": "keyed", "source": {"connection_id": CONNECTION_ID, "topics": ["shop.public.customers"],
                                  "value_format": "json", "schema": "id BIGINT, name STRING"},
@@ -442,6 +449,68 @@ def test_an_edit_of_the_sensitive_fields_keeps_the_rest_of_the_contract_as_writt
         {"field": "EMAIL", "action": "redact"}, {"field": "amount", "action": "hash"}]}
     # Emptied: the list the pipeline had written stays written, empty; the rules are untouched.
     assert contract("") == {"expectations": rules, "sensitive": []}
+
+
+def test_a_pipeline_forms_schema_evolution_policy_becomes_its_contracts_evolution() -> None:
+    def contract(**inputs: str) -> object:
+        return PipelineForm.model_validate({**JSON_ORDERS, **inputs}).spec().model_dump(
+            mode="json", by_alias=True)["contract"]
+
+    assert PipelineForm.initial().evolution == "add"
+    # add, the API's default (or no choice sent), on a new pipeline: no contract at all.
+    assert contract(evolution="add") is None and contract(evolution="") is None and contract() is None
+    assert contract(evolution="fail") == {"evolution": "fail"}
+    assert contract(evolution=" widen ", expectations="has_id: id IS NOT NULL", sensitive="label hash") == {
+        "expectations": [{"name": "has_id", "predicate": "id IS NOT NULL"}],
+        "sensitive": [{"field": "label", "action": "hash"}], "evolution": "widen"}
+    assert contract(evolution="add", expectations="has_id: id IS NOT NULL") == {
+        "expectations": [{"name": "has_id", "predicate": "id IS NOT NULL"}]}
+    # Hidden for a Kafka target: not sent.
+    kafka = PipelineForm.model_validate({**JSON_ORDERS, "target_type": "kafka", "target_connection_id": CONNECTION_ID,
+                                         "target_topic": "copy", "evolution": "fail"})
+    assert kafka.spec().contract is None
+
+    # Refused beside the select: what is not a policy, widen on a keyed table, a policy on undecoded values.
+    def refused(**inputs: str) -> FormErrors:
+        form = PipelineForm.model_validate({**JSON_ORDERS, **inputs})
+        return form.errors(_refusal(form.spec, ValidationFailed))
+
+    assert refused(evolution="merge") == FormErrors(fields={"evolution": ["Input should be 'add', 'widen' or 'fail'"]})
+    assert refused(evolution="widen", delta_mode="upsert", key_fields="id") == FormErrors(fields={"evolution": [
+        ("widen applies to append tables: a keyed table's MERGE matches on columns whose type a widening would "
+         "change (use add or fail)")]})
+    assert refused(evolution="fail", value_format="string") == FormErrors(fields={"evolution": [
+        ("a contract applies to a decoded row's columns: value_format json or a registry format (avro, protobuf, "
+         "json_schema)")]})
+    # A keyed table takes fail (and add).
+    assert contract(evolution="fail", delta_mode="upsert", key_fields="id") == {"evolution": "fail"}
+
+
+def test_an_edit_of_the_evolution_policy_keeps_the_rest_of_the_contract_as_written() -> None:
+    rules = [{"name": "positive_amount", "predicate": "amount > 0", "alert_over_rows": 100}]
+    fields = [{"field": "email", "action": "hash"}]
+    source = {"connection_id": CONNECTION_ID, "topics": ["orders"], "value_format": "json",
+              "schema": "id BIGINT, amount DOUBLE, email STRING"}
+
+    def edit(contract: dict[str, object] | None, evolution: str) -> tuple[str, object]:
+        spec = PipelineSpec.model_validate({"name": "orders", "source": source,
+                                            "target": {"type": "delta", "path": "bronze/orders"}, "contract": contract})
+        form = PipelineForm.of(_read(spec), etag='"e"')
+        edited = form.model_copy(update={"evolution": evolution})
+        stored = spec.model_dump(mode="json", by_alias=True)
+        return form.evolution, edited.spec(stored=stored).model_dump(mode="json", by_alias=True)["contract"]
+
+    written = {"expectations": rules, "sensitive": fields, "evolution": "fail"}
+    assert edit(written, "fail") == ("fail", written)
+    assert edit(written, "widen") == ("fail", {**written, "evolution": "widen"})
+    # Back to add: the policy the pipeline had written stays written, at add.
+    assert edit(written, "add") == ("fail", {**written, "evolution": "add"})
+    # A contract written without a policy shows add, and keeps none while add stays chosen.
+    assert edit({"expectations": rules, "sensitive": fields}, "add") == ("add", {"expectations": rules, "sensitive": fields})
+    assert edit({"expectations": rules}, "widen") == ("add", {"expectations": rules, "evolution": "widen"})
+    # No contract: add shown, none sent while it stays add.
+    assert edit(None, "add") == ("add", None)
+    assert edit(None, "fail") == ("add", {"evolution": "fail"})
 
 
 def test_the_replay_form_goes_back_a_time_or_to_the_starting_offsets() -> None:

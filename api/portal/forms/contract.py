@@ -1,7 +1,9 @@
 """The pipeline form's data contract inputs, an entry a line each: the expectations (``name action:
 predicate``, ``name: predicate`` is warn) and the sensitive fields (``field action``), read into the
 pipeline's ``contract.expectations`` and ``contract.sensitive`` over what it had written, shown back
-the same way, and the API's refusal of an entry shown with the line it is on."""
+the same way, and the API's refusal of an entry shown with the line it is on; and the schema
+evolution policy, a choice, read into ``contract.evolution`` (add, the API's default, written only
+where the pipeline had written it)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from api.pipelines.contract import PipelineContract
+from api.pipelines.contract import NO_CONTRACT, PipelineContract
 from api.portal.forms.base import Parts, put_unless_default
 
 _ENTRY_AT = re.compile(r"^contract\.(\w+)\[(\d+)\]")
@@ -99,13 +101,22 @@ def sensitive_text(contract: PipelineContract | None) -> str:
     return "\n".join(f"{s.field} {s.action}" for s in (contract.sensitive if contract else []))
 
 
-def contract_of(parts: Parts, written: Mapping[str, Any], *, expectations: str, sensitive: str) -> dict[str, Any]:
+def evolution_choice(contract: PipelineContract | None) -> str:
+    """The schema evolution select's choice for a pipeline's contract (none: add, the API's default)."""
+    return (contract or NO_CONTRACT).evolution
+
+
+def contract_of(parts: Parts, written: Mapping[str, Any], *, expectations: str, sensitive: str,
+                evolution: str) -> dict[str, Any]:
     """The contract: the inputs' entries over what the pipeline had written. A rule whose name stays
     keeps what the input cannot show (its alert thresholds; its predicate as written, unless the line
-    changed it), and so does a sensitive field whose name stays (in any case, as the API names it once)."""
+    changed it), and so does a sensitive field whose name stays (in any case, as the API names it once).
+    The evolution policy at add (or not chosen) is written only where the pipeline had written it;
+    anything else goes as chosen (what is not a policy: refused by the API, beside the select)."""
     contract = dict(written)
     put_unless_default(contract, "expectations", _expectations(parts, expectations, written), [], written)
     put_unless_default(contract, "sensitive", _sensitive_fields(parts, sensitive, written), [], written)
+    put_unless_default(contract, "evolution", evolution.strip() or "add", "add", written)
     return contract
 
 

@@ -1,5 +1,5 @@
 """The pipeline forms: the list's filters, and the create and edit form (source, target, schedule,
-the contract's expectations and sensitive fields)."""
+the contract's expectations, sensitive fields and schema evolution policy)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from api.portal.forms.base import (
     utc_input,
     utc_moment,
 )
-from api.portal.forms.contract import contract_of, expectations_text, numbered, sensitive_text
+from api.portal.forms.contract import contract_of, evolution_choice, expectations_text, numbered, sensitive_text
 from api.portal.views import FormErrors
 
 
@@ -99,8 +99,9 @@ class PipelineForm(PortalForm):
     one), so that an unchanged form saved is no change, and Terraform sees no drift.
 
     The contract's expectations are one input, a rule a line: ``name action: predicate`` (``name:
-    predicate`` is warn); its sensitive fields another, ``field action`` a line. A pipeline that had
-    written no contract and whose inputs are empty sends none."""
+    predicate`` is warn); its sensitive fields another, ``field action`` a line; its schema evolution
+    policy a select (add, widen, fail). A pipeline that had written no contract, whose inputs are
+    empty and whose policy is add sends none."""
 
     name: str = ""
     connection_id: str = ""
@@ -150,6 +151,7 @@ class PipelineForm(PortalForm):
     timezone: str = ""
     expectations: str = ""
     sensitive: str = ""
+    evolution: str = ""
     state: str = ""
     etag: str = ""
 
@@ -186,6 +188,7 @@ class PipelineForm(PortalForm):
         "schedule.idle_wait_ms": "idle_wait_ms", "schedule.max_offsets_per_run": "continuous_max_offsets",
         "schedule.interval_seconds": "interval_seconds",
         "contract": "expectations", "contract.expectations": "expectations", "contract.sensitive": "sensitive",
+        "contract.evolution": "evolution",
     }
     CONFLICT_FIELD = "name"
 
@@ -194,7 +197,7 @@ class PipelineForm(PortalForm):
         return cls(topics_kind="topics", value_format="string", starting_offsets="earliest", target_type="delta",
                    schedule_kind="none", timezone="UTC", state="active", on_data_loss="fail",
                    starting_timestamp_strategy="error", delta_mode="append", key_from="value", changes="rows",
-                   scd_type="1", deletes="mark")
+                   scd_type="1", deletes="mark", evolution="add")
 
     @classmethod
     def of(cls, read: PipelineRead, etag: str) -> PipelineForm:
@@ -229,6 +232,7 @@ class PipelineForm(PortalForm):
             "continuous_max_offsets": (str(schedule.max_offsets_per_run) if isinstance(schedule, ContinuousSchedule)
                                        else ""),
             "expectations": expectations_text(read.contract), "sensitive": sensitive_text(read.contract),
+            "evolution": evolution_choice(read.contract),
         }
         if isinstance(target, KafkaTarget):
             creation = target.create_topic
@@ -271,7 +275,7 @@ class PipelineForm(PortalForm):
                                 "state": self.state.strip() or "active"}
         shown = self.target_type.strip() != "kafka"  # the page hides the contract's inputs for a Kafka target
         contract = contract_of(parts, written["contract"], expectations=self.expectations if shown else "",
-                               sensitive=self.sensitive if shown else "")
+                               sensitive=self.sensitive if shown else "", evolution=self.evolution if shown else "")
         if contract or (stored or {}).get("contract") is not None:  # none written, none asked for: none sent
             spec["contract"] = parts.check(PipelineContract, contract, "contract")
         return parts.whole(PipelineSpec, spec, "The pipeline is not valid")

@@ -59,6 +59,7 @@ func pipelineSchema() schema.Schema {
 		// 2: typed source, target and schedule (1, the Python provider's: jsonencode strings). Optional
 		// attributes added since (schedule.continuous, contract, contract.sensitive) keep 2: a state
 		// without them reads them as null, which a configuration without them plans as no change.
+		// contract.evolution too: its default (add) is in state from the first refresh (contractFromAPI).
 		Version:     2,
 		Description: "An Inlet pipeline: a Kafka source, a Delta or Kafka target, a schedule, a data contract.",
 		Attributes: map[string]schema.Attribute{
@@ -216,7 +217,7 @@ func pipelineFromAnswer(ctx context.Context, body []byte, etag string, prior pip
 	if err != nil {
 		return pipelineModel{}, err
 	}
-	contract, err := documentValue(ctx, answer.Contract, attrs["contract"].GetType(), nil)
+	contract, err := documentValue(ctx, answer.Contract, attrs["contract"].GetType(), contractFromAPI)
 	if err != nil {
 		return pipelineModel{}, err
 	}
@@ -330,4 +331,13 @@ func targetFromAPI(target map[string]any) map[string]any {
 	kind, _ := target["type"].(string)
 	delete(target, "type")
 	return map[string]any{kind: target}
+}
+
+// A contract Inlet holds without evolution (written before it, or through the API or the portal
+// without it) is in effect add, the attribute's default: it reads so, and plans no change.
+func contractFromAPI(contract map[string]any) map[string]any {
+	if contract["evolution"] == nil {
+		contract["evolution"] = "add"
+	}
+	return contract
 }

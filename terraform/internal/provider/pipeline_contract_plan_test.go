@@ -46,7 +46,7 @@ func TestPipelineContractRefusedAtPlan(t *testing.T) {
 			return p
 		}
 	}
-	at, atField := under("expectations"), under("sensitive")
+	at, atField, evolution := under("expectations"), under("sensitive"), under("evolution")
 	long := strings.Repeat("é", 2000) // 2000 characters, 4000 bytes: Inlet counts characters
 	sensitive := func(fields ...string) string {
 		entries := make([]string, 0, len(fields)/2)
@@ -87,6 +87,14 @@ func TestPipelineContractRefusedAtPlan(t *testing.T) {
 		"a ratio below 0":       {`{"expectations": [` + rule("r", `, "alert_over_ratio": -0.5`) + `]}`, at(0, "alert_over_ratio"), "must be greater than 0"},
 		"a ratio over 1":        {`{"expectations": [` + rule("r", `, "alert_over_ratio": 1.5`) + `]}`, at(0, "alert_over_ratio"), "must be at most 1"},
 		"the second rule's bad": {`{"expectations": [` + rule("r", "") + "," + rule("s", `, "action": "stop"`) + `]}`, at(1, "action"), "value must be one of"},
+
+		"evolution add":             {rules: `{"evolution": "add"}`},
+		"evolution widen":           {rules: `{"evolution": "widen", "expectations": [` + rule("r", "") + `]}`},
+		"evolution fail":            {rules: `{"evolution": "fail"}`},
+		"an unknown evolution":      {`{"evolution": "drop"}`, evolution(), `value must be one of: ["add" "widen" "fail"]`},
+		"an evolution in capitals":  {`{"evolution": "WIDEN"}`, evolution(), "value must be one of"},
+		"an empty evolution":        {`{"evolution": ""}`, evolution(), "value must be one of"},
+		"a bad evolution and rules": {`{"evolution": "merge", "expectations": [` + rule("r", "") + `]}`, evolution(), "value must be one of"},
 
 		"sensitive fields":            {rules: protected},
 		"no sensitive fields":         {rules: `{"sensitive": []}`},
@@ -139,6 +147,69 @@ func TestPipelineContractRefusedAtPlan(t *testing.T) {
 			d := resp.Diagnostics[0]
 			if d.Severity != tfprotov6.DiagnosticSeverityError || !d.Attribute.Equal(c.path) || !strings.Contains(d.Detail, c.detail) {
 				t.Errorf("got %s at %s: %q\nwant an error at %s saying %q", d.Summary, d.Attribute, d.Detail, c.path, c.detail)
+			}
+		})
+	}
+}
+
+// TestPipelineContractEvolutionPlanned: a contract that leaves evolution out plans Inlet's default,
+// add (sent, and read back so); one that sets it plans it as written; no contract plans none.
+func TestPipelineContractEvolutionPlanned(t *testing.T) {
+	ctx := context.Background()
+	server, err := testProviders["inlet"]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	schemaType := pipelineSchema().Type().TerraformType(ctx)
+	for name, c := range map[string]struct {
+		contract string // "": none
+		want     any    // the planned contract.evolution; nil: no contract
+	}{
+		"left out":       {twoRules, "add"},
+		"an empty one":   {`{}`, "add"},
+		"widen":          {`{"evolution": "widen"}`, "widen"},
+		"fail":           {`{"evolution": "fail", "sensitive": [{"field": "email", "action": "hash"}]}`, "fail"},
+		"add as written": {`{"evolution": "add"}`, "add"},
+		"no contract":    {"", nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			document := `{"name": "orders", "source": ` + contractSource + `, "target": {"delta": {"path": "b"}}`
+			if c.contract != "" {
+				document += `, "contract": ` + c.contract
+			}
+			raw, err := pipelineValue(t, document+"}").ToTerraformValue(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			config, err := tfprotov6.NewDynamicValue(schemaType, raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			prior, err := tfprotov6.NewDynamicValue(schemaType, tftypes.NewValue(schemaType, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := server.PlanResourceChange(ctx, &tfprotov6.PlanResourceChangeRequest{
+				TypeName: "inlet_pipeline", Config: &config, ProposedNewState: &config, PriorState: &prior})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range resp.Diagnostics {
+				t.Fatalf("%s: %s (at %s)", d.Summary, d.Detail, d.Attribute)
+			}
+			planned, err := resp.PlannedState.Unmarshal(schemaType)
+			if err != nil {
+				t.Fatal(err)
+			}
+			contract, _ := tfValueJSON(t, planned).(map[string]any)["contract"].(map[string]any)
+			if c.want == nil {
+				if contract != nil {
+					t.Errorf("contract = %v, want none", contract)
+				}
+				return
+			}
+			if contract["evolution"] != c.want {
+				t.Errorf("contract.evolution = %v, want %v", contract["evolution"], c.want)
 			}
 		})
 	}

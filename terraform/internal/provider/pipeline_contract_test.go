@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -29,6 +30,22 @@ const twoRules = `{"expectations": [
 const protected = `{"expectations": [{"name": "has_id", "predicate": "id IS NOT NULL"}],
 	"sensitive": [{"field": "email", "action": "hash"}, {"field": "customer.ssn", "action": "redact"},
 		{"field": "notes", "action": "drop"}]}`
+
+// withEvolution is the contract document with evolution set to policy, as a plan holds it (the
+// attribute's default, add, where the configuration leaves it out) and Inlet then returns it.
+func withEvolution(t *testing.T, contract, policy string) string {
+	t.Helper()
+	var fields map[string]any
+	if err := json.Unmarshal([]byte(contract), &fields); err != nil {
+		t.Fatalf("%v in %s", err, contract)
+	}
+	fields["evolution"] = policy
+	out, err := json.Marshal(fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}
 
 // pipelineValue is the inlet_pipeline object that document describes (attributes it leaves out null),
 // as a configuration or a plan would hold it.
@@ -110,6 +127,19 @@ func TestPipelineContractBody(t *testing.T) {
 			body: `{"name": "orders", "source": ` + contractSource + `, "schedule": null,
 				"target": {"type": "delta", "path": "b"}, "contract": {"expectations": []}}`,
 		},
+		"an evolution policy": {
+			config: `{"name": "orders", "source": ` + contractSource + `, "target": {"delta": {"path": "b"}},
+				"contract": {"evolution": "widen", "sensitive": [{"field": "email", "action": "hash"}]}}`,
+			body: `{"name": "orders", "source": ` + contractSource + `, "schedule": null,
+				"target": {"type": "delta", "path": "b"},
+				"contract": {"evolution": "widen", "sensitive": [{"field": "email", "action": "hash"}]}}`,
+		},
+		"the default policy, as planned": {
+			config: `{"name": "orders", "source": ` + contractSource + `, "target": {"delta": {"path": "b"}},
+				"contract": {"evolution": "add"}}`,
+			body: `{"name": "orders", "source": ` + contractSource + `, "schedule": null,
+				"target": {"type": "delta", "path": "b"}, "contract": {"evolution": "add"}}`,
+		},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -121,8 +151,10 @@ func TestPipelineContractBody(t *testing.T) {
 }
 
 // TestPipelineContractFromAnswer: Inlet's contract reads as the configuration that wrote it, and goes
-// out again unchanged (one without sensitive fields reads them as null); an answer with no contract (null, or none at all: an Inlet before contracts)
-// reads as null.
+// out again unchanged (one without sensitive fields reads them as null); one without evolution
+// (written before it, or without it through the API or the portal) reads as add, its default, as
+// the configuration plans it; an answer with no contract (null, or none at all: an Inlet before
+// contracts) reads as null.
 func TestPipelineContractFromAnswer(t *testing.T) {
 	ctx := context.Background()
 	answer := func(contract string) []byte {
@@ -145,8 +177,8 @@ func TestPipelineContractFromAnswer(t *testing.T) {
 	}
 
 	t.Run("two rules", func(t *testing.T) {
-		model := read(t, twoRules)
-		written := pipelineOf(t, `{"contract": `+twoRules+`}`).Contract
+		model := read(t, withEvolution(t, twoRules, "add"))
+		written := pipelineOf(t, `{"contract": `+withEvolution(t, twoRules, "add")+`}`).Contract
 		if !model.Contract.Equal(written) {
 			t.Errorf("contract\n got %s\nwant %s", model.Contract, written)
 		}
@@ -163,13 +195,13 @@ func TestPipelineContractFromAnswer(t *testing.T) {
 		if sensitive := model.Contract.Attributes()["sensitive"]; !sensitive.IsNull() {
 			t.Errorf("sensitive = %s, want null (left out)", sensitive)
 		}
-		if got, want := canonical(t, pipelineBody(model)["contract"]), canonical(t, twoRules); got != want {
+		if got, want := canonical(t, pipelineBody(model)["contract"]), canonical(t, withEvolution(t, twoRules, "add")); got != want {
 			t.Errorf("sent again\n got %s\nwant %s", got, want)
 		}
 	})
 	t.Run("sensitive fields", func(t *testing.T) {
-		model := read(t, protected)
-		written := pipelineOf(t, `{"contract": `+protected+`}`).Contract
+		model := read(t, withEvolution(t, protected, "fail"))
+		written := pipelineOf(t, `{"contract": `+withEvolution(t, protected, "fail")+`}`).Contract
 		if !model.Contract.Equal(written) {
 			t.Errorf("contract\n got %s\nwant %s", model.Contract, written)
 		}
@@ -181,7 +213,7 @@ func TestPipelineContractFromAnswer(t *testing.T) {
 		if !second["field"].Equal(types.StringValue("customer.ssn")) || !second["action"].Equal(types.StringValue("redact")) {
 			t.Errorf("sensitive[1] = %s, want customer.ssn redacted", fields[1])
 		}
-		if got, want := canonical(t, pipelineBody(model)["contract"]), canonical(t, protected); got != want {
+		if got, want := canonical(t, pipelineBody(model)["contract"]), canonical(t, withEvolution(t, protected, "fail")); got != want {
 			t.Errorf("sent again\n got %s\nwant %s", got, want)
 		}
 	})
@@ -190,7 +222,39 @@ func TestPipelineContractFromAnswer(t *testing.T) {
 		if model.Contract.IsNull() || !model.Contract.Attributes()["expectations"].IsNull() {
 			t.Errorf("contract = %s, want an object without expectations", model.Contract)
 		}
+		if evolution := model.Contract.Attributes()["evolution"]; !evolution.Equal(types.StringValue("add")) {
+			t.Errorf("evolution = %s, want add (the default)", evolution)
+		}
 	})
+	for _, policy := range []string{"add", "widen", "fail"} {
+		t.Run("evolution "+policy, func(t *testing.T) {
+			contract := withEvolution(t, twoRules, policy)
+			model := read(t, contract)
+			if evolution := model.Contract.Attributes()["evolution"]; !evolution.Equal(types.StringValue(policy)) {
+				t.Errorf("evolution = %s, want %s", evolution, policy)
+			}
+			if written := pipelineOf(t, `{"contract": `+contract+`}`).Contract; !model.Contract.Equal(written) {
+				t.Errorf("contract\n got %s\nwant %s", model.Contract, written)
+			}
+			if got, want := canonical(t, pipelineBody(model)["contract"]), canonical(t, contract); got != want {
+				t.Errorf("sent again\n got %s\nwant %s", got, want)
+			}
+		})
+	}
+	for name, contract := range map[string]string{
+		"evolution left out": twoRules,
+		"evolution null":     strings.Replace(twoRules, "{", `{"evolution": null, `, 1),
+	} {
+		t.Run(name, func(t *testing.T) {
+			model := read(t, contract)
+			if evolution := model.Contract.Attributes()["evolution"]; !evolution.Equal(types.StringValue("add")) {
+				t.Errorf("evolution = %s, want add: what Inlet applies, and what a configuration without it plans", evolution)
+			}
+			if rules := model.Contract.Attributes()["expectations"].(types.List).Elements(); len(rules) != 2 {
+				t.Errorf("expectations = %s, want the two rules", rules)
+			}
+		})
+	}
 	for name, contract := range map[string]string{"null": "null", "left out": ""} {
 		t.Run(name, func(t *testing.T) {
 			model := read(t, contract)
@@ -240,6 +304,24 @@ func TestPipelineStateBeforeSensitiveFields(t *testing.T) {
 	}
 }
 
+// TestPipelineStateBeforeEvolution: a contract in a state written before evolution reads as it is,
+// its evolution null: no state upgrade (the next refresh reads add, what the configuration plans).
+func TestPipelineStateBeforeEvolution(t *testing.T) {
+	state := stateOfVersion2(t, map[string]any{
+		"id": "p-1", "name": "orders", "state": "active", "target_uri": nil, "etag": `"e"`, "schedule": nil,
+		"source":   map[string]any{"connection_id": "c-1", "topics": []string{"orders"}},
+		"target":   map[string]any{"delta": map[string]any{"path": "bronze/orders"}},
+		"contract": map[string]any{"sensitive": []any{map[string]any{"field": "email", "action": "hash"}}},
+	})
+	contract, _ := state["contract"].(map[string]any)
+	if _, held := contract["evolution"]; !held || contract["evolution"] != nil {
+		t.Errorf("contract = %v, want evolution null", state["contract"])
+	}
+	if fields, _ := contract["sensitive"].([]any); len(fields) != 1 {
+		t.Errorf("sensitive = %v, want the one field", contract["sensitive"])
+	}
+}
+
 // stateOfVersion2 is the state the provider reads from old, a version 2 state's JSON.
 func stateOfVersion2(t *testing.T, old map[string]any) map[string]any {
 	t.Helper()
@@ -286,5 +368,8 @@ func TestPipelineDataSourceContract(t *testing.T) {
 	if want := (types.ListType{ElemType: types.ObjectType{AttrTypes: map[string]attr.Type{
 		"field": types.StringType, "action": types.StringType}}}); !fields.Equal(want) {
 		t.Errorf("sensitive: type %s, want %s", fields, want)
+	}
+	if evolution := contract.GetType().(types.ObjectType).AttrTypes["evolution"]; !evolution.Equal(types.StringType) {
+		t.Errorf("evolution: type %s, want a string", evolution)
 	}
 }

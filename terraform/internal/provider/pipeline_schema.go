@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 )
@@ -225,8 +226,9 @@ func scheduleAttribute() schema.SingleNestedAttribute {
 func contractAttribute() schema.SingleNestedAttribute {
 	return schema.SingleNestedAttribute{
 		Optional: true,
-		Description: "The data contract of a Delta target's decoded rows: rules on each row, and its sensitive " +
-			"fields; none: rows are not checked and are written as they came.",
+		Description: "The data contract of a Delta target's decoded rows: rules on each row, its sensitive " +
+			"fields, and how the table's columns follow the source's; none: rows are not checked and are " +
+			"written as they came.",
 		Attributes: map[string]schema.Attribute{
 			"expectations": schema.ListNestedAttribute{
 				Optional:    true,
@@ -253,6 +255,17 @@ func contractAttribute() schema.SingleNestedAttribute {
 						Validators:  []validator.Float64{float64validator.AtMost(1), aboveZero()}},
 				}},
 			},
+			// Defaulted as the pipeline's state is; a contract Inlet holds without it reads as add
+			// (contractFromAPI). A policy other than add on a Kafka target or raw or string values, and
+			// widen on an upsert, need the source and the target: Inlet's 422 names contract.evolution
+			// at apply.
+			"evolution": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("add"),
+				Description: "How the table's columns follow the source's fields: add (the default: a new field becomes a " +
+					"nullable column, a changed type fails the run), widen (as add, and a type that widens, TINYINT to " +
+					"SMALLINT to INT to BIGINT, FLOAT to DOUBLE, a DECIMAL's precision up, DATE to TIMESTAMP_NTZ, widens " +
+					"the column by Delta's type widening; an append table's) or fail (any new field or changed type " +
+					"fails the run).",
+				Validators: []validator.String{stringvalidator.OneOf("add", "widen", "fail")}},
 			// Whether a field is a column of the row, and a key, partition or clustering column only
 			// hashed, needs the source's schema and the target: Inlet's 422 names it at apply.
 			"sensitive": schema.ListNestedAttribute{

@@ -313,7 +313,8 @@ func TestAccPipelineContract(t *testing.T) {
 			map[string]any{"name": "positive_amount", "predicate": "amount > 0", "action": action,
 				"alert_over_rows": float64(100), "alert_over_ratio": 0.01},
 			map[string]any{"name": "has_id", "predicate": "id IS NOT NULL"},
-		}, "sensitive": []any{map[string]any{"field": "email", "action": protect}}}
+		}, "sensitive": []any{map[string]any{"field": "email", "action": protect}},
+			"evolution": "add"} // left out of the configuration: its default, planned and sent
 	}
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { accPreCheck(t) },
@@ -333,7 +334,9 @@ func TestAccPipelineContract(t *testing.T) {
 					resource.TestCheckResourceAttr("inlet_pipeline.payments", "contract.sensitive.#", "1"),
 					resource.TestCheckResourceAttr("inlet_pipeline.payments", "contract.sensitive.0.field", "email"),
 					resource.TestCheckResourceAttr("data.inlet_pipeline.by_id", "contract.sensitive.0.action", "hash"),
-					// as written: the second rule's action and thresholds left out
+					resource.TestCheckResourceAttr("inlet_pipeline.payments", "contract.evolution", "add"),
+					resource.TestCheckResourceAttr("data.inlet_pipeline.by_id", "contract.evolution", "add"),
+					// as written: the second rule's action and thresholds left out, evolution's default sent
 					expectDocument(t, "inlet_pipeline.payments", "contract", func(*terraform.State) any {
 						return rules("quarantine", "hash")
 					}),
