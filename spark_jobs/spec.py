@@ -295,6 +295,9 @@ class RunSpec(_Model):
         if ((self.contract.expectations or self.contract.sensitive)
                 and not (decodes and isinstance(self.target, DeltaTargetSpec))):
             raise ValueError("a contract applies to the decoded rows of a Delta target (json or a registry format)")
+        if (self.contract.evolution == "widen" and isinstance(self.target, DeltaTargetSpec)
+                and self.target.mode == "upsert"):
+            raise ValueError("contract.evolution widen applies to append tables")
         if self.contract.sensitive and self.contract.field_key is None:
             raise ValueError("sensitive fields need contract.field_key")
         if self.contract.field_key is not None and not (self.contract.sensitive or self.reprocess):

@@ -101,8 +101,9 @@ class PipelineContract(AsWritten):
         description="What a run does when the source's fields differ from the table's columns (a registry "
                     "subject's new version, or a json schema changed): add: new fields become nullable columns, "
                     "a changed type fails the run (schema_incompatible). widen: as add, and a type that widens "
-                    "(TINYINT to SMALLINT to INT to BIGINT, FLOAT to DOUBLE, a DECIMAL's precision up, DATE to "
-                    "TIMESTAMP_NTZ) widens the column by Delta's type widening; any other change fails. fail: "
+                    "(TINYINT to SMALLINT to INT to BIGINT; FLOAT, or an integer up to INT, to DOUBLE; a DECIMAL's "
+                    "precision up at the same scale) widens the column by Delta's type widening (append tables; not "
+                    "Protobuf's types); any other change fails. fail: "
                     "any new field or changed type fails the run")
     sensitive: list[SensitiveField] = Field(
         default_factory=list, max_length=MAX_SENSITIVE,

@@ -50,7 +50,7 @@ def commit_on_spark(spark: SparkSession, table: Table, txn: Txn, files: Sequence
         raise
     except Exception as exc:  # noqa: BLE001 - delta-spark's and the store's errors, in words a run's error can carry
         text = str(exc).strip().splitlines()[0][:500] if str(exc).strip() else type(exc).__name__
-        if _CONCURRENT.search(f"{type(exc).__name__} {text}"):  # another writer's commit won: plan and write again
+        if CONCURRENT.search(f"{type(exc).__name__} {text}"):  # another writer's commit won: plan and write again
             raise JobError("target_conflict", f"delta-spark's commit to {table.uri} met a concurrent commit: {text}; "
                                               "the run is retried") from None
         raise storage_failure(exc) or JobError("target_commit", f"delta-spark's commit to {table.uri} failed: "
@@ -60,7 +60,7 @@ def commit_on_spark(spark: SparkSession, table: Table, txn: Txn, files: Sequence
 
 
 # delta-spark's conflicts (ConcurrentAppendException, ConcurrentDeleteReadException, ...).
-_CONCURRENT = re.compile(r"Concurrent\w*Exception|ConcurrentModification|concurrent update")
+CONCURRENT = re.compile(r"Concurrent\w*Exception|ConcurrentModification|concurrent update")
 
 
 def _commit(spark: SparkSession, table: Table, txn: Txn, files: Sequence[DataFile], schema: pa.Schema,

@@ -8,7 +8,8 @@ evolution policy (``contract.evolution``).
   column, so it raises ``TypeChange`` naming the field's path and both types;
 - ``widen``: as ``add``, and a type that widens (``widens``: Delta's type widening, which delta-spark
   applies to the table's metadata and reads old files through) takes the column's place; any other
-  change raises ``TypeChange``;
+  change raises ``TypeChange``. A column never narrows: a type narrower than the column's is a
+  ``TypeChange`` too (the tasks write the run's types as they decode them);
 - ``fail``: a new field raises ``NewField``, a changed type ``TypeChange``.
 
 The caller turns either into the run's ``schema_incompatible`` error. A field the subject dropped
@@ -51,17 +52,18 @@ _INTEGERS = (pa.int8(), pa.int16(), pa.int32(), pa.int64())
 
 
 def widens(old: pa.DataType, new: pa.DataType) -> bool:
-    """Whether ``new`` holds every value of ``old`` exactly and Delta's type widening makes one into the
-    other (delta-spark 4: an integer to a wider one, FLOAT or an integer up to INT to DOUBLE, DATE to
-    TIMESTAMP_NTZ, a DECIMAL's scale up with at least as many digits before the point)."""
+    """Whether ``new`` holds every value of ``old`` exactly, Delta's type widening makes one into the
+    other, and a record written as ``old`` decodes as ``new`` to the same value: an integer to a wider
+    one, FLOAT or an integer up to INT to DOUBLE, a DECIMAL's precision up at the same scale. Not
+    DATE to TIMESTAMP_NTZ nor a DECIMAL's scale up, which Delta widens but Avro's resolution (which
+    ignores logical types) would read older records of wrongly: days as microseconds, the unscaled
+    digits at the new scale."""
     if old in _INTEGERS and new in _INTEGERS:
         return _INTEGERS.index(new) > _INTEGERS.index(old)
     if new == pa.float64():
         return old in (pa.float32(), pa.int8(), pa.int16(), pa.int32())
-    if pa.types.is_date32(old):
-        return pa.types.is_timestamp(new) and new.tz is None
-    if pa.types.is_decimal(old) and pa.types.is_decimal(new) and new != old:
-        return bool(new.scale >= old.scale and new.precision - new.scale >= old.precision - old.scale)
+    if pa.types.is_decimal(old) and pa.types.is_decimal(new):
+        return bool(new.scale == old.scale and new.precision > old.precision)
     return False
 
 

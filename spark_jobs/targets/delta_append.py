@@ -108,9 +108,8 @@ class DeltaAppend:
         operation: Operation = "replace" if self.target.replace_ranges else "append"
         if self._create_main(self.schemas["main"]):  # before the tasks put files in its folder
             self.writers["main"] = writer_for(self.main.delta(), operation, self.main.uri, spark=True)
-        if self.widenings:  # before the tasks write the wider type's files
-            self._widen()
-            self.writers["main"] = writer_for(self.main.delta(), operation, self.main.uri, spark=True)
+        if self.widenings:  # refused before the tasks write the wider type's files; widened by the commit
+            self._check_widening(operation)
         groups = pack_chunks(chunks, source.max_records_per_task, reading.context.defaultParallelism)
         units = [WriteUnit(chunks=g) for g in groups] + [WriteUnit(rewrite=f) for f in self.replace.rewrite]
         plan = self._write_plan(reading, self.schemas["main"], values)
@@ -144,6 +143,8 @@ class DeltaAppend:
         self.checkpoint("its Delta commit")
         files = {role: _files_of(reports, role) for role in ("main", "quarantine")}
         self._commit_quarantine(files["quarantine"])
+        if self.widenings:
+            self._widen()
         version = self._commit_table("main", self.main, files["main"], notes=self.notes)
         if version is None:  # a concurrent duplicate of this run committed first
             self._delete(files["main"])
@@ -205,19 +206,27 @@ class DeltaAppend:
             if rules is not None:
                 rules.check(schema)
 
-    def _widen(self) -> None:
-        """The evolution policy ``widen``'s type changes, made by delta-spark (``delta_tables.widening``);
-        the table is written by delta-spark from now on, which the run's Spark must have."""
-        from pyspark.sql import SparkSession
-
-        from spark_jobs.delta_tables.widening import widen_on_spark
+    def _check_widening(self, operation: Operation) -> None:
+        """The evolution policy ``widen``'s type changes can be made, and the table written after them,
+        by delta-spark (``delta_tables.widening``), which the run's Spark must have."""
+        from spark_jobs.delta_tables.widening import check_widening
 
         extensions = self.context.getConf().get("spark.sql.extensions") if self.context else None
         if not merges_on_spark(self.main, extensions):
             raise JobError("table_unsupported", f"{self.main.uri}: widening {self.widenings[0].path} takes delta-spark, "
                                                 "which the run's Spark lacks (`make setup` caches its jars) or which does "
                                                 "not reach the table (an object store)")
+        check_widening(self.main, operation, self.widenings)
+
+    def _widen(self) -> None:
+        """The widenings made, by the commit just before the main table's: delta-spark writes the table
+        from then on."""
+        from pyspark.sql import SparkSession
+
+        from spark_jobs.delta_tables.widening import widen_on_spark
+
         widen_on_spark(SparkSession.builder.getOrCreate(), self.main, self.widenings)
+        self.writers["main"] = writer_for(self.main.delta(), "append", self.main.uri, spark=True)
 
     def _create_main(self, schema: pa.Schema) -> bool:
         """The table created by delta-spark with the features the pipeline opted into, if it asks for
@@ -289,8 +298,12 @@ class DeltaAppend:
         widenings that takes (``formats.evolution``): checked before anything is read."""
         from spark_jobs.formats.evolution import widenings
 
-        merged = _merged_columns(self.main, columns, framed, self.spec.contract.evolution)
+        policy, source = self.spec.contract.evolution, self.spec.source
+        protobuf = policy == "widen" and "protobuf" in (source.value_format, source.key_format)
         existing = self.main.columns()
+        merged = _merged_columns(self.main, existing, columns, framed, "add" if protobuf else policy,
+                                 " (Protobuf's types are not widened: a float is not a double on the wire, nor an "
+                                 "int32 a sint64)" if protobuf else "")
         self.widenings = widenings(existing, merged) if existing is not None else []
         placing = {*self.main.partition_by, *self.target.table_features.cluster_by}
         if placed := [w.path for w in self.widenings if w.path.split(".")[0].split("[")[0] in placing]:
@@ -357,13 +370,13 @@ def _framed_columns(framed: Framed, source: SourceSpec, read_schema: pa.Schema) 
     return framed_schema(read_schema, source.value_format, source.key_format, framed.value, framed.key)
 
 
-def _merged_columns(table: Table, columns: pa.Schema, framed: Framed | None, policy: Policy) -> pa.Schema:
-    """The run's columns merged into the existing table's by ``policy`` (``formats.evolution``),
+def _merged_columns(table: Table, existing: pa.Schema | None, columns: pa.Schema, framed: Framed | None,
+                    policy: Policy, why: str) -> pa.Schema:
+    """The run's columns merged into the ``existing`` table's by ``policy`` (``formats.evolution``),
     checked before anything is read: a change the policy refuses fails the run, naming the subject's
-    versions."""
+    versions (and ``why``)."""
     from spark_jobs.formats.evolution import NewField, TypeChange, merge_schema
 
-    existing = table.columns()
     if existing is None:
         return columns
     try:
@@ -374,7 +387,7 @@ def _merged_columns(table: Table, columns: pa.Schema, framed: Framed | None, pol
         written = last_note(table, f"inlet.{subject.part}_schema") if subject else None
         read = subject.describe() if subject else "this run"
         raise JobError("schema_incompatible", f"{read} cannot go into {table.uri}: {change}"
-                                              + (f" (last written from {written})" if written else "")) from None
+                                              + (f" (last written from {written})" if written else "") + why) from None
 
 
 def _missing_columns(columns: list[str], table: Table) -> list[tuple[str, DataType]]:

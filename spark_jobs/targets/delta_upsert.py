@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from spark_jobs.columns import SEQUENCE
+from spark_jobs.columns import INLET_PREFIX, SEQUENCE
 from spark_jobs.delta_tables.changes import ChangeReader, latest, unhidden
 from spark_jobs.delta_tables.commit import already_committed, key_marked, merge_changes
 from spark_jobs.delta_tables.history import merge_history
@@ -88,6 +88,9 @@ class DeltaUpsert(DeltaAppend):
         if self.protection is not None:
             reader.without(self.protection.dropped)
         self.schemas["main"] = reader.schema
+        # The evolution policy's checks, on the record's columns: Inlet's own differ by table (SCD type 2 keeps no sequence).
+        self._evolved(pa.schema([f for f in unhidden(reader.schema.empty_table()).schema
+                                 if not f.name.startswith(INLET_PREFIX)]), self.framed)
         self.context = reading.context
         self._check_spark_writes()
         self._check_contract(reader.schema)
@@ -142,7 +145,8 @@ class DeltaUpsert(DeltaAppend):
 
     def _plan_framed_columns(self, framed: Framed) -> None:
         """Registry formats: the columns come from the subjects through the ``ChangeReader`` (``write``),
-        the value's record (for debezium the envelope's ``after``) beside the keyed table's own."""
+        the value's record (for debezium the envelope's ``after``) beside the keyed table's own, which
+        ``write`` checks against the table's by the evolution policy."""
 
     def _kept_per(self) -> tuple[str, ...]:
         """What a run keeps one change of: each key (the latest change), or with scd_type 2 each key

@@ -121,6 +121,9 @@ class QuarantineReprocess(DeltaAppend):
         self._check_spark_writes()
         values = self._json_values(reading.context) if self.spec.source.value_format == "json" else None
         self._check_contract(self.schemas["main"])
+        if self.widenings:  # the policy widen's ALTER is a forward run's to make: this one only appends
+            raise JobError("schema_incompatible", f"{self.main.uri}: a reprocess cannot widen {self.widenings[0].path}; "
+                                                  "let a run of the pipeline widen it first, then reprocess")
         if not self.order.dry_run and self._create_main(self.schemas["main"]):
             self.writers["main"] = writer_for(self.main.delta(), "append", self.main.uri, spark=True)
         plan = self._write_plan(reading, self.schemas["main"], values)

@@ -159,9 +159,9 @@ def test_a_table_takes_new_fields_at_any_depth_and_refuses_changed_types() -> No
     (pa.int8(), pa.int16(), True), (pa.int16(), pa.int64(), True), (pa.int32(), pa.int64(), True),
     (pa.int64(), pa.int32(), False), (pa.float32(), pa.float64(), True), (pa.int32(), pa.float64(), True),
     (pa.int64(), pa.float64(), False),  # a long past 2**53 has no double
-    (pa.date32(), pa.timestamp("us"), True), (pa.date32(), pa.timestamp("us", tz="UTC"), False),
-    (pa.decimal128(10, 2), pa.decimal128(12, 2), True), (pa.decimal128(10, 2), pa.decimal128(12, 4), True),
-    (pa.decimal128(10, 2), pa.decimal128(11, 4), False),  # fewer digits before the point
+    # Delta widens these, but Avro would read an older record's days as microseconds, its digits at the new scale.
+    (pa.date32(), pa.timestamp("us"), False), (pa.decimal128(10, 2), pa.decimal128(12, 4), False),
+    (pa.decimal128(10, 2), pa.decimal128(12, 2), True), (pa.decimal128(10, 2), pa.decimal128(10, 2), False),
     (pa.decimal128(10, 2), pa.decimal128(12, 1), False), (pa.int32(), pa.string(), False),
 ])
 def test_a_type_widens_as_deltas_type_widening_does(old: pa.DataType, new: pa.DataType, widens_to: bool) -> None:

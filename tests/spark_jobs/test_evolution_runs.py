@@ -121,9 +121,9 @@ def test_a_json_schema_changed_by_its_pipeline_follows_the_policy_too(
 
     def run(span: tuple[int, int], version: int, schema: str, policy: str) -> Any:
         spec = make_spec(bootstrap, {topic: {"0": span}}, {"type": "delta", "uri": uri, "quarantine_uri": f"{uri}__quarantine"},
-                         value_format="json", schema=schema, version=version, pipeline_id="json_readings")
+                         value_format="json", schema=schema, version=version, pipeline_id=Path(uri).name)
         spec = spec.model_copy(update={"contract": spec.contract.model_copy(update={"evolution": policy})})
-        return run_job(spec, tmp_path / f"work{version}-{policy}")
+        return run_job(spec, tmp_path / f"work-{Path(uri).name}{version}-{policy}")
 
     assert run((0, 3), 1, "id INT, qty INT", "fail").status == "succeeded"
     failed = run((3, 6), 2, "id INT, qty BIGINT, note STRING", "fail")
@@ -132,3 +132,38 @@ def test_a_json_schema_changed_by_its_pipeline_follows_the_policy_too(
     assert (widened.status, widened.rows_written) == ("succeeded", 3), widened.error
     rows = delta_spark.spark.read.format("delta").load(uri).selectExpr("id", "qty").collect()
     assert sorted((r["id"], r["qty"]) for r in rows) == [(i, i * 2**31 if i >= 3 else i) for i in range(6)]
+
+    # A table delta-spark could not write once widened (a VARIANT column) is refused, and left as it was.
+    uri = str(tmp_path / "json_variant")
+    assert run((0, 3), 1, "id INT, qty INT, extra VARIANT", "widen").status == "succeeded"
+    before = DeltaTable(uri).version()
+    refused = run((3, 6), 2, "id INT, qty BIGINT, extra VARIANT", "widen")
+    assert (refused.status, refused.error.kind if refused.error else None) == ("failed", "schema_incompatible")
+    assert "widening qty would leave a table Inlet cannot write" in refused.error.message
+    assert DeltaTable(uri).version() == before and "typeWidening" not in (DeltaTable(uri).protocol().writer_features or [])
+
+
+@pytest.mark.parametrize("scd_type", [1, 2])
+def test_fail_on_a_keyed_table_refuses_a_new_field_and_passes_the_same_columns(
+        sandbox_kafka, kafka_topic, produce_keyed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scd_type: int) -> None:
+    """A keyed table holds Inlet's own columns beside the record's (a sequence, a delete mark, a
+    version's validity): the policy compares the record's columns, so the same schema passes."""
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    bootstrap, topic = sandbox_kafka.bootstrap_servers, kafka_topic(partitions=1)
+    produce_keyed(bootstrap, topic, 6, value=lambda i: json.dumps({"id": i % 3, "name": f"n{i}", "tier": i}).encode())
+    uri = str(tmp_path / f"customers{scd_type}")
+    keyed = {"type": "delta", "uri": uri, "quarantine_uri": f"{uri}__quarantine", "mode": "upsert", "key": ["id"],
+             **({"scd_type": 2} if scd_type == 2 else {})}
+
+    def run(span: tuple[int, int], version: int, schema: str) -> Any:
+        spec = make_spec(bootstrap, {topic: {"0": span}}, keyed, value_format="json", schema=schema, version=version,
+                         pipeline_id=f"customers{scd_type}")
+        spec = spec.model_copy(update={"contract": spec.contract.model_copy(update={"evolution": "fail"})})
+        return run_job(spec, tmp_path / f"work{version}")
+
+    assert run((0, 2), 1, "id INT, name STRING").status == "succeeded"
+    same = run((2, 4), 2, "id INT, name STRING")
+    assert same.status == "succeeded", same.error
+    refused = run((4, 6), 3, "id INT, name STRING, tier INT")
+    assert (refused.status, refused.error.kind if refused.error else None) == ("failed", "schema_incompatible")
+    assert "field tier (int32) is not in the table" in refused.error.message

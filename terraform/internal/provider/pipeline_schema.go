@@ -262,7 +262,7 @@ func contractAttribute() schema.SingleNestedAttribute {
 			"evolution": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("add"),
 				Description: "How the table's columns follow the source's fields: add (the default: a new field becomes a " +
 					"nullable column, a changed type fails the run), widen (as add, and a type that widens, TINYINT to " +
-					"SMALLINT to INT to BIGINT, FLOAT to DOUBLE, a DECIMAL's precision up, DATE to TIMESTAMP_NTZ, widens " +
+					"SMALLINT to INT to BIGINT, FLOAT or an integer up to INT to DOUBLE, a DECIMAL's precision up at the same scale, widens " +
 					"the column by Delta's type widening; an append table's) or fail (any new field or changed type " +
 					"fails the run).",
 				Validators: []validator.String{stringvalidator.OneOf("add", "widen", "fail")}},
