@@ -117,8 +117,12 @@ def _check_references(session: Session, ctx: TenantContext, spec: PipelineSpec, 
                         f"source.{part}_format", f"This {part}_format reads its schemas from the connection's schema "
                         f"registry, and connection {ident} has none; add schema_registry to it")
     if spec.target.type == "delta":
-        resolve_delta_uri(storage_root, ctx.tenant_id, spec.target.path)
+        uri = resolve_delta_uri(storage_root, ctx.tenant_id, spec.target.path)
         retention.check(spec.target.maintenance)
+        if spec.contract is not None and spec.contract.evolution == "widen" and "://" in uri and not uri.startswith("file://"):
+            raise ValidationFailed.field("contract.evolution", "widen has delta-spark alter the table, and the run's Spark "
+                                                               "reaches tables on a file system only (it has no object "
+                                                               "store connector): use add or fail")
 
 
 def _ensure_name_free(session: Session, ctx: TenantContext, name: str, own_id: uuid.UUID | None = None) -> None:

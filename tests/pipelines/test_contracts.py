@@ -10,11 +10,14 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from api.core.config import Settings
 from api.core.db import unit_of_work
+from api.main import create_app
 from api.pipelines.models import Pipeline
 from api.runs.job_spec import build_spec
 from api.runs.models import Run
-from tests.factories import Tenant, assert_problem, create_connection, pipeline_body
+from tests.factories import Tenant, assert_problem, create_connection, make_tenant, pipeline_body
+from tests.fixtures.database import truncate_all
 
 PATCH = {"Content-Type": "application/merge-patch+json"}
 RULES = [{"name": "positive_amount", "predicate": "amount IS NOT NULL AND amount > 0", "action": "quarantine",
@@ -148,3 +151,22 @@ def test_the_evolution_policy_reads_back_reaches_the_run_and_is_refused_where_it
                                  fields={"contract.evolution"})
         assert any(says in e["message"] for e in problem["errors"]), problem
     assert [p["id"] for p in client.get("/pipelines", headers=tenant.viewer).json()["items"]] == [created.json()["id"]]
+
+
+def test_widen_on_an_object_store_table_is_a_422(settings: Settings) -> None:
+    """delta-spark widens the table, and the run's Spark reaches no object store: refused when written."""
+    app = create_app(settings.model_copy(update={"storage_root": "s3://lake/inlet"}))
+    try:
+        with TestClient(app, raise_server_exceptions=False) as client:
+            tenant = make_tenant(client)
+            conn = create_connection(client, tenant)
+            refused = client.post("/pipelines", json=pipeline_body(conn["id"], contract={"evolution": "widen"}),
+                                  headers=tenant.editor)
+            problem = assert_problem(refused, 422, fields={"contract.evolution"})
+            assert "file system only" in problem["errors"][0]["message"]
+            added = client.post("/pipelines", json=pipeline_body(conn["id"], contract={"evolution": "fail"}),
+                                headers=tenant.editor)
+            assert added.status_code == 201, added.text
+    finally:
+        truncate_all(app.state.engine)
+        app.state.engine.dispose()
