@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from spark_jobs.contract.spec import ContractSpec, ExpectationAction
 from spark_jobs.egress import DEFAULT_DENY, EgressPolicy
 from spark_jobs.errors import JobErrorKind
 from spark_jobs.read_budget import ReadBudget
@@ -233,36 +234,6 @@ class KafkaTargetSpec(_Model):
 
 
 TargetSpec = Annotated[DeltaTargetSpec | KafkaTargetSpec, Field(discriminator="type")]
-ExpectationAction = Literal["warn", "quarantine", "fail"]
-Evolution = Literal["add", "widen", "fail"]
-
-
-class ExpectationSpec(_Model):
-    """A rule on each decoded row (``contract.expectations``; ``spark_jobs.contract.expectations``)."""
-
-    name: str
-    predicate: str  # parsed by the API when the pipeline was written, again by the driver
-    action: ExpectationAction = "warn"
-
-
-class SensitiveFieldSpec(_Model):
-    """A field protected before anything is written (``contract.sensitive``; ``spark_jobs.contract.sensitive``)."""
-
-    field: str  # a top-level column, or dotted into structs
-    action: Literal["hash", "redact", "drop"]
-
-
-class ContractSpec(_Model):
-    """The pipeline's data contract, as its runs apply it."""
-
-    expectations: tuple[ExpectationSpec, ...] = ()
-    sensitive: tuple[SensitiveFieldSpec, ...] = ()
-    evolution: Evolution = "add"  # how the table's columns follow the source's (``formats.evolution``)
-    # The tenant's field key (a secret: base64 of 64 bytes), with sensitive fields; and for a reprocess
-    # of the quarantine, whose records an earlier contract may have sealed with it.
-    field_key: str | None = None
-
-
 class ReprocessSpec(_Model):
     """A run that replays quarantined records into the table (``targets.reprocess``) instead of
     reading Kafka: those of ``ranges`` (every partition's when None) whose Kafka timestamp is in

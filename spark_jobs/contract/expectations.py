@@ -25,7 +25,7 @@ from spark_jobs.contract.predicates import Node, PredicateError, parse, violatio
 from spark_jobs.errors import JobError
 
 if TYPE_CHECKING:
-    from spark_jobs.spec import ExpectationSpec
+    from spark_jobs.contract.spec import ExpectationSpec
 
 Action = Literal["warn", "quarantine", "fail"]
 REASON = "expectation "  # + the rule's name: a quarantine row's reason

@@ -36,7 +36,7 @@ from spark_jobs.errors import JobError
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-    from spark_jobs.spec import SensitiveFieldSpec
+    from spark_jobs.contract.spec import SensitiveFieldSpec
 
 Action = Literal["hash", "redact", "drop"]
 MASK = "REDACTED"

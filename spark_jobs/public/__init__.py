@@ -27,6 +27,7 @@ from spark_jobs.contract.predicates import PredicateError
 from spark_jobs.contract.predicates import columns_of as predicate_columns
 from spark_jobs.contract.predicates import parse as parse_predicate
 from spark_jobs.contract.sensitive import new_field_key
+from spark_jobs.contract.spec import ContractSpec, ExpectationSpec, SensitiveFieldSpec
 from spark_jobs.egress import DEFAULT_DENY, PRIVATE_RANGES, EgressPolicy, EgressRefused, http_client, networks, open_tcp
 from spark_jobs.errors import JobError
 from spark_jobs.jars import spark_conf as jars_conf
@@ -53,12 +54,10 @@ from spark_jobs.oauth import TokenRefused, TokenSource, parse_extensions, with_t
 from spark_jobs.registry import RegistryClient, RegistryConfig, RegistryUnavailable
 from spark_jobs.spec import (
     END_OF_OUTPUT,
-    ContractSpec,
     DeltaTargetSpec,
     Egress,
     ErrorKind,
     ExpectationCount,
-    ExpectationSpec,
     JobFailure,
     KafkaTargetSpec,
     PartitionResult,
@@ -67,7 +66,6 @@ from spark_jobs.spec import (
     ReprocessSpec,
     RunResult,
     RunSpec,
-    SensitiveFieldSpec,
     SourceSpec,
     SubjectRef,
     TableCreation,
