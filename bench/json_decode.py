@@ -11,7 +11,12 @@ in a one-core local session, twice: inside the JVM alone (the values cached as r
 dropped by the ``noop`` sink: ``from_json``'s own speed), and with the rows brought back to Python
 as Arrow (what that path paid). ``bench/spark_ingest.py --formats string,json`` measures whole runs.
 
-    .venv/bin/python bench/json_decode.py [--messages 1000000] [--bad-every 0] [--shapes flat,nested] [--inlet-only]
+A third shape, ``variant``, is the nested orders landed whole as a VARIANT (a schema of ``value
+VARIANT``: ``formats.variant`` encodes each value in Python), against Spark's own
+``parse_json(CAST(value AS STRING))`` on the same values, and beside the same orders decoded into
+their typed columns (``nested``, measured again in the same run if not asked for).
+
+    .venv/bin/python bench/json_decode.py [--messages 1000000] [--bad-every 0] [--shapes flat,nested,variant] [--inlet-only]
 
 ``--bad-every N`` makes every Nth order not JSON of the schema (a string where the id belongs), to
 show the exact path's cost. ``--inlet-only`` skips Spark's ``from_json`` (to profile Inlet's decoder alone). Each
@@ -37,7 +42,8 @@ BATCH = 20_000
 ROUNDS = 2  # the best of each: JIT and caches warm
 NESTED_DDL = ("id BIGINT, customer STRUCT<id: BIGINT, name: STRING, since: TIMESTAMP>, amount DECIMAL(12,2), "
               "tags ARRAY<STRING>, placed_at TIMESTAMP, paid BOOLEAN")
-DDL = {"flat": ORDER_DDL, "nested": NESTED_DDL}
+DDL = {"flat": ORDER_DDL, "nested": NESTED_DDL, "variant": "value VARIANT"}
+VALUES = {"flat": "flat", "nested": "nested", "variant": "nested"}  # the orders each shape decodes
 TAGS = ("gift", "express", "fragile", "b2b")
 
 
@@ -92,7 +98,8 @@ def inlet_decode(values: list[bytes], ddl: str) -> tuple[float, float, int]:
 
 
 def spark_decode(spark: Any, values: list[bytes], ddl: str) -> tuple[float, float]:
-    """Spark's ``from_json`` records/s on one core: inside the JVM alone, and with the rows back as Arrow."""
+    """Spark's ``from_json`` records/s on one core (``parse_json`` for the whole value as a VARIANT):
+    inside the JVM alone, and with the rows back as Arrow."""
     from spark_jobs.kafka_source import kafka_struct
     from tests.formats.spark_from_json import from_json
 
@@ -103,24 +110,30 @@ def spark_decode(spark: Any, values: list[bytes], ddl: str) -> tuple[float, floa
                       "timestampType": pa.array([0] * n, pa.int32())})
     records = spark.createDataFrame(table, kafka_struct(False)).cache()
     records.count()
-    from_json(records.limit(1000), ddl).write.format("noop").mode("overwrite").save()
+    decode = _parse_whole if ddl == DDL["variant"] else from_json
+    decode(records.limit(1000), ddl).write.format("noop").mode("overwrite").save()
     jvm_s = arrow_s = float("inf")
     for _ in range(ROUNDS):
         began = time.perf_counter()
-        from_json(records, ddl).write.format("noop").mode("overwrite").save()
+        decode(records, ddl).write.format("noop").mode("overwrite").save()
         jvm_s = min(jvm_s, time.perf_counter() - began)
         began = time.perf_counter()
-        from_json(records, ddl).toArrow()
+        decode(records, ddl).toArrow()
         arrow_s = min(arrow_s, time.perf_counter() - began)
     records.unpersist()
     return n / jvm_s, n / arrow_s
+
+
+def _parse_whole(records: Any, _: str) -> Any:
+    """The whole value as a VARIANT by Spark's own parser."""
+    return records.selectExpr("parse_json(CAST(value AS STRING)) AS value")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--bad-every", type=int, default=0)
-    parser.add_argument("--shapes", default="flat,nested", help="comma-separated: flat, nested")
+    parser.add_argument("--shapes", default="flat,nested", help="comma-separated: flat, nested, variant")
     parser.add_argument("--inlet-only", action="store_true", help="skip Spark's from_json")
     args = parser.parse_args()
     shapes = args.shapes.split(",")
@@ -134,20 +147,27 @@ def main() -> None:
              .config("spark.ui.showConsoleProgress", "false").config("spark.driver.memory", "4g")
              .config("spark.sql.session.timeZone", "UTC").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
+    if "variant" in shapes and "nested" not in shapes:  # the typed decode of the same orders, beside it
+        shapes.insert(shapes.index("variant"), "nested")
+    typed: dict[str, float] = {}
     try:
         for shape in shapes:
-            values = orders(args.messages, args.bad_every, shape)
+            values = orders(args.messages, args.bad_every, VALUES[shape])
             print(f"{shape}: {args.messages:,} JSON orders, {sum(map(len, values)) / len(values):.0f} B on average")
             inlet, inlet_cpu, quarantined = inlet_decode(values, DDL[shape])
+            typed[shape] = inlet
             print(f"{shape}: inlet json_values: {inlet:,.0f} records/s ({args.messages / inlet:.2f}s wall, "
                   f"{inlet_cpu:,.0f} records/s of CPU, {quarantined:,} quarantined)")
+            if shape == "variant":
+                print(f"variant: ratio inlet VARIANT / inlet typed columns (nested): {inlet / typed['nested']:.2f}")
             if args.inlet_only:
                 continue
             jvm, arrow = spark_decode(spark, values, DDL[shape])
-            print(f"{shape}: spark from_json, in the JVM: {jvm:,.0f} records/s ({args.messages / jvm:.2f}s)")
-            print(f"{shape}: spark from_json, rows back to Python as Arrow: {arrow:,.0f} records/s "
+            spark_name = "parse_json" if shape == "variant" else "from_json"
+            print(f"{shape}: spark {spark_name}, in the JVM: {jvm:,.0f} records/s ({args.messages / jvm:.2f}s)")
+            print(f"{shape}: spark {spark_name}, rows back to Python as Arrow: {arrow:,.0f} records/s "
                   f"({args.messages / arrow:.2f}s)")
-            print(f"{shape}: ratio inlet / spark from_json: {inlet / jvm:.2f} (JVM alone), "
+            print(f"{shape}: ratio inlet / spark {spark_name}: {inlet / jvm:.2f} (JVM alone), "
                   f"{inlet / arrow:.2f} (with the rows back)")
     finally:
         spark.stop()
