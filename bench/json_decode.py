@@ -147,7 +147,8 @@ def main() -> None:
              .config("spark.ui.showConsoleProgress", "false").config("spark.driver.memory", "4g")
              .config("spark.sql.session.timeZone", "UTC").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    if "variant" in shapes and "nested" not in shapes:  # the typed decode of the same orders, beside it
+    if "variant" in shapes:  # the typed decode of the same orders, just before it
+        shapes = [s for s in shapes if s != "nested"]
         shapes.insert(shapes.index("variant"), "nested")
     typed: dict[str, float] = {}
     try:

@@ -234,6 +234,8 @@ class KafkaTargetSpec(_Model):
 
 
 TargetSpec = Annotated[DeltaTargetSpec | KafkaTargetSpec, Field(discriminator="type")]
+
+
 class ReprocessSpec(_Model):
     """A run that replays quarantined records into the table (``targets.reprocess``) instead of
     reading Kafka: those of ``ranges`` (every partition's when None) whose Kafka timestamp is in

@@ -8,7 +8,7 @@ the table's columns. ``warn`` counts; ``quarantine`` gives a violating row the r
 ``fail`` raises ``expectation_failed``, which fails the task, the Spark job and so the run, before its
 commit. A keyed table's deletes carry only their key and are not tested.
 
-Pickled to the tasks with their plan: no pydantic here (``spark_jobs.spec`` only under TYPE_CHECKING).
+Pickled to the tasks with their plan: no pydantic here (``spark_jobs.contract.spec`` only under TYPE_CHECKING).
 """
 
 from __future__ import annotations
